@@ -1,0 +1,286 @@
+//! Fault injection: power cuts, torn operations, bit flips, silent failures, reordered
+//! completion and wear-out. Everything random is drawn from one seeded generator, so a run is
+//! replayed exactly from its seed.
+
+use alloc::vec::Vec;
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Where the power goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CutPoint {
+    /// Mutating operations (programs, erases, writes, bad-block marks) that complete before
+    /// the cut, counted from the device's creation or opening.
+    pub after_ops: u64,
+    /// Whether the next operation is torn (partly done) rather than not started.
+    pub torn: bool,
+}
+
+/// A block that wears out early: program and erase fail once its erase count reaches
+/// `at_erases`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timebomb {
+    /// Block (erase unit).
+    pub block: u32,
+    /// Erase count at which it fails.
+    pub at_erases: u32,
+}
+
+/// The faults a simulator injects. The default injects none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FaultConfig {
+    /// Seed of every random choice below.
+    pub seed: u64,
+    /// A power cut, if any.
+    pub cut: Option<CutPoint>,
+    /// Probability that a bit flips on a read (transient; NAND's ECC may correct it, NOR has
+    /// none).
+    pub bit_flip_rate: f64,
+    /// Probability that a program reports success but does nothing.
+    pub silent_program_rate: f64,
+    /// Probability that an erase reports success but does nothing.
+    pub silent_erase_rate: f64,
+    /// Programs the device may hold in a volatile buffer and complete out of order: at a
+    /// power cut a random subset of the programs since the last `sync` (up to this many of
+    /// the latest) is lost. 0 = programs are durable when they return.
+    pub reorder_window: usize,
+    /// Blocks that wear out early.
+    pub timebombs: Vec<Timebomb>,
+}
+
+/// When worn blocks fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WearModel {
+    /// Never: erase counts are only counted.
+    Never,
+    /// Every program and erase fails once a block has reached its endurance.
+    AtLimit,
+    /// Past the endurance, each program and erase fails with a probability that rises
+    /// linearly from 0 at the endurance to 1 at twice the endurance, as real parts do.
+    #[default]
+    Gradual,
+}
+
+impl WearModel {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            WearModel::Never => 0,
+            WearModel::AtLimit => 1,
+            WearModel::Gradual => 2,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            0 => WearModel::Never,
+            1 => WearModel::AtLimit,
+            2 => WearModel::Gradual,
+            _ => return None,
+        })
+    }
+}
+
+/// What happens to the mutating operation about to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// It runs as asked.
+    Normal,
+    /// It reports success and does nothing.
+    Silent,
+    /// It is cut part-way; the power is then off.
+    Torn,
+    /// The power goes before it starts.
+    Cut,
+}
+
+/// Fault state of one simulator.
+#[derive(Debug, Clone)]
+pub(crate) struct Faults {
+    pub config: FaultConfig,
+    pub rng: Xoshiro256PlusPlus,
+    /// Mutating operations that ran (including torn and failed ones).
+    pub ops: u64,
+    pub powered: bool,
+}
+
+impl Faults {
+    pub fn new(config: FaultConfig) -> Self {
+        Faults {
+            rng: Xoshiro256PlusPlus::seed_from_u64(config.seed),
+            config,
+            ops: 0,
+            powered: true,
+        }
+    }
+
+    pub fn reconfigure(&mut self, config: FaultConfig) {
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(config.seed);
+        self.config = config;
+    }
+
+    /// Decides the fate of the next mutating operation, which may be `silent`-able.
+    pub fn begin(&mut self, silent_rate: f64) -> Fate {
+        if let Some(cut) = self.config.cut {
+            if self.ops >= cut.after_ops {
+                self.config.cut = None;
+                if cut.torn {
+                    self.ops += 1;
+                    return Fate::Torn;
+                }
+                return Fate::Cut;
+            }
+        }
+        self.ops += 1;
+        if silent_rate > 0.0 && self.chance(silent_rate) {
+            return Fate::Silent;
+        }
+        Fate::Normal
+    }
+
+    /// A uniform draw in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.rng.next_u64() % n
+        }
+    }
+
+    pub fn byte(&mut self) -> u8 {
+        self.rng.next_u64() as u8
+    }
+
+    /// A Poisson draw with mean `lambda` (number of flips among many bits), capped at 64.
+    pub fn poisson(&mut self, lambda: f64) -> u32 {
+        if lambda <= 0.0 {
+            return 0;
+        }
+        let limit = libm::exp(-lambda);
+        let mut k = 0;
+        let mut p = self.unit();
+        while p > limit && k < 64 {
+            k += 1;
+            p *= self.unit();
+        }
+        k
+    }
+
+    /// Flips `n` random bits of `buf`.
+    pub fn flip_bits(&mut self, buf: &mut [u8], n: u32) {
+        if buf.is_empty() {
+            return;
+        }
+        for _ in 0..n {
+            let bit = self.below(buf.len() as u64 * 8);
+            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+        }
+    }
+
+    /// Whether a program or erase of a block at `erase_count` fails from wear.
+    pub fn worn_out(
+        &mut self,
+        model: WearModel,
+        block: u32,
+        erase_count: u32,
+        endurance: u32,
+    ) -> bool {
+        if self
+            .config
+            .timebombs
+            .iter()
+            .any(|t| t.block == block && erase_count >= t.at_erases)
+        {
+            return true;
+        }
+        match model {
+            WearModel::Never => false,
+            WearModel::AtLimit => erase_count >= endurance,
+            WearModel::Gradual => {
+                erase_count >= endurance
+                    && self.chance((erase_count - endurance) as f64 / endurance as f64)
+            }
+        }
+    }
+}
+
+/// SplitMix64: a stateless mix, for choices that must follow from an image's seed alone
+/// (which blocks left the factory bad).
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_draws() {
+        let mut a = Faults::new(FaultConfig {
+            seed: 7,
+            ..Default::default()
+        });
+        let mut b = Faults::new(FaultConfig {
+            seed: 7,
+            ..Default::default()
+        });
+        for _ in 0..100 {
+            assert_eq!(a.below(1000), b.below(1000));
+        }
+    }
+
+    #[test]
+    fn poisson_mean_is_close() {
+        let mut f = Faults::new(FaultConfig {
+            seed: 1,
+            ..Default::default()
+        });
+        let n = 20_000;
+        let total: u32 = (0..n).map(|_| f.poisson(2.0)).sum();
+        let mean = total as f64 / n as f64;
+        assert!((1.9..2.1).contains(&mean), "{mean}");
+    }
+
+    #[test]
+    fn cut_fires_once_at_its_point() {
+        let mut f = Faults::new(FaultConfig {
+            cut: Some(CutPoint {
+                after_ops: 2,
+                torn: false,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(f.begin(0.0), Fate::Normal);
+        assert_eq!(f.begin(0.0), Fate::Normal);
+        assert_eq!(f.begin(0.0), Fate::Cut);
+        assert_eq!(f.begin(0.0), Fate::Normal);
+    }
+
+    #[test]
+    fn wear_models() {
+        let mut f = Faults::new(FaultConfig {
+            timebombs: alloc::vec![Timebomb {
+                block: 3,
+                at_erases: 5
+            }],
+            ..Default::default()
+        });
+        assert!(!f.worn_out(WearModel::Never, 0, 1_000_000, 10));
+        assert!(f.worn_out(WearModel::AtLimit, 0, 10, 10));
+        assert!(!f.worn_out(WearModel::AtLimit, 0, 9, 10));
+        assert!(!f.worn_out(WearModel::Gradual, 0, 10, 10));
+        assert!(f.worn_out(WearModel::Gradual, 0, 20, 10));
+        assert!(f.worn_out(WearModel::Never, 3, 5, 100));
+        assert!(!f.worn_out(WearModel::Never, 3, 4, 100));
+    }
+}
