@@ -1,0 +1,361 @@
+//! The block device: fixed-size sectors on the log, so a conventional file system runs on
+//! flash unchanged (Kawaguchi's flash driver).
+//!
+//! Every write goes to a fresh slot and returns once programmed; `flush` is a barrier for
+//! devices that buffer programs. Mount rebuilds the sector map by scanning the log: for each
+//! sector the slot with the highest sequence number wins, unless a later trim record hides it.
+
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result};
+use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
+use crate::log::{Head, Log, LogConfig, Owner, SlotAddr};
+use crate::media::Segments;
+
+/// A device of fixed-size sectors.
+pub trait BlockDevice {
+    /// Bytes per sector.
+    fn sector_size(&self) -> usize;
+    /// Number of sectors.
+    fn sectors(&self) -> u64;
+    /// Reads whole sectors starting at `sector` (`buf` is a multiple of the sector size).
+    /// A sector never written, or trimmed, reads as zeros.
+    fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<()>;
+    /// Writes whole sectors starting at `sector`.
+    fn write(&mut self, sector: u64, data: &[u8]) -> Result<()>;
+    /// Returns once everything written before it is durable.
+    fn flush(&mut self) -> Result<()>;
+    /// Declares `count` sectors from `sector` unused: they read as zeros until written.
+    fn trim(&mut self, sector: u64, count: u64) -> Result<()>;
+}
+
+/// Block-device settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FtlConfig {
+    /// The log underneath.
+    pub log: LogConfig,
+    /// Sectors to export; `None` exports all the log can hold.
+    pub sectors: Option<u32>,
+    /// A sector rewritten within this fraction of the device's capacity in writes counts as
+    /// hot (when the log separates hot and warm data).
+    pub hot_window: f64,
+}
+
+impl Default for FtlConfig {
+    fn default() -> Self {
+        FtlConfig {
+            log: LogConfig::default(),
+            sectors: None,
+            hot_window: 0.25,
+        }
+    }
+}
+
+const UNMAPPED: u32 = u32::MAX;
+
+/// Where each sector lives, and when it was last written.
+#[derive(Debug)]
+struct SectorMap {
+    at: Vec<u32>,
+    last_write: Vec<u32>,
+    slots: u32,
+}
+
+impl SectorMap {
+    fn pack(&self, a: SlotAddr) -> u32 {
+        a.seg * self.slots + a.slot
+    }
+
+    fn unpack(&self, p: u32) -> SlotAddr {
+        SlotAddr {
+            seg: p / self.slots,
+            slot: p % self.slots,
+        }
+    }
+}
+
+impl Owner for SectorMap {
+    fn is_live(&mut self, tag: &Tag, at: SlotAddr) -> bool {
+        tag.kind != Kind::Sector || self.at.get(tag.key as usize) == Some(&self.pack(at))
+    }
+
+    fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr) {
+        if tag.kind == Kind::Sector {
+            let (from, to) = (self.pack(from), self.pack(to));
+            if let Some(a) = self.at.get_mut(tag.key as usize) {
+                if *a == from {
+                    *a = to;
+                }
+            }
+        }
+    }
+}
+
+/// The flash translation layer.
+#[derive(Debug)]
+pub struct Ftl<D> {
+    log: Log<D>,
+    map: SectorMap,
+    writes: u32,
+    hot_window: u32,
+    buf: Vec<u8>,
+}
+
+impl<D: Segments> Ftl<D> {
+    /// Formats `dev` as a block device.
+    pub fn format(dev: D, config: FtlConfig) -> Result<Self> {
+        let log = Log::format(dev, config.log, FORMAT_BLOCK_DEVICE, |capacity| {
+            let max = u32::try_from(capacity)
+                .unwrap_or(u32::MAX - 1)
+                .min(u32::MAX - 1);
+            match config.sectors {
+                Some(n) if n as u64 > capacity => Err(Error::InvalidArgument(
+                    "more sectors than the flash can hold",
+                )),
+                Some(0) => Err(Error::InvalidArgument("zero sectors")),
+                Some(n) => Ok(n),
+                None if max == 0 => Err(Error::NoSpace),
+                None => Ok(max),
+            }
+        })?;
+        Ok(Self::with(log, config))
+    }
+
+    /// Mounts the block device on `dev` by scanning its log.
+    pub fn mount(dev: D, config: FtlConfig) -> Result<Self> {
+        let (log, found) = Log::mount(dev, config.log)?;
+        if log.volume().format != FORMAT_BLOCK_DEVICE {
+            return Err(Error::NotFormatted("the volume is not a block device"));
+        }
+        let mut ftl = Self::with(log, config);
+        let sectors = ftl.map.at.len();
+        let mut newest = alloc::vec![0u64; sectors];
+        let mut trims: Vec<(u64, SlotAddr)> = Vec::new();
+        for (at, tag) in &found {
+            match tag.kind {
+                Kind::Sector if (tag.key as usize) < sectors => {
+                    let k = tag.key as usize;
+                    if tag.seq > newest[k] {
+                        newest[k] = tag.seq;
+                        ftl.map.at[k] = ftl.map.pack(*at);
+                    }
+                }
+                Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
+                Kind::Trim => trims.push((tag.seq, *at)),
+            }
+        }
+        for (seq, at) in trims {
+            ftl.log.read(at, &mut ftl.buf)?;
+            let ranges = decode_trim(&ftl.buf)?;
+            for (start, count) in ranges {
+                let end = (start as usize).saturating_add(count as usize).min(sectors);
+                for k in start as usize..end {
+                    if newest[k] < seq {
+                        ftl.map.at[k] = UNMAPPED;
+                    }
+                }
+            }
+            ftl.log.mark_live(at);
+        }
+        for k in 0..sectors {
+            if ftl.map.at[k] != UNMAPPED {
+                let a = ftl.map.unpack(ftl.map.at[k]);
+                ftl.log.mark_live(a);
+            }
+        }
+        Ok(ftl)
+    }
+
+    fn with(log: Log<D>, config: FtlConfig) -> Self {
+        let sectors = log.volume().size as usize;
+        let geo = log.geometry();
+        let window = (log.capacity_slots() as f64 * config.hot_window.clamp(0.0, 1.0)) as u32;
+        Ftl {
+            map: SectorMap {
+                at: alloc::vec![UNMAPPED; sectors],
+                last_write: alloc::vec![0; sectors],
+                slots: geo.slots,
+            },
+            writes: 1,
+            hot_window: window.max(1),
+            buf: alloc::vec![0; geo.slot_size as usize],
+            log,
+        }
+    }
+
+    fn check(&self, sector: u64, len: usize) -> Result<u64> {
+        let ss = self.sector_size();
+        if len % ss != 0 {
+            return Err(Error::InvalidArgument(
+                "length is not a whole number of sectors",
+            ));
+        }
+        let n = (len / ss) as u64;
+        match sector.checked_add(n) {
+            Some(end) if end <= self.sectors() => Ok(n),
+            _ => Err(Error::InvalidArgument(
+                "sector beyond the end of the device",
+            )),
+        }
+    }
+
+    /// Head for a sector about to be written: hot when it was rewritten recently.
+    fn head_for(&self, k: usize) -> Head {
+        let last = self.map.last_write[k];
+        if self.log.config().hot_cold
+            && last != 0
+            && self.writes.wrapping_sub(last) < self.hot_window
+        {
+            Head::Hot
+        } else {
+            Head::Warm
+        }
+    }
+
+    /// Uses idle device time to clean ahead of need.
+    pub fn idle(&mut self, d: core::time::Duration) -> Result<core::time::Duration> {
+        self.log.idle(d, &mut self.map)
+    }
+
+    /// Cleans every segment holding dead data.
+    pub fn gc(&mut self) -> Result<()> {
+        self.log.gc(&mut self.map)
+    }
+
+    /// The log underneath (statistics, segment table).
+    pub fn log(&self) -> &Log<D> {
+        &self.log
+    }
+
+    /// The log underneath, mutably (device access for fault injection).
+    pub fn log_mut(&mut self) -> &mut Log<D> {
+        &mut self.log
+    }
+
+    /// Sectors that currently hold data.
+    pub fn mapped_sectors(&self) -> u64 {
+        self.map.at.iter().filter(|&&a| a != UNMAPPED).count() as u64
+    }
+
+    /// Gives the device back.
+    pub fn into_device(self) -> D {
+        self.log.into_device()
+    }
+}
+
+/// Trim record payload: count (u16 LE), then (start u32 LE, count u32 LE) ranges.
+fn encode_trim(start: u32, count: u32, slot: usize) -> Vec<u8> {
+    let mut b = alloc::vec![0xFFu8; slot];
+    b[0..2].copy_from_slice(&1u16.to_le_bytes());
+    b[2..6].copy_from_slice(&start.to_le_bytes());
+    b[6..10].copy_from_slice(&count.to_le_bytes());
+    b
+}
+
+fn decode_trim(b: &[u8]) -> Result<Vec<(u32, u32)>> {
+    let bad = Error::Corrupt("malformed trim record");
+    let n = u16::from_le_bytes([
+        *b.first().ok_or(bad.clone())?,
+        *b.get(1).ok_or(bad.clone())?,
+    ]) as usize;
+    let body = b.get(2..2 + n * 8).ok_or(bad)?;
+    Ok(body
+        .chunks_exact(8)
+        .map(|c| {
+            (
+                u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            )
+        })
+        .collect())
+}
+
+impl<D: Segments> BlockDevice for Ftl<D> {
+    fn sector_size(&self) -> usize {
+        self.log.geometry().slot_size as usize
+    }
+
+    fn sectors(&self) -> u64 {
+        self.map.at.len() as u64
+    }
+
+    fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        self.check(sector, buf.len())?;
+        let ss = self.sector_size();
+        for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
+            match self.map.at[sector as usize + i] {
+                UNMAPPED => chunk.fill(0),
+                p => {
+                    let at = self.map.unpack(p);
+                    self.log.read(at, chunk)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, sector: u64, data: &[u8]) -> Result<()> {
+        self.check(sector, data.len())?;
+        let ss = self.sector_size();
+        for (i, chunk) in data.chunks_exact(ss).enumerate() {
+            let k = sector as usize + i;
+            let head = self.head_for(k);
+            let at = self
+                .log
+                .append(head, k as u32, Kind::Sector, chunk, &mut self.map)?;
+            // Read the old place only now: cleaning during the append may have moved it.
+            let packed = self.map.pack(at);
+            let old = core::mem::replace(&mut self.map.at[k], packed);
+            if old != UNMAPPED {
+                self.log.kill(self.map.unpack(old));
+            }
+            self.map.last_write[k] = self.writes;
+            self.writes = self.writes.wrapping_add(1).max(1);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.log.sync()
+    }
+
+    fn trim(&mut self, sector: u64, count: u64) -> Result<()> {
+        let end = sector.checked_add(count).filter(|&e| e <= self.sectors());
+        let Some(end) = end else {
+            return Err(Error::InvalidArgument("trim beyond the end of the device"));
+        };
+        if !(sector..end).any(|k| self.map.at[k as usize] != UNMAPPED) {
+            return Ok(());
+        }
+        let rec = encode_trim(sector as u32, count as u32, self.sector_size());
+        self.log
+            .append(Head::Warm, 0, Kind::Trim, &rec, &mut self.map)?;
+        for k in sector..end {
+            let old = core::mem::replace(&mut self.map.at[k as usize], UNMAPPED);
+            if old != UNMAPPED {
+                self.log.kill(self.map.unpack(old));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<D: Segments> Ftl<D> {
+    /// Checks that every mapped sector points at a live slot of a segment in use.
+    #[doc(hidden)]
+    pub fn check_map(&self) -> core::result::Result<(), alloc::string::String> {
+        for (k, &p) in self.map.at.iter().enumerate() {
+            if p != UNMAPPED {
+                let a = self.map.unpack(p);
+                let s = self.log.segments()[a.seg as usize];
+                if !self.log.is_live(a) || !s.in_use() {
+                    return Err(alloc::format!(
+                        "sector {k} -> {a:?} live={} seg={s:?}",
+                        self.log.is_live(a)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,19 @@
+//! flashfs: a file system for raw flash.
+//!
+//! Layers, bottom up: [`media`] views a flash device as segments of slots; [`log`] is the
+//! log-structured store with its cleaner and wear leveling; [`ftl`] is a block device on the
+//! log, for conventional file systems.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+mod error;
+pub mod ftl;
+pub mod log;
+pub mod media;
+
+pub use error::{Error, Result};
+pub use ftl::{BlockDevice, Ftl, FtlConfig};
+pub use log::{Head, Log, LogConfig, LogStats, Owner, SlotAddr};
+pub use media::{NandSegments, NorSegments, SegGeometry, Segments};

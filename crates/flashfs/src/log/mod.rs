@@ -1,0 +1,761 @@
+//! The log-structured store: segments filled by several write heads, never overwritten in
+//! place, reclaimed by a cleaner, levelled for wear.
+//!
+//! The log knows slots, tags and liveness; it does not know what the data means. Its owner
+//! (the block device, the file system) says which slots are live at mount, updates its maps
+//! when the cleaner moves a slot, and may veto copying a slot it no longer needs.
+
+pub mod policy;
+pub mod segment;
+pub mod tag;
+
+use alloc::vec::Vec;
+
+use flash::FlashError;
+
+use crate::error::{Error, Result};
+use crate::media::{HeaderState, SegGeometry, Segments};
+use policy::{threshold, Policy};
+use segment::{LiveMap, SegInfo, SegState};
+use tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
+
+/// Where a slot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SlotAddr {
+    /// Segment.
+    pub seg: u32,
+    /// Slot within the segment.
+    pub slot: u32,
+}
+
+/// A write head: an open segment that data of one temperature streams into, so the cleaner
+/// finds segments of uniformly hot or uniformly cold data (Kawaguchi §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// Data rewritten recently: likely to die soon.
+    Hot,
+    /// New data, or data not rewritten for long.
+    Warm,
+    /// Survivors of cleaning: the coldest data.
+    Cold,
+}
+
+const HEADS: usize = 3;
+
+/// How the log behaves: every policy is a setting, measured by `flashfs bench`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogConfig {
+    /// Victim choice.
+    pub policy: Policy,
+    /// Whether survivors of cleaning go to a head of their own (otherwise all heads are one).
+    pub separate_cleaning_head: bool,
+    /// Whether user writes are split into hot and warm heads by update frequency.
+    pub hot_cold: bool,
+    /// Free segments below which the cleaner starts (Kawaguchi's N = 12).
+    pub clean_start: u32,
+    /// Free segments only the cleaner may use; users get ENOSPC before touching them.
+    pub reserve: u32,
+    /// Static wear leveling moves cold data off the least-worn segment when the erase-count
+    /// spread exceeds this (0 disables it).
+    pub wear_spread: u32,
+    /// Live slots the cleaner copies per user write when it runs in the foreground: the
+    /// cleaning work is spread so no single write waits for a whole segment.
+    pub step_slots: u32,
+    /// Whether erases run in the background on their bank while other banks work.
+    pub background_erase: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            policy: Policy::default(),
+            separate_cleaning_head: true,
+            hot_cold: true,
+            clean_start: 12,
+            reserve: 4,
+            wear_spread: 1000,
+            step_slots: 16,
+            background_erase: true,
+        }
+    }
+}
+
+/// What the log has done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Slots written for the owner.
+    pub user_slots: u64,
+    /// Slots copied by the cleaner.
+    pub copied_slots: u64,
+    /// Segment headers written.
+    pub headers: u64,
+    /// Segments erased.
+    pub erases: u64,
+    /// Segments cleaned (victims).
+    pub cleaned: u64,
+    /// Segments cleaned to level wear rather than to gain space.
+    pub wear_moves: u64,
+    /// Segments retired as bad.
+    pub retired: u64,
+    /// Live slots that could not be read back while cleaning (data lost, reported).
+    pub lost_slots: u64,
+    /// Segments found with an unreadable header at mount.
+    pub unreadable_headers: u64,
+}
+
+/// What the owner of the log's data is told, and asked.
+pub trait Owner {
+    /// Whether a slot the cleaner is about to copy is still needed (default: yes).
+    fn is_live(&mut self, tag: &Tag, at: SlotAddr) -> bool {
+        let _ = (tag, at);
+        true
+    }
+    /// The cleaner moved a live slot.
+    fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr);
+    /// A live slot could not be read back while cleaning: its data is gone.
+    fn lost(&mut self, tag: &Tag, at: SlotAddr) {
+        let _ = (tag, at);
+    }
+}
+
+/// A segment being cleaned.
+#[derive(Debug, Clone)]
+struct Victim {
+    seg: u32,
+    next: u32,
+    tags: Vec<TagState>,
+}
+
+/// The log.
+#[derive(Debug)]
+pub struct Log<D> {
+    dev: D,
+    geo: SegGeometry,
+    volume: Volume,
+    config: LogConfig,
+    segs: Vec<SegInfo>,
+    live: LiveMap,
+    heads: [Option<u32>; HEADS],
+    free: u32,
+    seq: u64,
+    stats: LogStats,
+    erasing_until: Vec<u64>,
+    victim: Option<Victim>,
+    buf: Vec<u8>,
+}
+
+impl<D: Segments> Log<D> {
+    fn empty(dev: D, config: LogConfig, volume: Volume) -> Self {
+        let geo = dev.geometry();
+        Log {
+            geo,
+            volume,
+            config,
+            segs: alloc::vec![SegInfo::new(SegState::Dirty, 0); geo.segments as usize],
+            live: LiveMap::new(geo.segments, geo.slots),
+            heads: [None; HEADS],
+            // Every segment starts Dirty, which counts as free.
+            free: geo.segments,
+            seq: 1,
+            stats: LogStats::default(),
+            erasing_until: alloc::vec![0; geo.banks as usize],
+            victim: None,
+            buf: alloc::vec![0; geo.slot_size as usize],
+            dev,
+        }
+    }
+
+    /// Formats a new log on `dev`, keeping the wear record of segments that have one. The
+    /// volume's `size` is chosen by `size` from the slots the owner may keep live.
+    pub fn format(
+        dev: D,
+        config: LogConfig,
+        format: u8,
+        size: impl FnOnce(u64) -> Result<u32>,
+    ) -> Result<Self> {
+        let slot_shift = dev.geometry().slot_size.trailing_zeros() as u8;
+        let mut log = Self::empty(
+            dev,
+            config,
+            Volume {
+                format,
+                slot_shift,
+                size: 0,
+            },
+        );
+        for seg in 0..log.geo.segments {
+            if log.dev.is_bad(seg)? {
+                log.set_state(seg, SegState::Bad);
+                continue;
+            }
+            if let HeaderState::Valid(h) = log.dev.read_header(seg)? {
+                log.segs[seg as usize].erase_count = h.erase_count;
+            }
+            log.erase_segment(seg)?;
+        }
+        log.volume.size = size(log.capacity_slots())?;
+        // One header makes the volume findable even while it holds no data.
+        log.head_segment(Head::Warm)?;
+        log.dev.sync()?;
+        Ok(log)
+    }
+
+    /// Mounts the log on `dev` by scanning every segment. Returns the log with no slot live
+    /// and every valid tag found; the owner resolves which are live ([`Log::mark_live`]).
+    pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Vec<(SlotAddr, Tag)>)> {
+        let mut log = Self::empty(
+            dev,
+            config,
+            Volume {
+                format: 0,
+                slot_shift: 0,
+                size: 0,
+            },
+        );
+        let mut headers = Vec::new();
+        let mut max_seq = 0;
+        for seg in 0..log.geo.segments {
+            if log.dev.is_bad(seg)? {
+                log.set_state(seg, SegState::Bad);
+                continue;
+            }
+            match log.dev.read_header(seg)? {
+                HeaderState::Valid(h) => {
+                    max_seq = max_seq.max(h.open_seq);
+                    headers.push((seg, h));
+                }
+                HeaderState::Bad => log.set_state(seg, SegState::Bad),
+                HeaderState::Garbage => {
+                    log.stats.unreadable_headers += 1;
+                    log.set_state(seg, SegState::Dirty);
+                }
+                HeaderState::Erased => log.set_state(seg, SegState::Dirty),
+            }
+        }
+        let newest = headers
+            .iter()
+            .max_by_key(|(_, h)| h.open_seq)
+            .ok_or(Error::NotFormatted("no segment header"))?;
+        log.volume = newest.1.volume;
+        if 1u32.checked_shl(log.volume.slot_shift as u32) != Some(log.geo.slot_size) {
+            return Err(Error::NotFormatted("slot size differs from the device's"));
+        }
+        let known: Vec<u32> = headers.iter().map(|(_, h)| h.erase_count).collect();
+        let mean = if known.is_empty() {
+            0
+        } else {
+            (known.iter().map(|&c| c as u64).sum::<u64>() / known.len() as u64) as u32
+        };
+        let mut found = Vec::new();
+        let mut tags = alloc::vec![TagState::Erased; log.geo.slots as usize];
+        for (seg, h) in headers {
+            if h.volume != log.volume {
+                log.set_state(seg, SegState::Dirty);
+                continue;
+            }
+            log.dev.read_tags(seg, &mut tags)?;
+            let info = &mut log.segs[seg as usize];
+            info.erase_count = h.erase_count;
+            info.used = tags
+                .iter()
+                .rposition(|t| *t != TagState::Erased)
+                .map_or(0, |p| p as u32 + 1);
+            for (slot, t) in tags.iter().enumerate() {
+                if let TagState::Valid(tag) = t {
+                    max_seq = max_seq.max(tag.seq);
+                    info.min_seq = info.min_seq.min(tag.seq);
+                    found.push((
+                        SlotAddr {
+                            seg,
+                            slot: slot as u32,
+                        },
+                        *tag,
+                    ));
+                }
+            }
+            // Never append after a crash: a torn write may hide under an erased-looking tag.
+            log.set_state(seg, SegState::Full);
+        }
+        for s in log.segs.iter_mut().filter(|s| s.state == SegState::Dirty) {
+            s.erase_count = mean;
+        }
+        log.seq = max_seq + 1;
+        Ok((log, found))
+    }
+
+    /// Marks a slot found at mount live.
+    pub fn mark_live(&mut self, at: SlotAddr) {
+        if !self.live.set(at.seg, at.slot, true) {
+            self.segs[at.seg as usize].live += 1;
+        }
+    }
+
+    /// The slot is no longer needed (overwritten, trimmed, deleted).
+    pub fn kill(&mut self, at: SlotAddr) {
+        if self.live.set(at.seg, at.slot, false) {
+            let now = self.now_ns();
+            let s = &mut self.segs[at.seg as usize];
+            s.live -= 1;
+            s.modified_ns = now;
+        }
+    }
+
+    /// Whether a slot is live.
+    pub fn is_live(&self, at: SlotAddr) -> bool {
+        self.live.get(at.seg, at.slot)
+    }
+
+    /// Reads a slot's data (one slot long).
+    pub fn read(&mut self, at: SlotAddr, buf: &mut [u8]) -> Result<()> {
+        self.dev.read_slot(at.seg, at.slot, buf)
+    }
+
+    /// Appends a slot for the owner, cleaning first if space runs short.
+    pub fn append(
+        &mut self,
+        head: Head,
+        key: u32,
+        kind: Kind,
+        data: &[u8],
+        owner: &mut dyn Owner,
+    ) -> Result<SlotAddr> {
+        if data.len() > self.geo.slot_size as usize {
+            return Err(Error::InvalidArgument("data longer than a slot"));
+        }
+        self.make_room(owner)?;
+        if self.seq > MAX_SEQ {
+            return Err(Error::ReadOnly);
+        }
+        let tag = Tag {
+            key,
+            seq: self.seq,
+            kind,
+        };
+        self.seq += 1;
+        let at = self.write(head, &tag, data)?;
+        self.stats.user_slots += 1;
+        Ok(at)
+    }
+
+    /// Makes every slot appended so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.dev.sync()
+    }
+
+    /// Uses `d` of idle device time to clean ahead of need; returns the time it used.
+    pub fn idle(
+        &mut self,
+        d: core::time::Duration,
+        owner: &mut dyn Owner,
+    ) -> Result<core::time::Duration> {
+        let start = self.dev.now();
+        let budget = d.as_nanos() as u64;
+        while self.free < self.config.clean_start || self.victim.is_some() {
+            if (self.dev.now() - start).as_nanos() as u64 >= budget {
+                break;
+            }
+            let th = threshold(
+                self.config.policy,
+                self.geo.slots,
+                self.free,
+                self.config.clean_start,
+                self.config.reserve,
+            );
+            if !self.clean_step(owner, self.config.step_slots, th.unwrap_or(0.0))? {
+                break;
+            }
+        }
+        let used = self.dev.now() - start;
+        if used < d {
+            self.dev.idle(d - used);
+        }
+        Ok(used.min(d))
+    }
+
+    /// Cleans every segment holding dead slots (an explicit garbage collection).
+    pub fn gc(&mut self, owner: &mut dyn Owner) -> Result<()> {
+        while self.clean_step(owner, u32::MAX, 0.0)? {}
+        Ok(())
+    }
+
+    /// Cleans while space is short: in full below the reserve, a step at a time under the
+    /// threshold curve.
+    fn make_room(&mut self, owner: &mut dyn Owner) -> Result<()> {
+        while self.free <= self.config.reserve {
+            if !self.clean_step(owner, u32::MAX, 0.0)? {
+                return Err(Error::NoSpace);
+            }
+        }
+        if let Some(th) = threshold(
+            self.config.policy,
+            self.geo.slots,
+            self.free,
+            self.config.clean_start,
+            self.config.reserve,
+        ) {
+            self.clean_step(owner, self.config.step_slots, th)?;
+        }
+        Ok(())
+    }
+
+    /// Copies up to `budget` live slots out of the current victim (choosing one whose score
+    /// exceeds `th` if none is in progress); erases the victim once empty. Returns whether
+    /// there was anything to do.
+    fn clean_step(&mut self, owner: &mut dyn Owner, budget: u32, th: f64) -> Result<bool> {
+        if self.victim.is_none() {
+            let Some(seg) = self.wear_victim().or_else(|| self.pick_victim(th)) else {
+                return Ok(false);
+            };
+            let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
+            self.dev.read_tags(seg, &mut tags)?;
+            self.victim = Some(Victim { seg, next: 0, tags });
+        }
+        let mut copied = 0;
+        while copied < budget {
+            let Some(v) = &self.victim else { break };
+            let seg = v.seg;
+            let Some(slot) = self.live.next_live(seg, v.next) else {
+                self.finish_victim()?;
+                return Ok(true);
+            };
+            let TagState::Valid(tag) = v.tags[slot as usize] else {
+                return Err(Error::Corrupt("a live slot has no valid tag"));
+            };
+            if let Some(v) = &mut self.victim {
+                v.next = slot + 1;
+            }
+            let from = SlotAddr { seg, slot };
+            // A tombstone matters only while an older version it hides may still exist.
+            let needed = tag.kind != Kind::Trim || self.oldest_seq_except(seg) < tag.seq;
+            if !needed || !owner.is_live(&tag, from) {
+                self.kill(from);
+                continue;
+            }
+            let mut buf = core::mem::take(&mut self.buf);
+            let read = self.dev.read_slot(seg, slot, &mut buf);
+            let result = match read {
+                Ok(()) => self.write(Head::Cold, &tag, &buf).map(Some),
+                Err(Error::Io) => Ok(None),
+                Err(e) => Err(e),
+            };
+            self.buf = buf;
+            match result? {
+                Some(to) => {
+                    self.kill(from);
+                    owner.moved(&tag, from, to);
+                    self.stats.copied_slots += 1;
+                }
+                None => {
+                    self.kill(from);
+                    owner.lost(&tag, from);
+                    self.stats.lost_slots += 1;
+                }
+            }
+            copied += 1;
+        }
+        Ok(true)
+    }
+
+    fn finish_victim(&mut self) -> Result<()> {
+        let Some(v) = self.victim.take() else {
+            return Ok(());
+        };
+        self.stats.cleaned += 1;
+        if self.segs[v.seg as usize].state == SegState::Failing {
+            self.retire(v.seg)
+        } else {
+            self.erase_segment(v.seg)
+        }
+    }
+
+    /// The best victim above the threshold: segments with nothing live always come first.
+    fn pick_victim(&self, th: f64) -> Option<u32> {
+        let now = self.now_ns();
+        let mut best: Option<(f64, u32)> = None;
+        for (i, s) in self.segs.iter().enumerate() {
+            if !s.cleanable() {
+                continue;
+            }
+            if s.state == SegState::Failing {
+                return Some(i as u32);
+            }
+            let age = now.saturating_sub(s.modified_ns) as f64 / 1e9;
+            let Some(score) = self.config.policy.score(s.live, self.geo.slots, age) else {
+                continue;
+            };
+            let score = if s.live == 0 { f64::INFINITY } else { score };
+            if score > th && best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, i as u32));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// A cold, little-worn segment to move when wear has spread too far.
+    fn wear_victim(&mut self) -> Option<u32> {
+        if self.config.wear_spread == 0 || self.free <= self.config.reserve + 1 {
+            return None;
+        }
+        let max = self
+            .segs
+            .iter()
+            .filter(|s| s.state != SegState::Bad)
+            .map(|s| s.erase_count)
+            .max()?;
+        let (i, s) = self
+            .segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state == SegState::Full)
+            .min_by_key(|(_, s)| s.erase_count)?;
+        if max - s.erase_count > self.config.wear_spread {
+            self.stats.wear_moves += 1;
+            return Some(i as u32);
+        }
+        None
+    }
+
+    /// Writes a slot through a head, retrying in a new segment when a program fails.
+    fn write(&mut self, head: Head, tag: &Tag, data: &[u8]) -> Result<SlotAddr> {
+        for _ in 0..8 {
+            let seg = self.head_segment(head)?;
+            let slot = self.segs[seg as usize].used;
+            self.segs[seg as usize].used += 1;
+            match self.dev.write_slot(seg, slot, tag, data) {
+                Ok(()) => {
+                    let now = self.now_ns();
+                    self.live.set(seg, slot, true);
+                    let s = &mut self.segs[seg as usize];
+                    s.live += 1;
+                    s.modified_ns = now;
+                    s.min_seq = s.min_seq.min(tag.seq);
+                    if s.used == self.geo.slots {
+                        self.close(seg);
+                    }
+                    return Ok(SlotAddr { seg, slot });
+                }
+                Err(Error::Flash(FlashError::ProgramFailed { .. })) => self.fail(seg),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::ReadOnly)
+    }
+
+    fn head_index(&self, head: Head) -> usize {
+        if !self.config.separate_cleaning_head {
+            return 0;
+        }
+        match head {
+            Head::Hot => 0,
+            Head::Warm => 1,
+            Head::Cold => 2,
+        }
+    }
+
+    /// The open segment of a head, opening a new one when needed.
+    fn head_segment(&mut self, head: Head) -> Result<u32> {
+        let h = self.head_index(head);
+        if let Some(seg) = self.heads[h] {
+            return Ok(seg);
+        }
+        let floor = if head == Head::Cold {
+            0
+        } else {
+            self.config.reserve
+        };
+        for _ in 0..8 {
+            if self.free <= floor {
+                return Err(Error::NoSpace);
+            }
+            let seg = self.pick_free(head).ok_or(Error::NoSpace)?;
+            if self.segs[seg as usize].state == SegState::Dirty {
+                self.erase_segment(seg)?;
+                if self.segs[seg as usize].state != SegState::Free {
+                    continue;
+                }
+            }
+            let header = SegHeader {
+                erase_count: self.segs[seg as usize].erase_count,
+                open_seq: self.seq,
+                volume: self.volume,
+            };
+            match self.dev.write_header(seg, &header) {
+                Ok(()) => {
+                    self.stats.headers += 1;
+                    self.set_state(seg, SegState::Open);
+                    let s = &mut self.segs[seg as usize];
+                    s.used = 0;
+                    s.live = 0;
+                    s.min_seq = u64::MAX;
+                    self.heads[h] = Some(seg);
+                    return Ok(seg);
+                }
+                Err(Error::Flash(FlashError::ProgramFailed { .. })) => self.retire(seg)?,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::ReadOnly)
+    }
+
+    /// A free segment for a head: least worn for user data (it will be erased again soon),
+    /// most worn for cold survivors (they will sit still); away from banks that are busy
+    /// erasing or hold another open head, so erases overlap writes.
+    fn pick_free(&self, head: Head) -> Option<u32> {
+        let now = self.now_ns();
+        let open_banks: Vec<u32> = self
+            .heads
+            .iter()
+            .flatten()
+            .map(|&s| self.dev.bank_of(s))
+            .collect();
+        let cold = head == Head::Cold;
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s.state, SegState::Free | SegState::Dirty))
+            .min_by_key(|(i, s)| {
+                let bank = self.dev.bank_of(*i as u32);
+                let busy = self.erasing_until[bank as usize] > now || open_banks.contains(&bank);
+                let wear = if cold {
+                    u32::MAX - s.erase_count
+                } else {
+                    s.erase_count
+                };
+                (busy, s.state == SegState::Dirty, wear, *i)
+            })
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Erases a segment (in the background where configured); a failed erase retires it.
+    fn erase_segment(&mut self, seg: u32) -> Result<()> {
+        self.segs[seg as usize].erase_count = self.segs[seg as usize].erase_count.saturating_add(1);
+        match self.dev.erase(seg, self.config.background_erase) {
+            Ok(()) => {
+                self.stats.erases += 1;
+                let bank = self.dev.bank_of(seg) as usize;
+                self.erasing_until[bank] = self.now_ns() + self.dev.erase_time().as_nanos() as u64;
+                let s = &mut self.segs[seg as usize];
+                s.live = 0;
+                s.used = 0;
+                s.min_seq = u64::MAX;
+                self.set_state(seg, SegState::Free);
+                Ok(())
+            }
+            Err(Error::Flash(FlashError::EraseFailed { .. })) => self.retire(seg),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A program failed in `seg`: close it; the cleaner moves its live data, then retires it.
+    fn fail(&mut self, seg: u32) {
+        self.close(seg);
+        self.set_state(seg, SegState::Failing);
+    }
+
+    fn retire(&mut self, seg: u32) -> Result<()> {
+        self.close(seg);
+        self.set_state(seg, SegState::Bad);
+        self.stats.retired += 1;
+        self.dev.mark_bad(seg)
+    }
+
+    fn close(&mut self, seg: u32) {
+        for h in self.heads.iter_mut() {
+            if *h == Some(seg) {
+                *h = None;
+            }
+        }
+        if self.segs[seg as usize].state == SegState::Open {
+            self.set_state(seg, SegState::Full);
+        }
+    }
+
+    fn set_state(&mut self, seg: u32, state: SegState) {
+        let s = &mut self.segs[seg as usize];
+        let was_free = matches!(s.state, SegState::Free | SegState::Dirty);
+        let is_free = matches!(state, SegState::Free | SegState::Dirty);
+        s.state = state;
+        match (was_free, is_free) {
+            (false, true) => self.free += 1,
+            (true, false) => self.free -= 1,
+            _ => {}
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.dev.now().as_nanos() as u64
+    }
+
+    /// The lowest sequence number held by any segment other than `except`: a record that
+    /// supersedes older versions (a trim) is needed only while some segment may still hold
+    /// one of them.
+    pub fn oldest_seq_except(&self, except: u32) -> u64 {
+        self.segs
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| *i as u32 != except && s.in_use())
+            .map(|(_, s)| s.min_seq)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Segments free for writing.
+    pub fn free_segments(&self) -> u32 {
+        self.free
+    }
+
+    /// Segments not retired as bad.
+    pub fn good_segments(&self) -> u32 {
+        self.segs
+            .iter()
+            .filter(|s| s.state != SegState::Bad)
+            .count() as u32
+    }
+
+    /// Slots the owner may keep live at most and still leave the cleaner room to work: the
+    /// good segments less the reserve, one segment per head, and one more.
+    pub fn capacity_slots(&self) -> u64 {
+        let spare = self.config.reserve + HEADS as u32 + 1;
+        self.good_segments().saturating_sub(spare) as u64 * self.geo.slots as u64
+    }
+
+    /// The device's shape.
+    pub fn geometry(&self) -> SegGeometry {
+        self.geo
+    }
+
+    /// The volume parameters.
+    pub fn volume(&self) -> Volume {
+        self.volume
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &LogStats {
+        &self.stats
+    }
+
+    /// The segment usage table.
+    pub fn segments(&self) -> &[SegInfo] {
+        &self.segs
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// The device, for fault injection and statistics.
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.dev
+    }
+
+    /// Gives the device back.
+    pub fn into_device(self) -> D {
+        self.dev
+    }
+}

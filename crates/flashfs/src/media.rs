@@ -1,0 +1,452 @@
+//! Flash seen as segments of slots: the one view of the medium the log needs.
+//!
+//! A segment is an erase unit. It holds a header, written when the segment is opened, and
+//! slots, written in order, each with a tag. On NAND a slot is a page, its tag sits in the
+//! page's spare area and page 0 holds the header: a page and its tag are programmed in one
+//! operation. On NOR the unit starts with the header and a summary of tags (Kawaguchi's
+//! segment summary), followed by the slots; a slot's data is programmed before its tag, so
+//! a tag that reads valid vouches for its data.
+
+use core::time::Duration;
+
+use flash::{FlashError, NandFlash, NorFlash, PageAddr};
+
+use crate::error::{Error, Result};
+use crate::log::tag::{SegHeader, Tag, TagState, HEADER_LEN, TAG_LEN};
+
+/// Shape of a segmented device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegGeometry {
+    /// Segments (erase units).
+    pub segments: u32,
+    /// Slots per segment.
+    pub slots: u32,
+    /// Data bytes per slot.
+    pub slot_size: u32,
+    /// Banks that erase and program independently.
+    pub banks: u32,
+}
+
+/// What a segment's header area holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderState {
+    /// Erased: the segment was never opened since its last erase.
+    Erased,
+    /// Unreadable or not a header (torn, or foreign data): erase before use.
+    Garbage,
+    /// The segment was retired as bad.
+    Bad,
+    /// A header.
+    Valid(SegHeader),
+}
+
+/// A flash device seen as segments of slots.
+pub trait Segments {
+    /// The shape.
+    fn geometry(&self) -> SegGeometry;
+    /// Bank of a segment.
+    fn bank_of(&self, seg: u32) -> u32;
+    /// Reads a segment's header.
+    fn read_header(&mut self, seg: u32) -> Result<HeaderState>;
+    /// Writes the header of an erased segment.
+    fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()>;
+    /// Reads the tags of every slot of a segment into `out` (one per slot).
+    fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()>;
+    /// Reads a slot's data (`buf` is one slot long).
+    fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()>;
+    /// Writes a slot: data, then tag (atomically on NAND).
+    fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()>;
+    /// Erases a segment, in the background when asked (other banks keep working).
+    fn erase(&mut self, seg: u32, background: bool) -> Result<()>;
+    /// Whether a segment is marked bad.
+    fn is_bad(&mut self, seg: u32) -> Result<bool>;
+    /// Retires a segment for good.
+    fn mark_bad(&mut self, seg: u32) -> Result<()>;
+    /// Makes every program so far durable (a barrier).
+    fn sync(&mut self) -> Result<()>;
+    /// Device time now.
+    fn now(&self) -> Duration;
+    /// Lets idle time pass.
+    fn idle(&mut self, d: Duration);
+    /// How long an erase takes.
+    fn erase_time(&self) -> Duration;
+}
+
+/// NOR flash as segments: per unit, header, tag summary, then slots of `slot_size`.
+#[derive(Debug)]
+pub struct NorSegments<F> {
+    flash: F,
+    slot_size: u32,
+    slots: u32,
+    tag_stride: u32,
+    data_off: u32,
+}
+
+fn round_up(x: u32, to: u32) -> u32 {
+    x.div_ceil(to) * to
+}
+
+impl<F: NorFlash> NorSegments<F> {
+    /// Views `flash` as segments of slots of `slot_size` bytes (a power of two).
+    pub fn new(flash: F, slot_size: u32) -> Result<Self> {
+        let s = *flash.spec();
+        if !slot_size.is_power_of_two() || slot_size < 64 {
+            return Err(Error::InvalidArgument(
+                "slot size must be a power of two of at least 64",
+            ));
+        }
+        let word = s.word_size;
+        let tag_stride = round_up(TAG_LEN as u32, word);
+        let head = round_up(HEADER_LEN as u32, word);
+        let mut slots = (s.unit_size - head) / (slot_size + tag_stride);
+        let data_off = |n: u32| round_up(head + n * tag_stride, word);
+        while slots > 0 && data_off(slots) + slots * slot_size > s.unit_size {
+            slots -= 1;
+        }
+        if slots == 0 {
+            return Err(Error::InvalidArgument("erase unit too small for one slot"));
+        }
+        Ok(NorSegments {
+            flash,
+            slot_size,
+            slots,
+            tag_stride,
+            data_off: data_off(slots),
+        })
+    }
+
+    /// The flash underneath.
+    pub fn flash(&self) -> &F {
+        &self.flash
+    }
+
+    /// The flash underneath, for fault injection and statistics.
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.flash
+    }
+
+    /// Gives the flash back.
+    pub fn into_inner(self) -> F {
+        self.flash
+    }
+
+    /// Reads, waiting out an erase that is still running on the unit (only a mount right
+    /// after a cleaner's background erase meets one).
+    fn read_at(&mut self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        match self.flash.read(addr, buf) {
+            Err(FlashError::Busy { .. }) => {
+                self.flash
+                    .idle(Duration::from_nanos(self.flash.spec().timing.erase_ns));
+                Ok(self.flash.read(addr, buf)?)
+            }
+            r => Ok(r?),
+        }
+    }
+
+    fn base(&self, seg: u32) -> u64 {
+        seg as u64 * self.flash.spec().unit_size as u64
+    }
+
+    /// Programs `data`, split so no command crosses the part's program page.
+    fn program(&mut self, mut addr: u64, mut data: &[u8]) -> Result<()> {
+        let page = self.flash.spec().program_page as u64;
+        while !data.is_empty() {
+            let n = if page == 0 {
+                data.len()
+            } else {
+                ((page - addr % page) as usize).min(data.len())
+            };
+            self.flash.program(addr, &data[..n])?;
+            addr += n as u64;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+}
+
+impl<F: NorFlash> Segments for NorSegments<F> {
+    fn geometry(&self) -> SegGeometry {
+        let s = self.flash.spec();
+        SegGeometry {
+            segments: s.units,
+            slots: self.slots,
+            slot_size: self.slot_size,
+            banks: s.banks,
+        }
+    }
+
+    fn bank_of(&self, seg: u32) -> u32 {
+        self.flash.spec().bank_of(seg)
+    }
+
+    fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
+        let mut b = [0u8; HEADER_LEN];
+        self.read_at(self.base(seg), &mut b)?;
+        if b.iter().all(|&x| x == 0) {
+            return Ok(HeaderState::Bad);
+        }
+        Ok(match SegHeader::decode(&b) {
+            Ok(Some(h)) => HeaderState::Valid(h),
+            Ok(None) => HeaderState::Erased,
+            Err(_) => HeaderState::Garbage,
+        })
+    }
+
+    fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()> {
+        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as usize;
+        let mut b = alloc::vec![0xFFu8; head];
+        b[..HEADER_LEN].copy_from_slice(&header.encode());
+        self.program(self.base(seg), &b)
+    }
+
+    fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
+        let stride = self.tag_stride as usize;
+        let mut raw = alloc::vec![0u8; self.slots as usize * stride];
+        let at = self.base(seg) + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
+        self.read_at(at, &mut raw)?;
+        for (o, chunk) in out.iter_mut().zip(raw.chunks_exact(stride)) {
+            *o = Tag::decode(chunk);
+        }
+        Ok(())
+    }
+
+    fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
+        let at = self.base(seg) + self.data_off as u64 + slot as u64 * self.slot_size as u64;
+        self.read_at(at, buf)
+    }
+
+    fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        let base = self.base(seg);
+        let mut padded;
+        let data = if data.len() == self.slot_size as usize {
+            data
+        } else {
+            padded = alloc::vec![0xFFu8; self.slot_size as usize];
+            padded[..data.len()].copy_from_slice(data);
+            &padded[..]
+        };
+        self.program(
+            base + self.data_off as u64 + slot as u64 * self.slot_size as u64,
+            data,
+        )?;
+        let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
+        t[..TAG_LEN].copy_from_slice(&tag.encode());
+        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
+        self.program(base + head + slot as u64 * self.tag_stride as u64, &t)
+    }
+
+    fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
+        if background {
+            Ok(self.flash.start_erase(seg)?)
+        } else {
+            Ok(self.flash.erase(seg)?)
+        }
+    }
+
+    fn is_bad(&mut self, _seg: u32) -> Result<bool> {
+        Ok(false)
+    }
+
+    fn mark_bad(&mut self, seg: u32) -> Result<()> {
+        // NOR has no bad-block marks: a zeroed header says "retired". Where the header cannot
+        // be cleared the unit's garbage header still keeps it out of the free pool.
+        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as usize;
+        match self.program(self.base(seg), &alloc::vec![0u8; head]) {
+            Err(Error::Flash(FlashError::PowerLoss)) => Err(Error::Flash(FlashError::PowerLoss)),
+            _ => Ok(()),
+        }
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Ok(self.flash.sync()?)
+    }
+
+    fn now(&self) -> Duration {
+        self.flash.now()
+    }
+
+    fn idle(&mut self, d: Duration) {
+        self.flash.idle(d)
+    }
+
+    fn erase_time(&self) -> Duration {
+        Duration::from_nanos(self.flash.spec().timing.erase_ns)
+    }
+}
+
+/// NAND flash as segments: page 0 of each block holds the header, every other page a slot
+/// with its tag in the spare area.
+#[derive(Debug)]
+pub struct NandSegments<F> {
+    flash: F,
+}
+
+impl<F: NandFlash> NandSegments<F> {
+    /// Views `flash` as segments; its spare area must hold a tag.
+    pub fn new(flash: F) -> Result<Self> {
+        let s = flash.spec();
+        if (s.spare_size as usize) < TAG_LEN {
+            return Err(Error::InvalidArgument("NAND spare area smaller than a tag"));
+        }
+        if s.pages_per_block < 2 || (s.page_size as usize) < HEADER_LEN {
+            return Err(Error::InvalidArgument("NAND block too small"));
+        }
+        Ok(NandSegments { flash })
+    }
+
+    /// The flash underneath.
+    pub fn flash(&self) -> &F {
+        &self.flash
+    }
+
+    /// The flash underneath, for fault injection and statistics.
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.flash
+    }
+
+    /// Gives the flash back.
+    pub fn into_inner(self) -> F {
+        self.flash
+    }
+}
+
+impl<F: NandFlash> Segments for NandSegments<F> {
+    fn geometry(&self) -> SegGeometry {
+        let s = self.flash.spec();
+        SegGeometry {
+            segments: s.blocks,
+            slots: s.pages_per_block - 1,
+            slot_size: s.page_size,
+            banks: s.banks,
+        }
+    }
+
+    fn bank_of(&self, seg: u32) -> u32 {
+        self.flash.spec().bank_of(seg)
+    }
+
+    fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
+        let mut b = [0u8; HEADER_LEN];
+        match self.flash.read_page(PageAddr::new(seg, 0), &mut b, &mut []) {
+            Ok(_) => {}
+            Err(FlashError::Uncorrectable { .. }) => return Ok(HeaderState::Garbage),
+            Err(FlashError::BadBlock { .. }) => return Ok(HeaderState::Bad),
+            Err(e) => return Err(e.into()),
+        }
+        Ok(match SegHeader::decode(&b) {
+            Ok(Some(h)) => HeaderState::Valid(h),
+            Ok(None) => HeaderState::Erased,
+            Err(_) => HeaderState::Garbage,
+        })
+    }
+
+    fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()> {
+        Ok(self
+            .flash
+            .program_page(PageAddr::new(seg, 0), &header.encode(), &[])?)
+    }
+
+    fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
+        let mut spare = [0u8; TAG_LEN];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = match self
+                .flash
+                .read_page(PageAddr::new(seg, i as u32 + 1), &mut [], &mut spare)
+            {
+                Ok(_) => Tag::decode(&spare),
+                Err(FlashError::Uncorrectable { .. }) => TagState::Garbage,
+                Err(e) => return Err(e.into()),
+            };
+        }
+        Ok(())
+    }
+
+    fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
+        self.flash
+            .read_page(PageAddr::new(seg, slot + 1), buf, &mut [])?;
+        Ok(())
+    }
+
+    fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        Ok(self
+            .flash
+            .program_page(PageAddr::new(seg, slot + 1), data, &tag.encode())?)
+    }
+
+    fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
+        if background {
+            Ok(self.flash.start_erase(seg)?)
+        } else {
+            Ok(self.flash.erase_block(seg)?)
+        }
+    }
+
+    fn is_bad(&mut self, seg: u32) -> Result<bool> {
+        Ok(self.flash.is_bad(seg)?)
+    }
+
+    fn mark_bad(&mut self, seg: u32) -> Result<()> {
+        Ok(self.flash.mark_bad(seg)?)
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Ok(self.flash.sync()?)
+    }
+
+    fn now(&self) -> Duration {
+        self.flash.now()
+    }
+
+    fn idle(&mut self, d: Duration) {
+        self.flash.idle(d)
+    }
+
+    fn erase_time(&self) -> Duration {
+        Duration::from_nanos(self.flash.spec().timing.erase_ns)
+    }
+}
+
+impl<T: Segments + ?Sized> Segments for &mut T {
+    fn geometry(&self) -> SegGeometry {
+        (**self).geometry()
+    }
+    fn bank_of(&self, seg: u32) -> u32 {
+        (**self).bank_of(seg)
+    }
+    fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
+        (**self).read_header(seg)
+    }
+    fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()> {
+        (**self).write_header(seg, header)
+    }
+    fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
+        (**self).read_tags(seg, out)
+    }
+    fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
+        (**self).read_slot(seg, slot, buf)
+    }
+    fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        (**self).write_slot(seg, slot, tag, data)
+    }
+    fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
+        (**self).erase(seg, background)
+    }
+    fn is_bad(&mut self, seg: u32) -> Result<bool> {
+        (**self).is_bad(seg)
+    }
+    fn mark_bad(&mut self, seg: u32) -> Result<()> {
+        (**self).mark_bad(seg)
+    }
+    fn sync(&mut self) -> Result<()> {
+        (**self).sync()
+    }
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+    fn idle(&mut self, d: Duration) {
+        (**self).idle(d)
+    }
+    fn erase_time(&self) -> Duration {
+        (**self).erase_time()
+    }
+}
