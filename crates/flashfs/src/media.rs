@@ -73,7 +73,7 @@ pub trait Segments {
 }
 
 /// NOR flash as segments: per unit, header, tag summary, then slots of `slot_size`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct NorSegments<F> {
     flash: F,
     slot_size: u32,
@@ -276,7 +276,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 
 /// NAND flash as segments: page 0 of each block holds the header, every other page a slot
 /// with its tag in the spare area.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct NandSegments<F> {
     flash: F,
 }

@@ -491,9 +491,10 @@ impl<D: Segments> Log<D> {
         best.map(|(_, i)| i)
     }
 
-    /// A cold, little-worn segment to move when wear has spread too far.
+    /// A cold, little-worn segment to move when wear has spread too far. An open head that
+    /// holds nothing counts too: it is closed, so its segment rejoins the rotation.
     fn wear_victim(&mut self) -> Option<u32> {
-        if self.config.wear_spread == 0 || self.free <= self.config.reserve + 1 {
+        if self.config.wear_spread == 0 || self.free <= self.config.reserve {
             return None;
         }
         let max = self
@@ -502,17 +503,19 @@ impl<D: Segments> Log<D> {
             .filter(|s| s.state != SegState::Bad)
             .map(|s| s.erase_count)
             .max()?;
+        let idle_head = |s: &SegInfo| s.state == SegState::Open && s.live == 0;
         let (i, s) = self
             .segs
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.state == SegState::Full)
+            .filter(|(_, s)| s.state == SegState::Full || idle_head(s))
             .min_by_key(|(_, s)| s.erase_count)?;
-        if max - s.erase_count > self.config.wear_spread {
-            self.stats.wear_moves += 1;
-            return Some(i as u32);
+        if max - s.erase_count <= self.config.wear_spread {
+            return None;
         }
-        None
+        self.close(i as u32);
+        self.stats.wear_moves += 1;
+        Some(i as u32)
     }
 
     /// Writes a slot through a head, retrying in a new segment when a program fails.

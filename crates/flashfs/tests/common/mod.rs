@@ -1,6 +1,8 @@
 //! Small devices and helpers shared by the tests.
 #![allow(dead_code)]
 
+pub mod ftl_model;
+
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
 use flashfs::{NandSegments, NorSegments};
 

@@ -1,0 +1,182 @@
+//! Wear leveling, bad blocks and running out of space on the block device.
+
+mod common;
+
+use common::*;
+use flash::{FaultConfig, ImageMeta, NandSim, Simulated, Timebomb, WearModel};
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, LogConfig, NandSegments};
+
+fn spread(counts: &[u32]) -> u32 {
+    counts.iter().max().unwrap() - counts.iter().min().unwrap()
+}
+
+/// Fills the device with cold data, then rewrites a handful of sectors many times.
+fn static_workload(wear_spread: u32) -> (u32, Vec<u32>) {
+    let config = FtlConfig {
+        log: LogConfig {
+            wear_spread,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    };
+    let mut ftl = Ftl::format(nand(), config).unwrap();
+    let ss = ftl.sector_size();
+    let n = ftl.sectors();
+    for k in 0..n {
+        ftl.write(k, &pattern(k, 0, ss)).unwrap();
+    }
+    for round in 1..=1500u32 {
+        let k = u64::from(round) % 4;
+        ftl.write(k, &pattern(k, round, ss)).unwrap();
+    }
+    let mut buf = vec![0u8; ss];
+    for k in 4..n {
+        ftl.read(k, &mut buf).unwrap();
+        assert_eq!(buf, pattern(k, 0, ss), "cold sector {k} survived the moves");
+    }
+    let counts = ftl.log().device().flash().erase_counts();
+    (spread(&counts), counts)
+}
+
+#[test]
+fn static_leveling_bounds_the_erase_spread() {
+    let bound = 8;
+    let (with, counts) = static_workload(bound);
+    let (without, _) = static_workload(0);
+    // Each move may overshoot the bound by the erases of one cleaning round.
+    assert!(
+        with <= bound + 4,
+        "spread {with} with leveling, counts {counts:?}"
+    );
+    assert!(
+        without > 2 * with,
+        "leveling off: spread {without}, on: {with}"
+    );
+}
+
+#[test]
+fn factory_bad_blocks_are_never_used() {
+    let spec = flash::NandSpec {
+        factory_bad_permille: 100,
+        blocks: 48,
+        ..nand_spec()
+    };
+    let sim = NandSim::new(spec, ImageMeta::new("bad", 7)).unwrap();
+    let bad: Vec<u32> = (0..spec.blocks)
+        .filter(|&b| flash::NandFlash::is_bad(&mut sim.clone(), b).unwrap())
+        .collect();
+    assert!(!bad.is_empty());
+    let mut ftl = Ftl::format(NandSegments::new(sim).unwrap(), FtlConfig::default()).unwrap();
+    let ss = ftl.sector_size();
+    for round in 0..6u32 {
+        for k in 0..ftl.sectors() {
+            ftl.write(k, &pattern(k, round, ss)).unwrap();
+        }
+    }
+    let counts = ftl.log().device().flash().erase_counts();
+    for b in &bad {
+        assert_eq!(counts[*b as usize], 0, "bad block {b} was erased");
+    }
+    assert!(ftl.log().good_segments() as usize <= spec.blocks as usize - bad.len());
+}
+
+/// Blocks that wear out mid-run are retired; acknowledged data survives; when the spares
+/// run out the device reports an error instead of losing data or hanging.
+#[test]
+fn worn_out_blocks_are_retired_without_losing_data() {
+    let mut sim = NandSim::new(
+        nand_spec(),
+        ImageMeta {
+            wear: WearModel::Never,
+            ..ImageMeta::new("t", 1)
+        },
+    )
+    .unwrap();
+    let timebombs = (2..8)
+        .map(|b| Timebomb {
+            block: b,
+            at_erases: 3 + b,
+        })
+        .collect();
+    sim.set_faults(FaultConfig {
+        timebombs,
+        ..FaultConfig::default()
+    });
+    let config = FtlConfig {
+        sectors: Some(120),
+        ..FtlConfig::default()
+    };
+    let mut ftl = Ftl::format(NandSegments::new(sim).unwrap(), config).unwrap();
+    let ss = ftl.sector_size();
+    let mut version = vec![0u32; 120];
+    for round in 1..=40u32 {
+        for k in 0..120u64 {
+            ftl.write(k, &pattern(k, round, ss)).unwrap();
+            version[k as usize] = round;
+        }
+    }
+    assert!(
+        ftl.log().stats().retired >= 6,
+        "retired {}",
+        ftl.log().stats().retired
+    );
+    let mut ftl = Ftl::mount(ftl.into_device(), config).unwrap();
+    let mut buf = vec![0u8; ss];
+    for k in 0..120u64 {
+        ftl.read(k, &mut buf).unwrap();
+        assert_eq!(buf, pattern(k, version[k as usize], ss), "sector {k}");
+    }
+}
+
+#[test]
+fn running_out_of_spares_is_an_error_not_a_hang() {
+    let mut sim = NandSim::new(
+        nand_spec(),
+        ImageMeta {
+            wear: WearModel::AtLimit,
+            ..ImageMeta::new("t", 1)
+        },
+    )
+    .unwrap();
+    // Every block wears out quickly.
+    sim.set_faults(FaultConfig {
+        timebombs: (0..24)
+            .map(|b| Timebomb {
+                block: b,
+                at_erases: 6,
+            })
+            .collect(),
+        ..FaultConfig::default()
+    });
+    let mut ftl = Ftl::format(NandSegments::new(sim).unwrap(), FtlConfig::default()).unwrap();
+    let ss = ftl.sector_size();
+    let n = ftl.sectors();
+    let mut failed = None;
+    'outer: for round in 1..=200u32 {
+        for k in 0..n {
+            if let Err(e) = ftl.write(k, &pattern(k, round, ss)) {
+                failed = Some(e);
+                break 'outer;
+            }
+        }
+    }
+    let e = failed.expect("the device wore out");
+    assert!(matches!(e, Error::NoSpace | Error::ReadOnly), "{e}");
+    assert!(e.errno() == 28 || e.errno() == 30);
+}
+
+#[test]
+fn exported_size_is_checked() {
+    let too_big = FtlConfig {
+        sectors: Some(1_000_000),
+        ..FtlConfig::default()
+    };
+    assert!(matches!(
+        Ftl::format(nand(), too_big),
+        Err(Error::InvalidArgument(_))
+    ));
+    let ftl = Ftl::format(nand(), FtlConfig::default()).unwrap();
+    // The reserve and one segment per head stay out of the user's reach.
+    let geo = ftl.log().geometry();
+    assert!(ftl.sectors() < u64::from(geo.segments * geo.slots));
+}
