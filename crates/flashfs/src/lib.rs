@@ -12,6 +12,8 @@ mod error;
 pub mod ftl;
 pub mod log;
 pub mod media;
+#[cfg(feature = "std")]
+pub mod stream;
 
 pub use error::{Error, Result};
 pub use ftl::{BlockDevice, Ftl, FtlConfig};

@@ -55,6 +55,9 @@ pub struct LogConfig {
     pub clean_start: u32,
     /// Free segments only the cleaner may use; users get ENOSPC before touching them.
     pub reserve: u32,
+    /// Segments per thousand held back from the volume's size to replace blocks that go bad
+    /// in service, so the exported size holds as the device wears.
+    pub bad_block_permille: u32,
     /// Static wear leveling moves cold data off the least-worn segment when the erase-count
     /// spread exceeds this (0 disables it).
     pub wear_spread: u32,
@@ -72,7 +75,8 @@ impl Default for LogConfig {
             separate_cleaning_head: true,
             hot_cold: true,
             clean_start: 12,
-            reserve: 4,
+            reserve: 2,
+            bad_block_permille: 10,
             wear_spread: 1000,
             step_slots: 16,
             background_erase: true,
@@ -716,10 +720,22 @@ impl<D: Segments> Log<D> {
     }
 
     /// Slots the owner may keep live at most and still leave the cleaner room to work: the
-    /// good segments less the reserve, one segment per head, and one more.
+    /// good segments less the cleaner's reserve, the bad-block spares, one segment per head
+    /// (partly filled while open) and one more (so dead space always adds up to a segment).
     pub fn capacity_slots(&self) -> u64 {
-        let spare = self.config.reserve + HEADS as u32 + 1;
-        self.good_segments().saturating_sub(spare) as u64 * self.geo.slots as u64
+        let good = self.good_segments();
+        let bad_spares = (good as u64 * self.config.bad_block_permille as u64 / 1000) as u32;
+        let spare = self.config.reserve + bad_spares + self.heads_in_use() + 1;
+        good.saturating_sub(spare) as u64 * self.geo.slots as u64
+    }
+
+    /// Distinct heads the configuration opens.
+    fn heads_in_use(&self) -> u32 {
+        match (self.config.separate_cleaning_head, self.config.hot_cold) {
+            (false, _) => 1,
+            (true, false) => 2,
+            (true, true) => 3,
+        }
     }
 
     /// The device's shape.
