@@ -346,26 +346,20 @@ impl<D: Segments> Log<D> {
         self.dev.sync()
     }
 
-    /// Uses `d` of idle device time to clean ahead of need; returns the time it used.
+    /// Uses `d` of idle device time to clean ahead of need: while fewer than `clean_start`
+    /// segments are free, any segment with dead space is worth cleaning, since the time costs
+    /// nothing. Work stops when the window is used up (a step at a time, so a request
+    /// arriving after the window waits for at most one step). Returns the time it used.
     pub fn idle(
         &mut self,
         d: core::time::Duration,
         owner: &mut dyn Owner,
     ) -> Result<core::time::Duration> {
         let start = self.dev.now();
-        let budget = d.as_nanos() as u64;
-        while self.free < self.config.clean_start || self.victim.is_some() {
-            if (self.dev.now() - start).as_nanos() as u64 >= budget {
-                break;
-            }
-            let th = threshold(
-                self.config.policy,
-                self.geo.slots,
-                self.free,
-                self.config.clean_start,
-                self.config.reserve,
-            );
-            if !self.clean_step(owner, self.config.step_slots, th.unwrap_or(0.0))? {
+        while (self.free < self.config.clean_start || self.victim.is_some())
+            && self.dev.now() - start < d
+        {
+            if !self.clean_step(owner, self.config.step_slots, 0.0)? {
                 break;
             }
         }

@@ -1,0 +1,107 @@
+//! The log under space pressure: ENOSPC before the cleaner's reserve is touched, no deadlock,
+//! and idle time used to clean ahead of need.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use flashfs::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, Log, LogConfig, Owner, SlotAddr};
+
+/// An owner that keeps every slot (nothing is ever overwritten).
+struct Hoarder;
+impl Owner for Hoarder {
+    fn moved(&mut self, _: &Tag, _: SlotAddr, _: SlotAddr) {}
+}
+
+#[test]
+fn a_full_log_says_enospc_and_keeps_its_reserve() {
+    let config = LogConfig::default();
+    let mut log = Log::format(nand(), config, FORMAT_BLOCK_DEVICE, |_| Ok(1)).unwrap();
+    let data = vec![0xA5u8; 512];
+    let mut written = 0u64;
+    let err = loop {
+        match log.append(
+            flashfs::Head::Warm,
+            written as u32,
+            Kind::Sector,
+            &data,
+            &mut Hoarder,
+        ) {
+            Ok(_) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(written < 10_000, "no end to the space");
+    };
+    assert_eq!(err, Error::NoSpace);
+    assert!(
+        log.free_segments() >= config.reserve,
+        "the reserve was given away"
+    );
+    // Everything written is still there and readable.
+    let geo = log.geometry();
+    assert!(written >= u64::from(geo.slots) * u64::from(geo.segments - config.reserve - 2));
+    let mut buf = vec![0u8; 512];
+    log.read(SlotAddr { seg: 0, slot: 0 }, &mut buf).ok();
+    // Still ENOSPC on retry, not a hang or a different error.
+    assert_eq!(
+        log.append(flashfs::Head::Warm, 0, Kind::Sector, &data, &mut Hoarder),
+        Err(Error::NoSpace)
+    );
+}
+
+#[test]
+fn idle_time_cleans_ahead_of_need() {
+    let config = FtlConfig {
+        log: LogConfig {
+            clean_start: 12,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    };
+    let mut ftl = Ftl::format(nor(true), config).unwrap();
+    let ss = ftl.sector_size();
+    let n = ftl.sectors();
+    for k in 0..n {
+        ftl.write(k, &pattern(k, 0, ss)).unwrap();
+    }
+    // Rewriting every third sector leaves segments a third dead: below the foreground
+    // threshold, worth cleaning when time is free.
+    for k in (0..n).step_by(3) {
+        ftl.write(k, &pattern(k, 5, ss)).unwrap();
+    }
+    let dead = |ftl: &Ftl<_>| -> u32 {
+        let segs = ftl.log().segments();
+        segs.iter()
+            .filter(|s| s.cleanable())
+            .map(|s| s.used - s.live)
+            .sum()
+    };
+    let dead_before = dead(&ftl);
+    let cleaned_before = ftl.log().stats().cleaned;
+    assert!(dead_before > 0, "the workload left no dead space to clean");
+    let t0 = flash::DeviceClock::now(ftl.log().device().flash());
+    let used = ftl.idle(Duration::from_secs(60)).unwrap();
+    let t1 = flash::DeviceClock::now(ftl.log().device().flash());
+    assert!(
+        ftl.log().stats().cleaned > cleaned_before,
+        "idle time cleaned nothing"
+    );
+    assert_eq!(
+        dead(&ftl),
+        0,
+        "dead space left in closed segments (was {dead_before})"
+    );
+    assert!(used <= Duration::from_secs(60));
+    assert_eq!(
+        t1 - t0,
+        Duration::from_secs(60),
+        "the whole idle window passes on the device clock"
+    );
+    let mut buf = vec![0u8; ss];
+    for k in 0..n {
+        ftl.read(k, &mut buf).unwrap();
+        assert_eq!(buf, pattern(k, if k % 3 == 0 { 5 } else { 0 }, ss));
+    }
+}
