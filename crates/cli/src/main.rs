@@ -1,1 +1,170 @@
-fn main() {}
+//! `flashfs`: the command line of the flashfs project.
+//!
+//! Every failure ends the process with one line on stderr (`flashfs: <message>`) and a
+//! non-zero exit code: 1 for a failed command, 2 for a command line that does not parse.
+
+mod cmd;
+mod device;
+mod units;
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// What `flashfs --help` shows after the list of commands.
+const EXAMPLES: &str = "\
+Examples:
+  flashfs demo                                  exercise a simulated 1 GiB NAND end to end
+  flashfs presets                               list the simulated devices
+  flashfs sim create dev.img --preset nand-128m create a sparse simulated-device image
+  flashfs sim info dev.img                      show its geometry and wear";
+
+/// A file system for raw flash memory (NOR, NAND, MLC NAND) and NVRAM, with faithful
+/// simulators of the parts the flash file system literature measured.
+#[derive(Debug, Parser)]
+#[command(name = "flashfs", version, after_help = EXAMPLES, propagate_version = true)]
+struct Cli {
+    /// Hide progress bars (they are also hidden when stderr is not a terminal).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the simulated devices (presets) with geometry, timings and sources.
+    #[command(after_help = cmd::presets::EXAMPLES)]
+    Presets(cmd::presets::Args),
+    /// Create and inspect simulated-device image files.
+    #[command(subcommand, after_help = cmd::sim::EXAMPLES)]
+    Sim(cmd::sim::Command),
+    /// Exercise a simulated device end to end: writes, wear, power cuts, bit flips.
+    #[command(after_help = cmd::demo::EXAMPLES)]
+    Demo(cmd::demo::Args),
+}
+
+/// Options every command sees.
+#[derive(Debug, Clone, Copy)]
+pub struct Global {
+    /// Whether progress bars may be drawn.
+    pub progress: bool,
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("flashfs: internal error: {}{at}", one_line(&msg));
+    }));
+
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let global = Global {
+        progress: !cli.quiet && io::stderr().is_terminal(),
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let result = match cli.command {
+        Command::Presets(args) => cmd::presets::run(&args, &mut out),
+        Command::Sim(c) => cmd::sim::run(&c, &mut out),
+        Command::Demo(args) => cmd::demo::run(&args, global, &mut out),
+    }
+    .and_then(|()| out.flush().map_err(anyhow::Error::from));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`flashfs presets | head`): not an error of ours.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flashfs: {}", one_line(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go to stdout with success; parse errors become one line.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        kind => {
+            let text = e.render().to_string();
+            // The command the error is about, from clap's usage line.
+            let command = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Usage:"))
+                .map(|usage| {
+                    usage
+                        .split_whitespace()
+                        .take_while(|w| !w.starts_with(['[', '<', '-']))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| "flashfs".into());
+            let msg = if kind == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                "a command is required".to_string()
+            } else {
+                let lines: Vec<&str> = text
+                    .lines()
+                    .map(str::trim)
+                    .take_while(|l| !l.starts_with("Usage:"))
+                    .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                    .collect();
+                let msg = lines.join(" ");
+                msg.strip_prefix("error: ").unwrap_or(&msg).to_string()
+            };
+            eprintln!("flashfs: {} (see `{command} --help`)", one_line(&msg));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Collapses a message onto one line, without the operating system's error numbers.
+fn one_line(s: &str) -> String {
+    let mut text = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    while let Some(at) = text.find(" (os error ") {
+        match text[at..].find(')') {
+            Some(end) => text.replace_range(at..at + end + 1, ""),
+            None => break,
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn messages_are_one_line() {
+        assert_eq!(one_line("a\n  b\tc "), "a b c");
+        assert_eq!(
+            one_line("x: No space left on device (os error 28)"),
+            "x: No space left on device"
+        );
+        assert_eq!(one_line("unclosed (os error 5"), "unclosed (os error 5");
+    }
+}

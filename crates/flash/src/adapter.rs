@@ -46,6 +46,13 @@ impl<F: es::NorFlash> EmbeddedNor<F> {
                 "capacity is not a whole number of erase units",
             ));
         }
+        // Every byte address, including one past the last erase unit, must fit the trait's
+        // u32 offsets.
+        if flash.capacity() as u64 > u32::MAX as u64 {
+            return Err(FlashError::BadSpec(
+                "capacity beyond the 4 GiB embedded-storage can address",
+            ));
+        }
         let spec = NorSpec {
             unit_size: unit,
             units: (flash.capacity() / F::ERASE_SIZE) as u32,
@@ -282,6 +289,39 @@ mod tests {
         nor.read(1024, &mut b).unwrap();
         assert_eq!(b, [0xFF; 5]);
         assert!(matches!(nor.erase(8), Err(FlashError::OutOfRange { .. })));
+    }
+
+    /// A chip that claims more than `u32` offsets reach.
+    struct HugeChip;
+    impl ErrorType for HugeChip {
+        type Error = ChipError;
+    }
+    impl ReadNorFlash for HugeChip {
+        const READ_SIZE: usize = 1;
+        fn read(&mut self, _: u32, _: &mut [u8]) -> core::result::Result<(), ChipError> {
+            Ok(())
+        }
+        fn capacity(&self) -> usize {
+            (u32::MAX as usize).saturating_add(1)
+        }
+    }
+    impl es::NorFlash for HugeChip {
+        const WRITE_SIZE: usize = 1;
+        const ERASE_SIZE: usize = 4096;
+        fn erase(&mut self, _: u32, _: u32) -> core::result::Result<(), ChipError> {
+            Ok(())
+        }
+        fn write(&mut self, _: u32, _: &[u8]) -> core::result::Result<(), ChipError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn chips_beyond_u32_offsets_are_refused() {
+        assert!(matches!(
+            EmbeddedNor::new(HugeChip),
+            Err(FlashError::BadSpec(_))
+        ));
     }
 
     #[test]

@@ -158,15 +158,31 @@ impl Faults {
         self.rng.next_u64() as u8
     }
 
-    /// A Poisson draw with mean `lambda` (number of flips among many bits), capped at 64.
-    pub fn poisson(&mut self, lambda: f64) -> u32 {
-        if lambda <= 0.0 {
+    /// Bit flips among `bits` bits that each flip with probability `rate`: a Poisson draw
+    /// (the sum of draws of mean at most 16, so large reads flip as many bits as they should).
+    pub fn flips(&mut self, bits: u64, rate: f64) -> u32 {
+        if rate.is_nan() || rate <= 0.0 {
+            return 0;
+        }
+        let mut left = bits as f64 * rate.min(1.0);
+        let mut k = 0u32;
+        while left > 0.0 {
+            let lambda = left.min(16.0);
+            left -= lambda;
+            k = k.saturating_add(self.poisson(lambda));
+        }
+        k
+    }
+
+    /// A Poisson draw with mean `lambda` (at most 16; capped at 1000).
+    fn poisson(&mut self, lambda: f64) -> u32 {
+        if lambda.is_nan() || lambda <= 0.0 {
             return 0;
         }
         let limit = libm::exp(-lambda);
         let mut k = 0;
         let mut p = self.unit();
-        while p > limit && k < 64 {
+        while p > limit && k < 1000 {
             k += 1;
             p *= self.unit();
         }
@@ -246,9 +262,16 @@ mod tests {
             ..Default::default()
         });
         let n = 20_000;
-        let total: u32 = (0..n).map(|_| f.poisson(2.0)).sum();
+        let total: u32 = (0..n).map(|_| f.flips(1000, 0.002)).sum();
         let mean = total as f64 / n as f64;
         assert!((1.9..2.1).contains(&mean), "{mean}");
+        // Means beyond one draw's range add up.
+        let total: u64 = (0..100).map(|_| f.flips(1 << 20, 1e-3) as u64).sum();
+        let mean = total as f64 / 100.0;
+        assert!((1030.0..1067.0).contains(&mean), "{mean}");
+        assert_eq!(f.flips(1000, f64::NAN), 0);
+        assert_eq!(f.flips(1000, -1.0), 0);
+        assert!(f.flips(8, f64::INFINITY) <= 30);
     }
 
     #[test]

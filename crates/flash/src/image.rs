@@ -1,5 +1,6 @@
 //! The simulator image format: a self-describing header, a block table (wear and marks), a
-//! page-state table, then the medium's bytes (inverted, so erased flash is a hole).
+//! page-state table, then the medium's bytes (flash inverted, so erased flash is a hole; NVRAM
+//! as is, so zeroed NVRAM is one).
 //!
 //! ```text
 //! offset 0      header (4 KiB)        magic "FLASHSIM", version, kind, wear model, seed,
@@ -7,7 +8,8 @@
 //! offset 4096   block table           8 B per block: erase count (u32 LE), flags (u8), 0 x3
 //! (4 KiB align) page table            NAND: 1 B per page; NOR without reprogramming: 1 bit
 //!                                     per word ("programmed since erase"); else empty
-//! (4 KiB align) data                  NOR/NVRAM: the bytes; NAND: per page, data then spare
+//! (4 KiB align) data                  NOR: the bytes, inverted; NAND: per page, data then
+//!                                     spare, inverted; NVRAM: the bytes
 //! ```
 //! Everything is little-endian. The simulator writes the tables through on every change, so
 //! an image is consistent whenever the host process stops.
@@ -75,14 +77,17 @@ pub(crate) struct Layout {
 }
 
 fn align(x: u64) -> u64 {
-    x.div_ceil(ALIGN) * ALIGN
+    x.div_ceil(ALIGN).saturating_mul(ALIGN)
 }
 
 impl Layout {
+    /// The layout of `spec`. Total for any spec, valid or not (an invalid one is refused
+    /// later): sizes saturate instead of overflowing, so a hostile geometry yields an image
+    /// no store can hold rather than a panic.
     pub fn of(spec: &DeviceSpec) -> Layout {
         let (blocks, page_table_len, data_len) = match spec {
             DeviceSpec::Nor(s) => {
-                let words = s.capacity() / s.word_size as u64;
+                let words = s.capacity() / s.word_size.max(1) as u64;
                 let bitmap = if s.reprogrammable {
                     0
                 } else {
@@ -92,20 +97,21 @@ impl Layout {
             }
             DeviceSpec::Nand(s) => {
                 let pages = s.blocks as u64 * s.pages_per_block as u64;
-                (s.blocks, pages, pages * (s.page_size + s.spare_size) as u64)
+                let stride = s.page_size as u64 + s.spare_size as u64;
+                (s.blocks, pages, pages.saturating_mul(stride))
             }
             DeviceSpec::Nvram(s) => (0, 0, s.size),
         };
         let block_table = HEADER_LEN;
         let page_table = block_table + align(blocks as u64 * 8);
-        let data = page_table + align(page_table_len);
+        let data = page_table.saturating_add(align(page_table_len));
         Layout {
             blocks,
             block_table,
             page_table,
             page_table_len,
             data,
-            total: data + align(data_len),
+            total: data.saturating_add(align(data_len)),
         }
     }
 }

@@ -135,6 +135,22 @@ pub enum DeviceSpec {
     Nvram(NvramSpec),
 }
 
+/// Largest NOR or NVRAM device a simulator takes, in bytes. Far beyond real parts; it
+/// bounds what a (possibly hostile) image header can make a simulator allocate.
+pub const MAX_BYTE_DEVICE: u64 = 16 << 30;
+
+/// Largest NOR erase unit a simulator takes, in bytes.
+pub const MAX_NOR_UNIT: u32 = 16 << 20;
+
+/// Most erase units (NOR) or blocks (NAND) a simulator takes.
+pub const MAX_BLOCKS: u32 = 1 << 24;
+
+/// Largest NAND page (data or spare area) a simulator takes, in bytes.
+pub const MAX_NAND_PAGE: u32 = 1 << 20;
+
+/// Most pages a simulated NAND part may have (it keeps one state byte per page in RAM).
+pub const MAX_NAND_PAGES: u64 = 1 << 28;
+
 impl NorSpec {
     /// Capacity in bytes.
     pub fn capacity(&self) -> u64 {
@@ -168,6 +184,12 @@ impl NorSpec {
         }
         if self.endurance == 0 {
             return bad("endurance is zero");
+        }
+        if self.capacity() > MAX_BYTE_DEVICE {
+            return bad("NOR device larger than 16 GiB");
+        }
+        if self.unit_size > MAX_NOR_UNIT || self.units > MAX_BLOCKS {
+            return bad("NOR unit larger than 16 MiB or more than 2^24 units");
         }
         Ok(())
     }
@@ -210,6 +232,14 @@ impl NandSpec {
         if self.ecc.correctable > 32 {
             return bad("ECC corrects more than 32 bits per codeword");
         }
+        if self.page_size > MAX_NAND_PAGE || self.spare_size > MAX_NAND_PAGE {
+            return bad("NAND page or spare area larger than 1 MiB");
+        }
+        if self.blocks > MAX_BLOCKS
+            || self.blocks as u64 * self.pages_per_block as u64 > MAX_NAND_PAGES
+        {
+            return bad("more than 2^24 NAND blocks or 2^28 pages");
+        }
         if self.factory_bad_permille > 100 {
             return bad("more than 10% factory bad blocks");
         }
@@ -225,6 +255,9 @@ impl NvramSpec {
     pub fn validate(&self) -> Result<()> {
         if self.size == 0 || self.word_size == 0 || self.endurance == 0 {
             return Err(FlashError::BadSpec("an NVRAM size is zero"));
+        }
+        if self.size > MAX_BYTE_DEVICE {
+            return Err(FlashError::BadSpec("NVRAM device larger than 16 GiB"));
         }
         Ok(())
     }

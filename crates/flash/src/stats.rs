@@ -148,19 +148,24 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// The work done since `earlier` (a snapshot of the same device).
+    /// The work done since `earlier` (a snapshot of the same device; counts that went
+    /// backwards, from a snapshot of something else, come out as zero).
     pub fn since(&self, earlier: &Stats) -> Stats {
         Stats {
-            reads: self.reads - earlier.reads,
-            programs: self.programs - earlier.programs,
-            erases: self.erases - earlier.erases,
-            bytes_read: self.bytes_read - earlier.bytes_read,
-            bytes_programmed: self.bytes_programmed - earlier.bytes_programmed,
-            corrected_bits: self.corrected_bits - earlier.corrected_bits,
-            uncorrectable_reads: self.uncorrectable_reads - earlier.uncorrectable_reads,
-            failed_programs: self.failed_programs - earlier.failed_programs,
-            failed_erases: self.failed_erases - earlier.failed_erases,
-            marked_bad: self.marked_bad - earlier.marked_bad,
+            reads: self.reads.saturating_sub(earlier.reads),
+            programs: self.programs.saturating_sub(earlier.programs),
+            erases: self.erases.saturating_sub(earlier.erases),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            bytes_programmed: self
+                .bytes_programmed
+                .saturating_sub(earlier.bytes_programmed),
+            corrected_bits: self.corrected_bits.saturating_sub(earlier.corrected_bits),
+            uncorrectable_reads: self
+                .uncorrectable_reads
+                .saturating_sub(earlier.uncorrectable_reads),
+            failed_programs: self.failed_programs.saturating_sub(earlier.failed_programs),
+            failed_erases: self.failed_erases.saturating_sub(earlier.failed_erases),
+            marked_bad: self.marked_bad.saturating_sub(earlier.marked_bad),
             read_latency: self.read_latency.since(&earlier.read_latency),
             program_latency: self.program_latency.since(&earlier.program_latency),
             erase_latency: self.erase_latency.since(&earlier.erase_latency),

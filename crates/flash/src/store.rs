@@ -122,6 +122,10 @@ impl Store for RamStore {
 
     fn zero(&mut self, off: u64, len: u64) -> Result<()> {
         check(self.len, off, len as usize)?;
+        if off == 0 && len == self.len {
+            self.chunks.clear();
+            return Ok(());
+        }
         for (idx, inner, take) in Self::runs(off, len as usize) {
             if take as u64 == CHUNK {
                 self.chunks.remove(&idx);
@@ -193,6 +197,12 @@ mod file {
 
         fn zero(&mut self, off: u64, len: u64) -> Result<()> {
             check(self.len, off, len as usize)?;
+            if off == 0 && len == self.len {
+                // Truncating frees everything, on any host file system.
+                self.file.set_len(0)?;
+                self.file.set_len(len)?;
+                return Ok(());
+            }
             // Whole host blocks become holes; the ragged ends are written as zeros.
             const HOST: u64 = 4096;
             let start = off.div_ceil(HOST) * HOST;

@@ -129,33 +129,48 @@ impl<D: Segments> Ftl<D> {
         }
         let mut ftl = Self::with(log, config);
         let sectors = ftl.map.at.len();
-        let mut newest = alloc::vec![0u64; sectors];
-        let mut trims: Vec<(u64, SlotAddr)> = Vec::new();
+        let mut newest: Vec<Option<(SlotAddr, Tag)>> = alloc::vec![None; sectors];
+        // A trim record and the cleaner's copies of it share a sequence number: keep one.
+        let mut trims: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
         for (at, tag) in &found {
             match tag.kind {
                 Kind::Sector if (tag.key as usize) < sectors => {
                     let k = tag.key as usize;
-                    if tag.seq > newest[k] {
-                        newest[k] = tag.seq;
+                    if newest[k]
+                        .as_ref()
+                        .is_none_or(|(a, t)| ftl.log.newer((*at, tag), (*a, t)))
+                    {
+                        newest[k] = Some((*at, *tag));
                         ftl.map.at[k] = ftl.map.pack(*at);
                     }
                 }
                 Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
-                Kind::Trim => trims.push((tag.seq, *at)),
+                Kind::Trim => {
+                    let keep = trims
+                        .get(&tag.seq)
+                        .is_none_or(|(a, t)| ftl.log.newer((*at, tag), (*a, t)));
+                    if keep {
+                        trims.insert(tag.seq, (*at, *tag));
+                    }
+                }
             }
         }
-        for (seq, at) in trims {
+        for (seq, (at, _)) in trims {
             ftl.log.read(at, &mut ftl.buf)?;
             let ranges = decode_trim(&ftl.buf)?;
             for (start, count) in ranges {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
-                for k in start as usize..end {
-                    if newest[k] < seq {
-                        ftl.map.at[k] = UNMAPPED;
+                let range = (start as usize).min(end)..end;
+                for (at, newest) in ftl.map.at[range.clone()].iter_mut().zip(&newest[range]) {
+                    if newest.is_some_and(|(_, t)| t.seq < seq) {
+                        *at = UNMAPPED;
                     }
                 }
             }
-            ftl.log.mark_live(at);
+            // A trim record the cleaner found useless stays dead, or it would pin its segment.
+            if ftl.log.oldest_seq_except(at.seg) < seq {
+                ftl.log.mark_live(at);
+            }
         }
         for k in 0..sectors {
             if ftl.map.at[k] != UNMAPPED {
@@ -163,6 +178,7 @@ impl<D: Segments> Ftl<D> {
                 ftl.log.mark_live(a);
             }
         }
+        ftl.log.finish_mount();
         Ok(ftl)
     }
 

@@ -10,7 +10,7 @@ use flash::{FaultConfig, Simulated};
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 
 /// The flash under a segment view, for fault control.
-trait Sim: Segments + Clone {
+trait Sim: Segments + Clone + Powered {
     fn sim(&mut self) -> &mut dyn Simulated;
 }
 
@@ -160,4 +160,84 @@ fn every_cut_on_nand_that_reorders_unflushed_programs() {
         ..FaultConfig::default()
     };
     every_cut(formatted_nand(), 4, 120, faults);
+}
+
+/// Random workloads, each cut several times at random points (clean or torn), remounted and
+/// continued after each cut: the recovery must always be able to go on writing.
+fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
+    let sectors = Ftl::mount(base.clone(), FtlConfig::default())
+        .unwrap()
+        .sectors();
+    for seed in seeds {
+        let ops = workload(seed, sectors, 400);
+        let vers = versions(&ops, sectors);
+        let mut dev = base.clone();
+        let mut x = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+        let mut at = 0;
+        let mut model = Model::new(sectors);
+        while at < ops.len() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut ftl = Ftl::mount(dev, FtlConfig::default())
+                .unwrap_or_else(|e| panic!("seed {seed}: mount: {e}"));
+            let read = read_all(&mut ftl, &vers)
+                .unwrap_or_else(|e| panic!("seed {seed} before op {at}: {e}"));
+            model
+                .check_after_cut(&read)
+                .unwrap_or_else(|e| panic!("seed {seed} before op {at}: {e}"));
+            model.settle(&read);
+            ftl.log_mut()
+                .device_mut()
+                .sim()
+                .schedule_cut(x % 300, x % 2 == 0);
+            while at < ops.len() {
+                let op = ops[at];
+                model.issue(op);
+                at += 1;
+                match apply(&mut ftl, op) {
+                    Ok(()) if op == Op::Flush => model.flushed(),
+                    Ok(()) if at % 97 == 0 => ftl
+                        .gc()
+                        .or_else(|e| match e {
+                            Error::Flash(flash::FlashError::PowerLoss) => Ok(()),
+                            e => Err(e),
+                        })
+                        .unwrap(),
+                    Ok(()) => {}
+                    Err(Error::Flash(flash::FlashError::PowerLoss)) => break,
+                    Err(e) => panic!("seed {seed} op {at} {op:?}: {e}"),
+                }
+                if !ftl.log().device().sim_ref_powered() {
+                    break;
+                }
+            }
+            dev = ftl.into_device();
+            dev.sim().reboot();
+        }
+    }
+}
+
+trait Powered {
+    fn sim_ref_powered(&self) -> bool;
+}
+impl Powered for NorSegments<flash::NorSim> {
+    fn sim_ref_powered(&self) -> bool {
+        self.flash().is_powered()
+    }
+}
+impl Powered for NandSegments<flash::NandSim> {
+    fn sim_ref_powered(&self) -> bool {
+        self.flash().is_powered()
+    }
+}
+
+#[test]
+fn chained_random_cuts_on_banked_nor() {
+    chained_cuts(formatted_nor(true), 0..12);
+}
+
+#[test]
+fn chained_random_cuts_on_nand() {
+    chained_cuts(formatted_nand(), 100..112);
 }

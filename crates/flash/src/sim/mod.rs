@@ -48,7 +48,7 @@ pub trait Simulated {
     /// Who made the image.
     fn meta(&self) -> &ImageMeta;
 
-    /// Makes the image durable on the host.
+    /// Makes the image durable on the host, with the background erases finished by now.
     fn flush(&mut self) -> Result<()>;
 }
 
@@ -90,6 +90,7 @@ macro_rules! impl_simulated {
                 &self.core.meta
             }
             fn flush(&mut self) -> $crate::error::Result<()> {
+                self.settle()?;
                 $crate::store::Store::flush(&mut self.core.store)
             }
         }
@@ -99,7 +100,15 @@ macro_rules! impl_simulated {
                 core::time::Duration::from_nanos(self.core.banks.now)
             }
             fn idle(&mut self, d: core::time::Duration) {
-                self.core.banks.now += d.as_nanos().min(u64::MAX as u128) as u64;
+                self.core
+                    .banks
+                    .idle(d.as_nanos().min(u64::MAX as u128) as u64);
+                // Erases that finish meanwhile reach the medium now, so the image shows them
+                // even if no other call follows. Should the store fail, the erase stays
+                // pending and the next call that needs it reports the error.
+                if self.core.faults.powered {
+                    let _ = self.settle();
+                }
             }
         }
     };

@@ -8,7 +8,7 @@
 
 use alloc::vec::Vec;
 
-use super::core::Core;
+use super::core::{Core, Merge};
 use super::impl_simulated;
 use crate::error::{FlashError, Result};
 use crate::fault::{mix, Fate};
@@ -18,6 +18,11 @@ use crate::image::{
 use crate::medium::{CellMode, MlcNand, NandFlash, PageAddr, ReadStatus};
 use crate::spec::{Cells, DeviceSpec, NandSpec, NandTiming};
 use crate::store::{RamStore, Store};
+
+/// Bus time of `bytes` bytes.
+fn bytes_ns(bytes: usize, per_byte: u64) -> u64 {
+    (bytes as u64).saturating_mul(per_byte)
+}
 
 /// A simulated NAND part (SLC, or MLC with per-block SLC mode).
 #[derive(Debug, Clone)]
@@ -89,8 +94,14 @@ impl<S: Store> NandSim<S> {
         &self.core.store
     }
 
-    /// Gives the store back (to reopen the image later).
-    pub fn into_store(self) -> S {
+    /// Gives the store back (to reopen the image later). Background erases still running
+    /// complete first, as when the host waits for an idle device before letting it go; a
+    /// host I/O error on that last write is left for the store's next user to meet.
+    pub fn into_store(mut self) -> S {
+        if self.core.faults.powered {
+            self.core.banks.wait_all();
+            let _ = self.settle();
+        }
         self.core.store
     }
 
@@ -124,8 +135,11 @@ impl<S: Store> NandSim<S> {
 
     fn set_state(&mut self, i: usize, state: u8) -> Result<()> {
         self.pages[i] = state;
-        self.core
-            .write_raw(self.core.layout.page_table + i as u64, &[state])
+        self.core.write_raw(
+            self.core.layout.page_table + i as u64,
+            &[state],
+            Merge::Flags,
+        )
     }
 
     fn stride(&self) -> u64 {
@@ -146,9 +160,11 @@ impl<S: Store> NandSim<S> {
         block as usize * ppb..(block as usize + 1) * ppb
     }
 
-    fn settle(&mut self) -> Result<()> {
-        for block in self.core.banks.finished() {
+    /// Applies the erases that have finished in the background.
+    pub(super) fn settle(&mut self) -> Result<()> {
+        while let Some((bank, block)) = self.core.banks.next_finished() {
             self.erase_now(block)?;
+            self.core.banks.done(bank);
         }
         Ok(())
     }
@@ -167,16 +183,18 @@ impl<S: Store> NandSim<S> {
         self.core.set_block(block, m)
     }
 
-    /// An interrupted or failed erase: some pages end erased, the rest unreadable.
+    /// An interrupted or failed erase: some pages end erased (data and spare all ones), the
+    /// rest unreadable.
     fn erase_partly(&mut self, block: u32) -> Result<()> {
         for i in self.block_pages(block) {
             if self.pages[i] != 0 {
-                let state = if self.core.faults.chance(0.5) {
-                    0
+                if self.core.faults.chance(0.5) {
+                    self.core
+                        .erase_data(i as u64 * self.stride(), self.stride())?;
+                    self.set_state(i, 0)?;
                 } else {
-                    PROGRAMMED | GARBAGE
-                };
-                self.set_state(i, state)?;
+                    self.set_state(i, PROGRAMMED | GARBAGE)?;
+                }
             }
         }
         Ok(())
@@ -243,8 +261,17 @@ impl<S: Store> NandSim<S> {
                 Err(FlashError::PowerLoss)
             }
             Fate::Silent => {
-                self.core.banks.run(bank, t);
+                // Looks like the real thing to the host, time included.
+                if background {
+                    self.core.banks.occupy(bank, t);
+                } else {
+                    self.core.banks.run(bank, t);
+                }
                 self.core.stats.erases += 1;
+                self.core
+                    .stats
+                    .erase_latency
+                    .record(core::time::Duration::from_nanos(t));
                 Ok(())
             }
             Fate::Normal => {
@@ -302,7 +329,8 @@ impl<S: Store> NandFlash for NandSim<S> {
         let t = self.timing(at.block);
         self.core.banks.run(
             self.spec.bank_of(at.block),
-            t.read_ns + (data.len() + spare.len()) as u64 * t.bus_byte_ns,
+            t.read_ns
+                .saturating_add(bytes_ns(data.len() + spare.len(), t.bus_byte_ns)),
         );
         self.core.stats.reads += 1;
         self.core.stats.bytes_read += (data.len() + spare.len()) as u64;
@@ -319,13 +347,14 @@ impl<S: Store> NandFlash for NandSim<S> {
             return Ok(ReadStatus::default());
         }
         let codewords = self.spec.page_size / self.spec.ecc.codeword;
-        let lambda = self.spec.ecc.codeword as f64 * 8.0 * self.core.faults.config.bit_flip_rate;
+        let bits = self.spec.ecc.codeword as u64 * 8;
+        let rate = self.core.faults.config.bit_flip_rate;
         let mut worst = (state & ERRORS) as u32;
         let mut total = worst;
         for _ in 0..codewords {
-            let flips = self.core.faults.poisson(lambda);
-            total += flips;
-            worst = worst.max(flips + (state & ERRORS) as u32);
+            let flips = self.core.faults.flips(bits, rate);
+            total = total.saturating_add(flips);
+            worst = worst.max(flips.saturating_add((state & ERRORS) as u32));
         }
         if state & GARBAGE != 0 || worst > self.spec.ecc.correctable {
             let n = if state & GARBAGE != 0 {
@@ -404,8 +433,18 @@ impl<S: Store> NandFlash for NandSim<S> {
                 Err(FlashError::PowerLoss)
             }
             Fate::Silent => {
-                self.core.banks.run(bank, t.program_ns);
+                // Looks like the real thing to the host, time included.
+                self.core.banks.run(
+                    bank,
+                    t.program_ns
+                        .saturating_add(bytes_ns(data.len() + spare.len(), t.bus_byte_ns)),
+                );
                 self.core.stats.programs += 1;
+                self.core.stats.bytes_programmed += (data.len() + spare.len()) as u64;
+                self.core
+                    .stats
+                    .program_latency
+                    .record(core::time::Duration::from_nanos(self.core.banks.now - t0));
                 Ok(())
             }
             Fate::Normal => {
@@ -428,7 +467,8 @@ impl<S: Store> NandFlash for NandSim<S> {
                 self.core.end_program();
                 self.core.banks.run(
                     bank,
-                    t.program_ns + (data.len() + spare.len()) as u64 * t.bus_byte_ns,
+                    t.program_ns
+                        .saturating_add(bytes_ns(data.len() + spare.len(), t.bus_byte_ns)),
                 );
                 self.core.stats.programs += 1;
                 self.core.stats.bytes_programmed += (data.len() + spare.len()) as u64;
@@ -455,20 +495,24 @@ impl<S: Store> NandFlash for NandSim<S> {
 
     fn is_bad(&mut self, block: u32) -> Result<bool> {
         self.core.check_power()?;
-        let m = self.core.block(block)?;
+        self.core.block(block)?;
         self.claim(block)?;
+        let m = self.core.block(block)?;
         let t = self.timing(block);
-        self.core
-            .banks
-            .run(self.spec.bank_of(block), t.read_ns + t.bus_byte_ns);
+        self.core.banks.run(
+            self.spec.bank_of(block),
+            t.read_ns.saturating_add(t.bus_byte_ns),
+        );
         self.core.stats.reads += 1;
         Ok(m.is_bad())
     }
 
     fn mark_bad(&mut self, block: u32) -> Result<()> {
         self.core.check_power()?;
-        let mut m = self.core.block(block)?;
+        self.core.block(block)?;
+        // An erase finishing on the bank rewrites the block's record: read it after.
         self.claim(block)?;
+        let mut m = self.core.block(block)?;
         let fate = self.core.faults.begin(0.0);
         if fate == Fate::Cut || (fate == Fate::Torn && self.core.faults.chance(0.5)) {
             self.cut()?;

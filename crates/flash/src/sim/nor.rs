@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use super::core::Core;
+use super::core::{Core, Merge};
 use super::impl_simulated;
 use crate::error::{FlashError, Result};
 use crate::fault::Fate;
@@ -77,8 +77,14 @@ impl<S: Store> NorSim<S> {
         &self.core.store
     }
 
-    /// Gives the store back (to reopen the image later).
-    pub fn into_store(self) -> S {
+    /// Gives the store back (to reopen the image later). Background erases still running
+    /// complete first, as when the host waits for an idle device before letting it go; a
+    /// host I/O error on that last write is left for the store's next user to meet.
+    pub fn into_store(mut self) -> S {
+        if self.core.faults.powered {
+            self.core.banks.wait_all();
+            let _ = self.settle();
+        }
         self.core.store
     }
 
@@ -126,13 +132,14 @@ impl<S: Store> NorSim<S> {
         let (lo, hi) = (first / 8, (first + n - 1) / 8 + 1);
         let bytes = self.programmed[lo as usize..hi as usize].to_vec();
         self.core
-            .write_raw(self.core.layout.page_table + lo, &bytes)
+            .write_raw(self.core.layout.page_table + lo, &bytes, Merge::Flags)
     }
 
     /// Applies the erases that have finished in the background.
-    fn settle(&mut self) -> Result<()> {
-        for unit in self.core.banks.finished() {
+    pub(super) fn settle(&mut self) -> Result<()> {
+        while let Some((bank, unit)) = self.core.banks.next_finished() {
             self.erase_now(unit)?;
+            self.core.banks.done(bank);
         }
         Ok(())
     }
@@ -204,8 +211,17 @@ impl<S: Store> NorSim<S> {
                 Err(FlashError::PowerLoss)
             }
             Fate::Silent => {
-                self.core.banks.run(bank, t);
+                // Looks like the real thing to the host, time included.
+                if background {
+                    self.core.banks.occupy(bank, t);
+                } else {
+                    self.core.banks.run(bank, t);
+                }
                 self.core.stats.erases += 1;
+                self.core
+                    .stats
+                    .erase_latency
+                    .record(core::time::Duration::from_nanos(t));
                 Ok(())
             }
             Fate::Normal => {
@@ -260,34 +276,26 @@ impl<S: Store> NorFlash for NorSim<S> {
         );
         let word = self.spec.word_size as u64;
         let words = (addr + buf.len() as u64).div_ceil(word) - addr / word;
-        let ns =
-            words * self.spec.timing.read_word_ns + buf.len() as u64 * self.spec.timing.bus_byte_ns;
-        let bank = self.spec.bank_of(first);
-        match (
-            self.spec.timing.erase_suspend_ns,
-            self.core.banks.erasing(bank),
-        ) {
-            (Some(suspend), Some(_)) => {
-                // The unit being erased cannot be read; others in the bank can.
-                if let Some(u) = (first..=last)
-                    .find(|&u| self.core.banks.erasing(self.spec.bank_of(u)) == Some(u))
-                {
-                    return Err(FlashError::Busy { block: u });
-                }
-                self.core.banks.suspended_read(bank, ns, suspend);
-            }
-            _ => {
-                for u in first..=last {
-                    self.core.banks.wait(self.spec.bank_of(u));
-                }
-                self.core.banks.run(bank, ns);
+        let ns = words
+            .saturating_mul(self.spec.timing.read_word_ns)
+            .saturating_add((buf.len() as u64).saturating_mul(self.spec.timing.bus_byte_ns));
+        let suspend = self.spec.timing.erase_suspend_ns;
+        if suspend.is_some() {
+            // An erase suspended for a read leaves its own unit unreadable; the other units
+            // of its bank can be read.
+            if let Some(u) =
+                (first..=last).find(|&u| self.core.banks.erasing(self.spec.bank_of(u)) == Some(u))
+            {
+                return Err(FlashError::Busy { block: u });
             }
         }
+        let banks = self.spec.bank_of(first)..=self.spec.bank_of(last);
+        self.core.banks.read(banks, ns, suspend);
         self.settle()?;
         self.core.read_data(addr, buf)?;
         let rate = self.core.faults.config.bit_flip_rate;
         if rate > 0.0 {
-            let n = self.core.faults.poisson(buf.len() as f64 * 8.0 * rate);
+            let n = self.core.faults.flips(buf.len() as u64 * 8, rate);
             self.core.faults.flip_bits(buf, n);
         }
         self.core.stats.reads += 1;
@@ -341,9 +349,11 @@ impl<S: Store> NorFlash for NorSim<S> {
                 return Err(FlashError::Reprogram { addr: w * word });
             }
         }
-        let ns = self.spec.timing.program_cmd_ns
-            + nwords * self.spec.timing.program_word_ns
-            + data.len() as u64 * self.spec.timing.bus_byte_ns;
+        let tm = &self.spec.timing;
+        let ns = tm
+            .program_cmd_ns
+            .saturating_add(nwords.saturating_mul(tm.program_word_ns))
+            .saturating_add((data.len() as u64).saturating_mul(tm.bus_byte_ns));
         let bank = self.spec.bank_of(first);
         match self
             .core
@@ -369,8 +379,14 @@ impl<S: Store> NorFlash for NorSim<S> {
                 Err(FlashError::PowerLoss)
             }
             Fate::Silent => {
+                // Looks like the real thing to the host, time included.
                 self.core.banks.run(bank, ns);
                 self.core.stats.programs += 1;
+                self.core.stats.bytes_programmed += data.len() as u64;
+                self.core
+                    .stats
+                    .program_latency
+                    .record(core::time::Duration::from_nanos(self.core.banks.now - t0));
                 Ok(())
             }
             Fate::Normal => {

@@ -40,15 +40,8 @@ impl NvramSim<crate::store::FileStore> {
 impl<S: Store> NvramSim<S> {
     /// Lays a fresh part into `store`.
     pub fn format(store: S, spec: NvramSpec, meta: ImageMeta) -> Result<Self> {
-        let mut core = Core::format(store, &DeviceSpec::Nvram(spec), meta, 1)?;
-        // NVRAM leaves the factory zeroed; the data area stores bytes inverted.
-        let mut off = 0;
-        let chunk = alloc::vec![0u8; 64 * 1024];
-        while off < spec.size {
-            let n = (spec.size - off).min(chunk.len() as u64) as usize;
-            core.write_data(off, &chunk[..n])?;
-            off += n as u64;
-        }
+        // NVRAM leaves the factory zeroed: a blank store.
+        let core = Core::format(store, &DeviceSpec::Nvram(spec), meta, 1)?;
         Ok(NvramSim { core, spec })
     }
 
@@ -83,7 +76,15 @@ impl<S: Store> NvramSim<S> {
 
     fn cost(&self, len: usize) -> u64 {
         let words = (len as u64).div_ceil(self.spec.word_size as u64);
-        self.spec.command_ns + words * self.spec.access_ns + len as u64 * self.spec.bus_byte_ns
+        self.spec
+            .command_ns
+            .saturating_add(words.saturating_mul(self.spec.access_ns))
+            .saturating_add((len as u64).saturating_mul(self.spec.bus_byte_ns))
+    }
+
+    /// Nothing runs in the background on NVRAM.
+    pub(super) fn settle(&mut self) -> Result<()> {
+        Ok(())
     }
 
     pub(super) fn cut(&mut self) -> Result<()> {
@@ -135,7 +136,18 @@ impl<S: Store> Nvram for NvramSim<S> {
                 self.cut()?;
                 Err(FlashError::PowerLoss)
             }
-            Fate::Silent => Ok(()),
+            Fate::Silent => {
+                // Looks like the real thing to the host, time included.
+                let ns = self.cost(data.len());
+                self.core.banks.run(0, ns);
+                self.core.stats.programs += 1;
+                self.core.stats.bytes_programmed += data.len() as u64;
+                self.core
+                    .stats
+                    .program_latency
+                    .record(core::time::Duration::from_nanos(ns));
+                Ok(())
+            }
             Fate::Normal => {
                 let ns = self.cost(data.len());
                 self.core.begin_program();

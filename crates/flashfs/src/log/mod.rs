@@ -53,7 +53,11 @@ pub struct LogConfig {
     pub hot_cold: bool,
     /// Free segments below which the cleaner starts (Kawaguchi's N = 12).
     pub clean_start: u32,
-    /// Free segments only the cleaner may use; users get ENOSPC before touching them.
+    /// Free segments only the cleaner may use; users get ENOSPC before touching them. Two
+    /// is the least that survives power cuts: a mount loses the room left in open heads, so
+    /// after a cut in the middle of cleaning the cleaner needs one whole free segment, and
+    /// cleaning (which may take one segment before its victim frees one) never leaves fewer
+    /// than `reserve - 1`.
     pub reserve: u32,
     /// Segments per thousand held back from the volume's size to replace blocks that go bad
     /// in service, so the exported size holds as the device wears.
@@ -141,9 +145,13 @@ pub struct Log<D> {
     live: LiveMap,
     heads: [Option<u32>; HEADS],
     free: u32,
+    /// Segments open, full or failing: those whose headers identify the volume.
+    in_use: u32,
     seq: u64,
     stats: LogStats,
     erasing_until: Vec<u64>,
+    /// Cleaned segments whose erase waits for their bank to have no open head.
+    deferred: Vec<u32>,
     victim: Option<Victim>,
     buf: Vec<u8>,
 }
@@ -160,9 +168,11 @@ impl<D: Segments> Log<D> {
             heads: [None; HEADS],
             // Every segment starts Dirty, which counts as free.
             free: geo.segments,
+            in_use: 0,
             seq: 1,
             stats: LogStats::default(),
             erasing_until: alloc::vec![0; geo.banks as usize],
+            deferred: Vec::new(),
             victim: None,
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
@@ -260,6 +270,7 @@ impl<D: Segments> Log<D> {
             log.dev.read_tags(seg, &mut tags)?;
             let info = &mut log.segs[seg as usize];
             info.erase_count = h.erase_count;
+            info.open_seq = h.open_seq;
             info.used = tags
                 .iter()
                 .rposition(|t| *t != TagState::Erased)
@@ -285,6 +296,39 @@ impl<D: Segments> Log<D> {
         }
         log.seq = max_seq + 1;
         Ok((log, found))
+    }
+
+    /// Whether version `a` of a slot beats version `b` at mount: the higher sequence number;
+    /// between equal ones (a slot and the cleaner's copies of it, identical in content) the
+    /// copy, and between copies the one in the later-opened segment — so the originals left
+    /// in a cleaned segment whose erase never happened come out dead.
+    pub fn newer(&self, a: (SlotAddr, &Tag), b: (SlotAddr, &Tag)) -> bool {
+        let rank = |(at, t): (SlotAddr, &Tag)| (t.seq, t.copy, self.segs[at.seg as usize].open_seq);
+        rank(a) > rank(b)
+    }
+
+    /// Ends a mount once the owner has marked what is live: segments left with nothing live
+    /// are free to erase.
+    pub fn finish_mount(&mut self) {
+        let empty: Vec<u32> = (0..self.geo.segments)
+            .filter(|&i| {
+                let s = self.segs[i as usize];
+                s.state == SegState::Full && s.live == 0
+            })
+            .collect();
+        // Some segment must keep a header, or a cut during the erases leaves no volume.
+        let keep = if self.in_use as usize == empty.len() {
+            empty
+                .iter()
+                .copied()
+                .max_by_key(|&i| self.segs[i as usize].open_seq)
+        } else {
+            None
+        };
+        for seg in empty.into_iter().filter(|&i| Some(i) != keep) {
+            self.set_state(seg, SegState::Dirty);
+            self.deferred.push(seg);
+        }
     }
 
     /// Marks a slot found at mount live.
@@ -334,6 +378,7 @@ impl<D: Segments> Log<D> {
             key,
             seq: self.seq,
             kind,
+            copy: false,
         };
         self.seq += 1;
         let at = self.write(head, &tag, data)?;
@@ -376,13 +421,12 @@ impl<D: Segments> Log<D> {
         Ok(())
     }
 
-    /// Cleans while space is short: in full below the reserve, a step at a time under the
-    /// threshold curve.
+    /// Cleans while space is short: a step at a time under the threshold curve, then in
+    /// full until more than the reserve is free — in that order, because a step may open a
+    /// segment for the survivors and the user's write may need one more.
     fn make_room(&mut self, owner: &mut dyn Owner) -> Result<()> {
-        while self.free <= self.config.reserve {
-            if !self.clean_step(owner, u32::MAX, 0.0)? {
-                return Err(Error::NoSpace);
-            }
+        if !self.deferred.is_empty() {
+            self.start_deferred_erases()?;
         }
         if let Some(th) = threshold(
             self.config.policy,
@@ -392,6 +436,11 @@ impl<D: Segments> Log<D> {
             self.config.reserve,
         ) {
             self.clean_step(owner, self.config.step_slots, th)?;
+        }
+        while self.free <= self.config.reserve {
+            if !self.clean_step(owner, u32::MAX, 0.0)? {
+                return Err(Error::NoSpace);
+            }
         }
         Ok(())
     }
@@ -432,7 +481,9 @@ impl<D: Segments> Log<D> {
             let mut buf = core::mem::take(&mut self.buf);
             let read = self.dev.read_slot(seg, slot, &mut buf);
             let result = match read {
-                Ok(()) => self.write(Head::Cold, &tag, &buf).map(Some),
+                Ok(()) => self
+                    .write(Head::Cold, &Tag { copy: true, ..tag }, &buf)
+                    .map(Some),
                 Err(Error::Io) => Ok(None),
                 Err(e) => Err(e),
             };
@@ -460,10 +511,43 @@ impl<D: Segments> Log<D> {
         };
         self.stats.cleaned += 1;
         if self.segs[v.seg as usize].state == SegState::Failing {
-            self.retire(v.seg)
-        } else {
-            self.erase_segment(v.seg)
+            return self.retire(v.seg);
         }
+        // Erasing a bank that a head writes to would stall every write for the whole erase:
+        // the erase waits until the bank is quiet (Kawaguchi's cleaning bank list).
+        self.set_state(v.seg, SegState::Dirty);
+        self.deferred.push(v.seg);
+        self.start_deferred_erases()
+    }
+
+    /// Starts, in the background, the deferred erases whose bank is neither erasing nor
+    /// written by an open head.
+    fn start_deferred_erases(&mut self) -> Result<()> {
+        // Until some segment in use carries a header, the deferred ones are the volume's only
+        // identity on flash.
+        if self.in_use == 0 {
+            return Ok(());
+        }
+        let now = self.now_ns();
+        let mut i = 0;
+        while i < self.deferred.len() {
+            let seg = self.deferred[i];
+            let bank = self.dev.bank_of(seg);
+            let head_here = self
+                .heads
+                .iter()
+                .flatten()
+                .any(|&h| self.dev.bank_of(h) == bank);
+            if self.segs[seg as usize].state != SegState::Dirty {
+                self.deferred.swap_remove(i);
+            } else if !head_here && self.erasing_until[bank as usize] <= now {
+                self.deferred.swap_remove(i);
+                self.erase_segment(seg)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
     }
 
     /// The best victim above the threshold: segments with nothing live always come first.
@@ -588,6 +672,7 @@ impl<D: Segments> Log<D> {
                     s.used = 0;
                     s.live = 0;
                     s.min_seq = u64::MAX;
+                    s.open_seq = header.open_seq;
                     self.heads[h] = Some(seg);
                     return Ok(seg);
                 }
@@ -614,15 +699,20 @@ impl<D: Segments> Log<D> {
             .iter()
             .enumerate()
             .filter(|(_, s)| matches!(s.state, SegState::Free | SegState::Dirty))
+            // A cleaned segment still carries a header; with none in use it must survive.
+            .filter(|(i, _)| self.in_use > 0 || !self.deferred.contains(&(*i as u32)))
             .min_by_key(|(i, s)| {
                 let bank = self.dev.bank_of(*i as u32);
-                let busy = self.erasing_until[bank as usize] > now || open_banks.contains(&bank);
+                // Erased before not erased; then the soonest usable (an erase still running on
+                // its bank delays the header); then a bank no other head writes to.
+                let ready = self.erasing_until[bank as usize].max(now);
                 let wear = if cold {
                     u32::MAX - s.erase_count
                 } else {
                     s.erase_count
                 };
-                (busy, s.state == SegState::Dirty, wear, *i)
+                let shared = open_banks.contains(&bank);
+                (s.state == SegState::Dirty, ready, shared, wear, *i)
             })
             .map(|(i, _)| i as u32)
     }
@@ -673,12 +763,18 @@ impl<D: Segments> Log<D> {
 
     fn set_state(&mut self, seg: u32, state: SegState) {
         let s = &mut self.segs[seg as usize];
-        let was_free = matches!(s.state, SegState::Free | SegState::Dirty);
-        let is_free = matches!(state, SegState::Free | SegState::Dirty);
+        let was = *s;
         s.state = state;
-        match (was_free, is_free) {
+        let is = *s;
+        let free = |x: &SegInfo| matches!(x.state, SegState::Free | SegState::Dirty);
+        match (free(&was), free(&is)) {
             (false, true) => self.free += 1,
             (true, false) => self.free -= 1,
+            _ => {}
+        }
+        match (was.in_use(), is.in_use()) {
+            (false, true) => self.in_use += 1,
+            (true, false) => self.in_use -= 1,
             _ => {}
         }
     }
@@ -689,12 +785,12 @@ impl<D: Segments> Log<D> {
 
     /// The lowest sequence number held by any segment other than `except`: a record that
     /// supersedes older versions (a trim) is needed only while some segment may still hold
-    /// one of them.
+    /// one of them — including cleaned segments whose erase has not happened yet.
     pub fn oldest_seq_except(&self, except: u32) -> u64 {
         self.segs
             .iter()
             .enumerate()
-            .filter(|(i, s)| *i as u32 != except && s.in_use())
+            .filter(|(i, s)| *i as u32 != except && (s.in_use() || s.state == SegState::Dirty))
             .map(|(_, s)| s.min_seq)
             .min()
             .unwrap_or(u64::MAX)

@@ -36,6 +36,8 @@ pub struct SegInfo {
     pub modified_ns: u64,
     /// Lowest sequence number among the slots it holds (`u64::MAX` when none).
     pub min_seq: u64,
+    /// Sequence number when it was opened (its place in the log's order).
+    pub open_seq: u64,
 }
 
 impl SegInfo {
@@ -47,6 +49,7 @@ impl SegInfo {
             erase_count,
             modified_ns: 0,
             min_seq: u64::MAX,
+            open_seq: 0,
         }
     }
 

@@ -14,6 +14,8 @@ pub const HEADER_LEN: usize = 32;
 pub const MAX_SEQ: u64 = (1 << 40) - 1;
 
 const MAGIC: u32 = 0x5346_4C46; // "FLFS"
+/// Kind-byte bit of a slot written by the cleaner.
+const COPY_FLAG: u8 = 0x80;
 /// Volume format of the block device (FTL).
 pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 
@@ -58,6 +60,9 @@ pub struct Tag {
     pub seq: u64,
     /// What it is.
     pub kind: Kind,
+    /// Written by the cleaner: a copy of a slot with the same key and sequence number.
+    /// Between equal sequence numbers a copy beats an original, and a later copy an earlier.
+    pub copy: bool,
 }
 
 /// What reading a tag found.
@@ -77,7 +82,7 @@ impl Tag {
         let mut b = [0u8; TAG_LEN];
         b[0..4].copy_from_slice(&self.key.to_le_bytes());
         b[4..9].copy_from_slice(&self.seq.to_le_bytes()[..5]);
-        b[9] = self.kind.code();
+        b[9] = self.kind.code() | if self.copy { COPY_FLAG } else { 0 };
         let crc = CRC16.checksum(&b[..10]);
         b[10..12].copy_from_slice(&crc.to_le_bytes());
         b
@@ -96,11 +101,12 @@ impl Tag {
         }
         let mut seq = [0u8; 8];
         seq[..5].copy_from_slice(&b[4..9]);
-        match Kind::from_code(b[9]) {
+        match Kind::from_code(b[9] & !COPY_FLAG) {
             Some(kind) => TagState::Valid(Tag {
                 key: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
                 seq: u64::from_le_bytes(seq),
                 kind,
+                copy: b[9] & COPY_FLAG != 0,
             }),
             None => TagState::Garbage,
         }
@@ -188,6 +194,7 @@ mod tests {
             key: 0xDEAD_BEEF,
             seq: MAX_SEQ - 3,
             kind: Kind::Sector,
+            copy: true,
         };
         let b = t.encode();
         assert_eq!(Tag::decode(&b), TagState::Valid(t));

@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod demo;
+pub mod presets;
+pub mod sim;

@@ -1,0 +1,383 @@
+//! End-to-end tests of the `flashfs` command line.
+
+use std::path::Path;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use assert_cmd::Command;
+use predicates::prelude::*;
+use tempfile::TempDir;
+
+fn flashfs() -> Command {
+    let mut cmd = cargo_bin_cmd!("flashfs");
+    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
+    cmd
+}
+
+/// Runs a command that must fail with one line on stderr; returns that line.
+fn fails(cmd: &mut Command, code: i32) -> String {
+    let out = cmd.assert().failure().code(code).get_output().clone();
+    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one line on stderr, got {stderr:?}"
+    );
+    assert!(lines[0].starts_with("flashfs: "), "{stderr:?}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
+    lines[0].to_string()
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8(stdout.to_vec())
+        .expect("stdout is UTF-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is a JSON object"))
+        .collect()
+}
+
+fn info_json(image: &Path) -> serde_json::Value {
+    let out = flashfs()
+        .args(["sim", "info", "--json"])
+        .arg(image)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let mut objs = json_lines(&out);
+    assert_eq!(objs.len(), 1);
+    objs.remove(0)
+}
+
+#[test]
+fn presets_lists_every_preset_as_a_table() {
+    let mut assert = flashfs().arg("presets").assert().success();
+    for p in flash::preset::PRESETS {
+        assert = assert.stdout(predicate::str::contains(p.name));
+    }
+    assert
+        .stdout(predicate::str::contains("st10f280/N"))
+        .stdout(predicate::str::contains("100,000 cycles"))
+        .stdout(predicate::str::contains("source:"));
+}
+
+#[test]
+fn presets_json_is_one_object_per_preset() {
+    let out = flashfs().args(["presets", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let objs = json_lines(&out.stdout);
+    assert_eq!(objs.len(), flash::preset::PRESETS.len());
+    for (o, p) in objs.iter().zip(flash::preset::PRESETS) {
+        assert_eq!(o["name"], p.name);
+        assert_eq!(o["kind"], p.spec.kind());
+        assert_eq!(o["capacity_bytes"], p.spec.capacity());
+        assert!(o["timing_ns"].is_object() && o["geometry"].is_object());
+        assert!(o["endurance_cycles"].as_u64().unwrap() > 0);
+    }
+    let nand = objs.iter().find(|o| o["name"] == "nand-1g").unwrap();
+    assert_eq!(nand["ecc"]["correctable_bits"], 4);
+    assert_eq!(nand["geometry"]["page_bytes"], 2048);
+    let st = objs.iter().find(|o| o["name"] == "st10f280").unwrap();
+    assert_eq!(st["variants"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn sim_create_then_info_round_trips() {
+    let dir = TempDir::new().unwrap();
+    for (preset, kind) in [
+        ("nand-128m", "nand"),
+        ("st10f280/8", "nor"),
+        ("cy15b102q", "nvram"),
+        ("mlc-flexfs", "mlc-nand"),
+    ] {
+        let img = dir.path().join(format!("{}.img", preset.replace('/', "-")));
+        flashfs()
+            .args(["sim", "create", "--seed", "5", "--preset", preset])
+            .arg(&img)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!(
+                "created {}",
+                img.display()
+            )));
+        let j = info_json(&img);
+        let spec = flash::preset::lookup(preset).unwrap().spec;
+        assert_eq!(j["preset"], preset);
+        assert_eq!(j["kind"], kind);
+        assert_eq!(j["seed"], 5);
+        assert_eq!(j["capacity_bytes"], spec.capacity());
+        assert_eq!(j["file_bytes"], flash::image::image_len(&spec));
+        // Sparse: a fresh flash image takes far less than its size.
+        if kind != "nvram" {
+            assert!(
+                j["allocated_bytes"].as_u64().unwrap() < j["file_bytes"].as_u64().unwrap() / 10
+            );
+            assert_eq!(j["erase_counts"]["max"], 0);
+        }
+        flashfs()
+            .args(["sim", "info"])
+            .arg(&img)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(preset))
+            .stdout(predicate::str::contains("allocated on disk"));
+    }
+    // Factory bad blocks follow from the seed and show in the info.
+    let j = info_json(&dir.path().join("nand-128m.img"));
+    assert!(j["bad_blocks"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn sim_create_refuses_to_overwrite_without_force() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    flashfs()
+        .args(["sim", "create", "--preset", "st10f280", "--seed", "1"])
+        .arg(&img)
+        .assert()
+        .success();
+    let line = fails(
+        flashfs()
+            .args(["sim", "create", "--preset", "nand-128m", "--seed", "2"])
+            .arg(&img),
+        1,
+    );
+    assert!(
+        line.contains("exists") && line.contains("--force"),
+        "{line}"
+    );
+    assert_eq!(info_json(&img)["preset"], "st10f280");
+
+    // Not even a file that is not an image is overwritten.
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "keep me").unwrap();
+    fails(
+        flashfs()
+            .args(["sim", "create", "--preset", "st10f280"])
+            .arg(&text),
+        1,
+    );
+    assert_eq!(std::fs::read_to_string(&text).unwrap(), "keep me");
+}
+
+#[test]
+fn sim_create_force_replaces() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    flashfs()
+        .args(["sim", "create", "--preset", "st10f280", "--seed", "1"])
+        .arg(&img)
+        .assert()
+        .success();
+    flashfs()
+        .args([
+            "sim", "create", "--preset", "w25n01gv", "--seed", "9", "--force",
+        ])
+        .arg(&img)
+        .assert()
+        .success();
+    let j = info_json(&img);
+    assert_eq!(
+        (j["preset"].as_str(), j["seed"].as_u64()),
+        (Some("w25n01gv"), Some(9))
+    );
+}
+
+#[test]
+fn sim_create_into_a_directory_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let line = fails(
+        flashfs()
+            .args(["sim", "create", "--preset", "st10f280", "--force"])
+            .arg(dir.path()),
+        1,
+    );
+    assert!(line.contains("directory"), "{line}");
+    let line = fails(
+        flashfs()
+            .args(["sim", "create", "--preset", "st10f280"])
+            .arg(dir.path().join("no/such/dir.img")),
+        1,
+    );
+    assert!(line.contains("no such file"), "{line}");
+}
+
+#[test]
+fn sim_info_of_a_missing_image_is_one_line() {
+    let dir = TempDir::new().unwrap();
+    let line = fails(
+        flashfs()
+            .args(["sim", "info"])
+            .arg(dir.path().join("missing.img")),
+        1,
+    );
+    assert!(
+        line.contains("missing.img") && line.contains("no such file"),
+        "{line}"
+    );
+}
+
+#[test]
+fn sim_info_of_a_corrupt_image_is_one_line() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    flashfs()
+        .args(["sim", "create", "--preset", "st10f280"])
+        .arg(&img)
+        .assert()
+        .success();
+    let good = std::fs::read(&img).unwrap();
+    // Any damaged header byte is caught: magic, version, kind, name, geometry, checksum.
+    for at in [0usize, 8, 12, 24, 60, 130, 250] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        std::fs::write(&img, &bad).unwrap();
+        let line = fails(flashfs().args(["sim", "info"]).arg(&img), 1);
+        assert!(line.contains("bad device image"), "byte {at}: {line}");
+    }
+    // A truncated image.
+    std::fs::write(&img, &good[..good.len() / 2]).unwrap();
+    let line = fails(flashfs().args(["sim", "info"]).arg(&img), 1);
+    assert!(line.contains("truncated"), "{line}");
+}
+
+#[test]
+fn sim_info_of_a_file_that_is_not_an_image_is_one_line() {
+    let dir = TempDir::new().unwrap();
+    let short = dir.path().join("short.txt");
+    std::fs::write(&short, "hello\n").unwrap();
+    let line = fails(flashfs().args(["sim", "info"]).arg(&short), 1);
+    assert!(line.contains("bad device image"), "{line}");
+    let long = dir.path().join("zeros.bin");
+    std::fs::write(&long, vec![0u8; 64 * 1024]).unwrap();
+    let line = fails(flashfs().args(["sim", "info", "--json"]).arg(&long), 1);
+    assert!(line.contains("bad magic"), "{line}");
+    let line = fails(flashfs().args(["sim", "info"]).arg(dir.path()), 1);
+    assert!(line.contains("not a regular file"), "{line}");
+}
+
+#[test]
+fn a_wrong_preset_name_is_one_line() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    for name in ["nand-2g", "st10f280/3", ""] {
+        let line = fails(
+            flashfs()
+                .args(["sim", "create", "--preset", name])
+                .arg(&img),
+            1,
+        );
+        assert!(line.contains("unknown preset"), "{line}");
+    }
+    assert!(!img.exists());
+    let line = fails(flashfs().args(["demo", "--quick", "--preset", "nope"]), 1);
+    assert!(line.contains("unknown preset 'nope'"), "{line}");
+}
+
+#[test]
+fn usage_errors_are_one_line_with_exit_code_2() {
+    fails(flashfs().arg("frobnicate"), 2);
+    fails(flashfs().args(["presets", "--bogus"]), 2);
+    fails(flashfs().args(["sim", "create", "x.img"]), 2);
+    fails(flashfs().args(["demo", "--seed", "minus-one"]), 2);
+    fails(&mut flashfs(), 2);
+    fails(flashfs().arg("sim"), 2);
+}
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    for args in [
+        &[][..],
+        &["presets"][..],
+        &["sim"][..],
+        &["sim", "create"][..],
+        &["sim", "info"][..],
+        &["demo"][..],
+    ] {
+        flashfs()
+            .args(args)
+            .arg("--help")
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Examples:"))
+            .stdout(predicate::str::contains("flashfs "));
+    }
+}
+
+fn demo_succeeds(preset: &str) -> String {
+    let out = flashfs()
+        .args(["demo", "--quick", "--preset", preset])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for step in [
+        "1. write",
+        "2. wear",
+        "3. power cuts",
+        "4. bit flips",
+        "5. final check",
+    ] {
+        assert!(text.contains(step), "{preset}: no '{step}' in\n{text}");
+    }
+    assert!(
+        text.contains("device time") && text.contains("p99.9"),
+        "{text}"
+    );
+    // Progress bars never reach a pipe.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn demo_quick_on_nor() {
+    let text = demo_succeeds("m29dw640d");
+    assert!(text.contains("the record checksum fails"), "{text}");
+    assert!(text.contains("NOR has no ECC"), "{text}");
+}
+
+#[test]
+fn demo_quick_on_nand() {
+    let text = demo_succeeds("nand-128m");
+    assert!(text.contains("ECC reports Uncorrectable"), "{text}");
+    assert!(text.contains("0 returned wrong data"), "{text}");
+}
+
+#[test]
+fn demo_quick_on_mlc() {
+    let text = demo_succeeds("mlc-flexfs");
+    assert!(text.contains("SLC mode"), "{text}");
+}
+
+#[test]
+fn demo_quick_on_nvram_and_small_nor() {
+    let text = demo_succeeds("cy15b102q");
+    assert!(text.contains("NVRAM is written in place"), "{text}");
+    demo_succeeds("st10f280/2");
+}
+
+#[test]
+fn demo_is_repeatable_from_its_seed() {
+    let run = |seed: &str| {
+        let out = flashfs()
+            .args(["demo", "--quick", "--preset", "w25q64jv", "--seed", seed])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        // Everything but the host time is a function of the seed.
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("host time"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(run("7"), run("7"));
+    assert_ne!(run("7"), run("8"));
+}
