@@ -44,6 +44,9 @@ enum Command {
     /// Exercise a simulated device end to end: writes, wear, power cuts, bit flips.
     #[command(after_help = cmd::demo::EXAMPLES)]
     Demo(cmd::demo::Args),
+    /// Reproduce the papers' experiments on simulated devices, in device time.
+    #[command(subcommand, after_help = cmd::bench::EXAMPLES)]
+    Bench(cmd::bench::Command),
 }
 
 /// Options every command sees.
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Presets(args) => cmd::presets::run(&args, &mut out),
         Command::Sim(c) => cmd::sim::run(&c, &mut out),
         Command::Demo(args) => cmd::demo::run(&args, global, &mut out),
+        Command::Bench(c) => cmd::bench::run(&c, global, &mut out),
     }
     .and_then(|()| out.flush().map_err(anyhow::Error::from));
     match result {

@@ -381,3 +381,63 @@ fn demo_is_repeatable_from_its_seed() {
     assert_eq!(run("7"), run("7"));
     assert_ne!(run("7"), run("8"));
 }
+
+#[test]
+fn bench_kawaguchi_prints_measured_rows_as_json() {
+    let out = flashfs()
+        .args([
+            "bench",
+            "kawaguchi",
+            "--mb",
+            "2",
+            "--pattern",
+            "sequential",
+            "--util",
+            "30",
+        ])
+        .args(["--policy", "greedy", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Two head settings for the one write row, then the two read rows.
+    assert_eq!(rows.len(), 4);
+    let w = &rows[0];
+    for key in [
+        "experiment",
+        "utilization",
+        "policy",
+        "separate_head",
+        "throughput_kbps",
+        "paper_kbps",
+        "erased_segments",
+        "copied_blocks",
+        "waf",
+    ] {
+        assert!(w.get(key).is_some(), "missing {key} in {w}");
+    }
+    assert_eq!(w["experiment"], "sequential");
+    assert_eq!(w["paper_kbps"], 231.0);
+    assert!(w["throughput_kbps"].as_f64().unwrap() > 0.0);
+    assert!(w["waf"].as_f64().unwrap() >= 1.0);
+}
+
+#[test]
+fn bench_refuses_bad_options_in_one_line() {
+    let out = flashfs()
+        .args(["bench", "kawaguchi", "--util", "150"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("flashfs: "), "{err}");
+}

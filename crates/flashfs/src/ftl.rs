@@ -36,9 +36,9 @@ pub struct FtlConfig {
     pub log: LogConfig,
     /// Sectors to export; `None` exports all the log can hold.
     pub sectors: Option<u32>,
-    /// A sector rewritten within this fraction of the device's capacity in writes counts as
-    /// hot (when the log separates hot and warm data).
-    pub hot_window: f64,
+    /// A sector counts as hot when rewritten sooner than this many times the average
+    /// interval between rewrites, which the device measures as it runs.
+    pub hot_factor: f64,
 }
 
 impl Default for FtlConfig {
@@ -46,22 +46,63 @@ impl Default for FtlConfig {
         FtlConfig {
             log: LogConfig::default(),
             sectors: None,
-            hot_window: 0.25,
+            hot_factor: 0.5,
         }
     }
 }
 
 const UNMAPPED: u32 = u32::MAX;
 
-/// Where each sector lives, and when it was last written.
+/// Where each sector lives, and how often it is rewritten.
 #[derive(Debug)]
 struct SectorMap {
     at: Vec<u32>,
+    /// Write clock at each sector's last write (0: not since mount).
     last_write: Vec<u32>,
+    /// Sectors written so far (the write clock).
+    writes: u32,
+    /// Running average of the interval between rewrites of a sector, in writes (x16).
+    avg_interval_x16: u64,
+    hot_factor: f64,
+    separate: bool,
     slots: u32,
 }
 
 impl SectorMap {
+    /// Writes since the sector was last written, if it was since the mount.
+    fn age(&self, k: usize) -> Option<u32> {
+        match self.last_write.get(k) {
+            Some(&last) if last != 0 => Some(self.writes.wrapping_sub(last)),
+            _ => None,
+        }
+    }
+
+    /// Whether a sector last written `age` writes ago is hot: rewritten sooner than the
+    /// device's average rewrite interval (scaled by the configured factor).
+    fn is_hot(&self, age: u32) -> bool {
+        (age as f64 * 16.0) < self.avg_interval_x16 as f64 * self.hot_factor
+    }
+
+    /// Head for a sector about to be written, and the write recorded in the statistics.
+    fn classify_write(&mut self, k: usize) -> Head {
+        let head = match self.age(k) {
+            Some(age) => {
+                // Exponential average over the last ~64 rewrites.
+                let a = self.avg_interval_x16 as i64;
+                self.avg_interval_x16 = (a + ((age as i64 * 16) - a) / 64).max(16) as u64;
+                if self.separate && self.is_hot(age) {
+                    Head::Hot
+                } else {
+                    Head::Warm
+                }
+            }
+            None => Head::Warm,
+        };
+        self.last_write[k] = self.writes;
+        self.writes = self.writes.wrapping_add(1).max(1);
+        head
+    }
+
     fn pack(&self, a: SlotAddr) -> u32 {
         a.seg * self.slots + a.slot
     }
@@ -96,8 +137,6 @@ impl Owner for SectorMap {
 pub struct Ftl<D> {
     log: Log<D>,
     map: SectorMap,
-    writes: u32,
-    hot_window: u32,
     buf: Vec<u8>,
 }
 
@@ -185,15 +224,18 @@ impl<D: Segments> Ftl<D> {
     fn with(log: Log<D>, config: FtlConfig) -> Self {
         let sectors = log.volume().size as usize;
         let geo = log.geometry();
-        let window = (log.capacity_slots() as f64 * config.hot_window.clamp(0.0, 1.0)) as u32;
+        let separate = log.config().hot_cold && log.config().separate_cleaning_head;
         Ftl {
             map: SectorMap {
                 at: alloc::vec![UNMAPPED; sectors],
                 last_write: alloc::vec![0; sectors],
+                writes: 1,
+                // Until rewrites are seen, assume one pass over the device between them.
+                avg_interval_x16: (sectors as u64).max(1) * 16,
+                hot_factor: config.hot_factor.max(0.0),
+                separate,
                 slots: geo.slots,
             },
-            writes: 1,
-            hot_window: window.max(1),
             buf: alloc::vec![0; geo.slot_size as usize],
             log,
         }
@@ -212,19 +254,6 @@ impl<D: Segments> Ftl<D> {
             _ => Err(Error::InvalidArgument(
                 "sector beyond the end of the device",
             )),
-        }
-    }
-
-    /// Head for a sector about to be written: hot when it was rewritten recently.
-    fn head_for(&self, k: usize) -> Head {
-        let last = self.map.last_write[k];
-        if self.log.config().hot_cold
-            && last != 0
-            && self.writes.wrapping_sub(last) < self.hot_window
-        {
-            Head::Hot
-        } else {
-            Head::Warm
         }
     }
 
@@ -315,7 +344,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         let ss = self.sector_size();
         for (i, chunk) in data.chunks_exact(ss).enumerate() {
             let k = sector as usize + i;
-            let head = self.head_for(k);
+            let head = self.map.classify_write(k);
             let at = self
                 .log
                 .append(head, k as u32, Kind::Sector, chunk, &mut self.map)?;
@@ -325,8 +354,6 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             if old != UNMAPPED {
                 self.log.kill(self.map.unpack(old));
             }
-            self.map.last_write[k] = self.writes;
-            self.writes = self.writes.wrapping_add(1).max(1);
         }
         Ok(())
     }

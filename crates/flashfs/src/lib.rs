@@ -10,6 +10,7 @@ extern crate alloc;
 
 mod error;
 pub mod ftl;
+pub mod index;
 pub mod log;
 pub mod media;
 #[cfg(feature = "std")]

@@ -49,7 +49,9 @@ pub struct LogConfig {
     pub policy: Policy,
     /// Whether survivors of cleaning go to a head of their own (otherwise all heads are one).
     pub separate_cleaning_head: bool,
-    /// Whether user writes are split into hot and warm heads by update frequency.
+    /// Whether user writes are split into hot and warm heads by update frequency. Off by
+    /// default: each head keeps a partly filled segment open, which a small device (the
+    /// 28F008SA's 64 segments) feels as lost slack; worth it on large devices.
     pub hot_cold: bool,
     /// Free segments below which the cleaner starts (Kawaguchi's N = 12).
     pub clean_start: u32,
@@ -77,7 +79,7 @@ impl Default for LogConfig {
         LogConfig {
             policy: Policy::default(),
             separate_cleaning_head: true,
-            hot_cold: true,
+            hot_cold: false,
             clean_start: 12,
             reserve: 2,
             bad_block_permille: 10,
@@ -109,6 +111,9 @@ pub struct LogStats {
     pub lost_slots: u64,
     /// Segments found with an unreadable header at mount.
     pub unreadable_headers: u64,
+    /// Segments opened that were not yet erased or whose bank was still erasing: each costs
+    /// the writer a wait.
+    pub stalled_opens: u64,
 }
 
 /// What the owner of the log's data is told, and asked.
@@ -124,6 +129,13 @@ pub trait Owner {
     fn lost(&mut self, tag: &Tag, at: SlotAddr) {
         let _ = (tag, at);
     }
+}
+
+/// Who a write is for: the reserve is the cleaner's alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Owner,
+    Cleaner,
 }
 
 /// A segment being cleaned.
@@ -209,7 +221,7 @@ impl<D: Segments> Log<D> {
         }
         log.volume.size = size(log.capacity_slots())?;
         // One header makes the volume findable even while it holds no data.
-        log.head_segment(Head::Warm)?;
+        log.head_segment(Head::Warm, Writer::Owner)?;
         log.dev.sync()?;
         Ok(log)
     }
@@ -381,7 +393,7 @@ impl<D: Segments> Log<D> {
             copy: false,
         };
         self.seq += 1;
-        let at = self.write(head, &tag, data)?;
+        let at = self.write(head, Writer::Owner, &tag, data)?;
         self.stats.user_slots += 1;
         Ok(at)
     }
@@ -442,7 +454,21 @@ impl<D: Segments> Log<D> {
                 return Err(Error::NoSpace);
             }
         }
+        // Keep one erased segment ready per open head beyond the reserve, so a head that
+        // fills never waits for an erase (an erase takes longer than filling a segment on
+        // parts like the 28F008SA).
+        if self.free <= self.pipeline() {
+            self.clean_step(owner, self.config.step_slots, 0.0)?;
+        }
         Ok(())
+    }
+
+    /// Free segments the cleaner keeps ready ahead of need.
+    fn pipeline(&self) -> u32 {
+        match self.config.policy {
+            Policy::Adaptive => self.config.reserve + 1,
+            _ => self.config.reserve,
+        }
     }
 
     /// Copies up to `budget` live slots out of the current victim (choosing one whose score
@@ -482,7 +508,12 @@ impl<D: Segments> Log<D> {
             let read = self.dev.read_slot(seg, slot, &mut buf);
             let result = match read {
                 Ok(()) => self
-                    .write(Head::Cold, &Tag { copy: true, ..tag }, &buf)
+                    .write(
+                        Head::Cold,
+                        Writer::Cleaner,
+                        &Tag { copy: true, ..tag },
+                        &buf,
+                    )
                     .map(Some),
                 Err(Error::Io) => Ok(None),
                 Err(e) => Err(e),
@@ -601,9 +632,9 @@ impl<D: Segments> Log<D> {
     }
 
     /// Writes a slot through a head, retrying in a new segment when a program fails.
-    fn write(&mut self, head: Head, tag: &Tag, data: &[u8]) -> Result<SlotAddr> {
+    fn write(&mut self, head: Head, by: Writer, tag: &Tag, data: &[u8]) -> Result<SlotAddr> {
         for _ in 0..8 {
-            let seg = self.head_segment(head)?;
+            let seg = self.head_segment(head, by)?;
             let slot = self.segs[seg as usize].used;
             self.segs[seg as usize].used += 1;
             match self.dev.write_slot(seg, slot, tag, data) {
@@ -638,21 +669,26 @@ impl<D: Segments> Log<D> {
     }
 
     /// The open segment of a head, opening a new one when needed.
-    fn head_segment(&mut self, head: Head) -> Result<u32> {
+    fn head_segment(&mut self, head: Head, by: Writer) -> Result<u32> {
         let h = self.head_index(head);
         if let Some(seg) = self.heads[h] {
             return Ok(seg);
         }
-        let floor = if head == Head::Cold {
-            0
-        } else {
-            self.config.reserve
+        let floor = match by {
+            Writer::Cleaner => 0,
+            Writer::Owner => self.config.reserve,
         };
         for _ in 0..8 {
             if self.free <= floor {
                 return Err(Error::NoSpace);
             }
             let seg = self.pick_free(head).ok_or(Error::NoSpace)?;
+            let bank = self.dev.bank_of(seg) as usize;
+            if self.segs[seg as usize].state == SegState::Dirty
+                || self.erasing_until[bank] > self.now_ns()
+            {
+                self.stats.stalled_opens += 1;
+            }
             if self.segs[seg as usize].state == SegState::Dirty {
                 self.erase_segment(seg)?;
                 if self.segs[seg as usize].state != SegState::Free {

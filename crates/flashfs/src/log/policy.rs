@@ -54,7 +54,13 @@ impl Policy {
                     age_s * (1.0 - u) / (2.0 * u)
                 }
             }
-            Policy::Adaptive => (1.0 - u) * (1.0 + 0.05 * libm::log1p(age_s.max(0.0))),
+            Policy::Adaptive => {
+                if live == 0 {
+                    f64::INFINITY
+                } else {
+                    age_s * (1.0 - u) / (2.0 * u)
+                }
+            }
         })
     }
 
@@ -78,6 +84,12 @@ impl Policy {
 pub fn threshold(policy: Policy, slots: u32, free: u32, start: u32, reserve: u32) -> Option<f64> {
     if free >= start {
         return None;
+    }
+    // The adaptive policy takes only segments with nothing live ahead of need (they cost no
+    // copies, and erasing them early hides the erase time); anything else waits for its
+    // pipeline to run low, so that more of it dies first.
+    if policy == Policy::Adaptive {
+        return Some(f64::MAX);
     }
     if free <= reserve || start <= reserve {
         return Some(0.0);

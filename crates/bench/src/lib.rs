@@ -1,0 +1,26 @@
+//! Benchmarks of flashfs that reproduce the papers' experiments on simulated flash.
+//!
+//! - [`workload`]: deterministic generators of the papers' access patterns.
+//! - [`kawaguchi`]: Kawaguchi et al. 1995 §3 on the block device (FTL): sequential, random
+//!   and hot-and-cold overwrites at several utilizations, every cleaning policy, with and
+//!   without a separate cleaning head, and 4 KB reads; measured in device time.
+//! - [`report`]: the results as a table in the paper's form, or as JSON lines.
+//! - [`plot`]: the results as PNG and SVG figures.
+//!
+//! ```no_run
+//! use flashfs_bench::kawaguchi::{run_kawaguchi, KawaguchiOptions};
+//! let opts = KawaguchiOptions::quick();
+//! let rows = run_kawaguchi(&opts, &mut |_, _, _| {})?;
+//! print!("{}", flashfs_bench::report::table(&opts, &rows)?);
+//! # Ok::<(), flashfs_bench::BenchError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+pub mod kawaguchi;
+pub mod plot;
+pub mod report;
+pub mod workload;
+
+pub use error::{BenchError, Result};
+pub use kawaguchi::{run_kawaguchi, KawaguchiOptions, Row};

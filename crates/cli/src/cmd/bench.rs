@@ -1,0 +1,132 @@
+//! `flashfs bench`: the papers' experiments, measured in device time on simulated parts.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use flashfs::log::policy::Policy;
+use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
+use flashfs_bench::workload::Pattern;
+use flashfs_bench::{plot, report};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::Global;
+
+pub const EXAMPLES: &str = "Examples:
+  flashfs bench kawaguchi --quick               every row, a short run each (under a minute)
+  flashfs bench kawaguchi --plot out/           the full run (192 MB per row), with plots
+  flashfs bench kawaguchi --pattern hot-cold --util 90 --policy adaptive --json";
+
+/// Which experiment.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Kawaguchi et al. 1995, section 3: sequential, random and hot-and-cold 4 KB overwrites
+    /// on the block device over the 28F008SA array, per cleaning policy and head setting,
+    /// with the paper's figures beside ours.
+    #[command(after_help = EXAMPLES)]
+    Kawaguchi(KawaguchiArgs),
+}
+
+/// Options of `flashfs bench kawaguchi`.
+#[derive(Debug, Args)]
+pub struct KawaguchiArgs {
+    /// Write 24 MB per row instead of the paper's 192 MB.
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per row instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write the plots (PNG and SVG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// What "X% initial data" is a percentage of: `paper` (14 MB, the paper's own: 90% is
+    /// its 12.6 MB) or `raw` (the array's whole data capacity).
+    #[arg(long, default_value = "paper", value_parser = ["paper", "raw"])]
+    basis: String,
+    /// MB written per row (overrides --quick's and the full run's amount).
+    #[arg(long, value_name = "MB")]
+    mb: Option<f64>,
+    /// Only these patterns: sequential, random, hot-cold (repeatable).
+    #[arg(long, value_parser = ["sequential", "random", "hot-cold"])]
+    pattern: Vec<String>,
+    /// Only these utilizations, in percent (repeatable).
+    #[arg(long, value_name = "PERCENT")]
+    util: Vec<f64>,
+    /// Only these cleaning policies: greedy, cost-benefit, adaptive (repeatable).
+    #[arg(long, value_parser = ["greedy", "cost-benefit", "adaptive"])]
+    policy: Vec<String>,
+    /// Seed of the workloads.
+    #[arg(long, default_value_t = 1995)]
+    seed: u64,
+}
+
+/// Runs a benchmark and prints what it measured.
+pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
+    let Command::Kawaguchi(args) = cmd;
+    let mut opts = if args.quick {
+        KawaguchiOptions::quick()
+    } else {
+        KawaguchiOptions::default()
+    };
+    opts.basis = Basis::from_name(&args.basis).context("unknown utilization basis")?;
+    opts.seed = args.seed;
+    if let Some(mb) = args.mb {
+        if !(mb > 0.0 && mb.is_finite()) {
+            bail!("--mb must be a positive number of megabytes");
+        }
+        opts.mb_written = mb;
+    }
+    if !args.pattern.is_empty() {
+        opts.patterns = args
+            .pattern
+            .iter()
+            .filter_map(|p| Pattern::from_name(p))
+            .collect();
+    }
+    if !args.util.is_empty() {
+        if args.util.iter().any(|u| !(*u > 0.0 && *u < 100.0)) {
+            bail!("--util takes percentages between 0 and 100");
+        }
+        opts.utilizations = Some(args.util.iter().map(|u| u / 100.0).collect());
+    }
+    if !args.policy.is_empty() {
+        opts.policies = args
+            .policy
+            .iter()
+            .filter_map(|p| Policy::from_name(p))
+            .collect();
+    }
+    let bar = if global.progress {
+        let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>24} [{bar:40}] {bytes}/{total_bytes} {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let rows = run_kawaguchi(&opts, &mut |label, done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(label.to_string());
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        out.write_all(report::json_lines(&rows)?.as_bytes())?;
+    } else {
+        out.write_all(report::table(&opts, &rows)?.as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let files = plot::plot_all(&rows, dir)?;
+        eprintln!("wrote {} plot files to {}", files.len(), dir.display());
+    }
+    let failed: Vec<&str> = rows.iter().filter_map(|r| r.error.as_deref()).collect();
+    if let Some(first) = failed.first() {
+        bail!("{} row(s) failed; the first: {first}", failed.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! Clean nodes kept in RAM under a byte budget, the least recently used unloaded first.
+
+use alloc::collections::BTreeMap;
+
+use super::node::Node;
+use super::NodePtr;
+
+#[derive(Debug)]
+struct Cached {
+    node: Node,
+    tick: u64,
+    ram: usize,
+}
+
+/// Decoded clean nodes by where they are on flash.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    map: BTreeMap<NodePtr, Cached>,
+    /// Use order: tick of last use -> node.
+    lru: BTreeMap<u64, NodePtr>,
+    tick: u64,
+    ram: usize,
+    budget: usize,
+}
+
+impl Cache {
+    /// An empty cache that holds up to `budget` bytes (estimated RAM of decoded nodes).
+    pub fn new(budget: usize) -> Cache {
+        Cache {
+            map: BTreeMap::new(),
+            lru: BTreeMap::new(),
+            tick: 0,
+            ram: 0,
+            budget,
+        }
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Whether the node at `p` is cached.
+    pub fn contains(&self, p: NodePtr) -> bool {
+        self.map.contains_key(&p)
+    }
+
+    /// The node at `p`, marked as just used.
+    pub fn get(&mut self, p: NodePtr) -> Option<&Node> {
+        let tick = self.next_tick();
+        let c = self.map.get_mut(&p)?;
+        self.lru.remove(&c.tick);
+        c.tick = tick;
+        self.lru.insert(tick, p);
+        Some(&c.node)
+    }
+
+    /// Caches a node, first unloading the least recently used ones to make room. A node
+    /// larger than the whole budget is still cached (it is about to be used), alone.
+    pub fn insert(&mut self, p: NodePtr, node: Node) {
+        self.remove(p);
+        let ram = node.ram();
+        while self.ram + ram > self.budget {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            if let Some(c) = self.map.remove(&victim) {
+                self.ram -= c.ram;
+            }
+        }
+        let tick = self.next_tick();
+        self.ram += ram;
+        self.lru.insert(tick, p);
+        self.map.insert(p, Cached { node, tick, ram });
+    }
+
+    /// Takes the node at `p` out (it is about to become dirty, or it was released).
+    pub fn take(&mut self, p: NodePtr) -> Option<Node> {
+        let c = self.map.remove(&p)?;
+        self.lru.remove(&c.tick);
+        self.ram -= c.ram;
+        Some(c.node)
+    }
+
+    /// Forgets the node at `p`.
+    pub fn remove(&mut self, p: NodePtr) {
+        let _ = self.take(p);
+    }
+
+    /// Forgets every node.
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.lru.clear();
+        self.ram = 0;
+    }
+
+    /// Estimated RAM of the cached nodes.
+    pub fn ram(&self) -> usize {
+        self.ram
+    }
+
+    /// Nodes cached.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_least_recently_used() {
+        let one = Node::empty_leaf(0).ram();
+        let mut c = Cache::new(2 * one);
+        c.insert(NodePtr(1), Node::empty_leaf(1));
+        c.insert(NodePtr(2), Node::empty_leaf(2));
+        assert!(c.get(NodePtr(1)).is_some()); // 2 is now the oldest
+        c.insert(NodePtr(3), Node::empty_leaf(3));
+        assert!(c.contains(NodePtr(1)) && c.contains(NodePtr(3)));
+        assert!(!c.contains(NodePtr(2)));
+        assert_eq!(c.ram(), 2 * one);
+        assert_eq!(c.take(NodePtr(1)).map(|n| n.gen), Some(1));
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn a_tiny_budget_still_holds_the_node_in_use() {
+        let mut c = Cache::new(0);
+        c.insert(NodePtr(1), Node::empty_leaf(1));
+        c.insert(NodePtr(2), Node::empty_leaf(2));
+        assert_eq!(c.len(), 1);
+        assert!(c.get(NodePtr(2)).is_some());
+    }
+}
