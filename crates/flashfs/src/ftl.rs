@@ -51,7 +51,10 @@ impl Default for FtlConfig {
     }
 }
 
+/// Map entry of a sector never written, or trimmed: reads as zeros.
 const UNMAPPED: u32 = u32::MAX;
+/// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
+const LOST: u32 = u32::MAX - 1;
 
 /// Where each sector lives, and how often it is rewritten.
 #[derive(Debug)]
@@ -66,6 +69,8 @@ struct SectorMap {
     hot_factor: f64,
     separate: bool,
     slots: u32,
+    /// Sectors found lost since the last loss record was written.
+    lost: Vec<u32>,
 }
 
 impl SectorMap {
@@ -103,6 +108,14 @@ impl SectorMap {
         head
     }
 
+    /// Where a sector's data is, if it has some.
+    fn slot(&self, k: usize) -> Option<SlotAddr> {
+        match self.at.get(k) {
+            Some(&p) if p != UNMAPPED && p != LOST => Some(self.unpack(p)),
+            _ => None,
+        }
+    }
+
     fn pack(&self, a: SlotAddr) -> u32 {
         a.seg * self.slots + a.slot
     }
@@ -118,6 +131,20 @@ impl SectorMap {
 impl Owner for SectorMap {
     fn is_live(&mut self, tag: &Tag, at: SlotAddr) -> bool {
         tag.kind != Kind::Sector || self.at.get(tag.key as usize) == Some(&self.pack(at))
+    }
+
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
+        let packed = self.pack(at);
+        let sector = match tag {
+            Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
+            Some(_) => None,
+            // Rare (a page that decayed between mount and cleaning): find it by address.
+            None => self.at.iter().position(|&p| p == packed),
+        };
+        if let Some(k) = sector.filter(|&k| self.at.get(k) == Some(&packed)) {
+            self.at[k] = LOST;
+            self.lost.push(k as u32);
+        }
     }
 
     fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr) {
@@ -143,6 +170,7 @@ pub struct Ftl<D> {
 impl<D: Segments> Ftl<D> {
     /// Formats `dev` as a block device.
     pub fn format(dev: D, config: FtlConfig) -> Result<Self> {
+        Self::check_size(dev.geometry())?;
         let log = Log::format(dev, config.log, FORMAT_BLOCK_DEVICE, |capacity| {
             let max = u32::try_from(capacity)
                 .unwrap_or(u32::MAX - 1)
@@ -162,6 +190,7 @@ impl<D: Segments> Ftl<D> {
 
     /// Mounts the block device on `dev` by scanning its log.
     pub fn mount(dev: D, config: FtlConfig) -> Result<Self> {
+        Self::check_size(dev.geometry())?;
         let (log, found) = Log::mount(dev, config.log)?;
         if log.volume().format != FORMAT_BLOCK_DEVICE {
             return Err(Error::NotFormatted("the volume is not a block device"));
@@ -169,8 +198,9 @@ impl<D: Segments> Ftl<D> {
         let mut ftl = Self::with(log, config);
         let sectors = ftl.map.at.len();
         let mut newest: Vec<Option<(SlotAddr, Tag)>> = alloc::vec![None; sectors];
-        // A trim record and the cleaner's copies of it share a sequence number: keep one.
-        let mut trims: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
+        // Trim and loss records, in sequence order; a record and the cleaner's copies of it
+        // share a sequence number: keep one.
+        let mut records: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
         for (at, tag) in &found {
             match tag.kind {
                 Kind::Sector if (tag.key as usize) < sectors => {
@@ -184,41 +214,55 @@ impl<D: Segments> Ftl<D> {
                     }
                 }
                 Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
-                Kind::Trim => {
-                    let keep = trims
+                Kind::Trim | Kind::Lost => {
+                    let keep = records
                         .get(&tag.seq)
                         .is_none_or(|(a, t)| ftl.log.newer((*at, tag), (*a, t)));
                     if keep {
-                        trims.insert(tag.seq, (*at, *tag));
+                        records.insert(tag.seq, (*at, *tag));
                     }
                 }
             }
         }
-        for (seq, (at, _)) in trims {
+        for (seq, (at, tag)) in records {
+            let becomes = if tag.kind == Kind::Lost {
+                LOST
+            } else {
+                UNMAPPED
+            };
             ftl.log.read(at, &mut ftl.buf)?;
-            let ranges = decode_trim(&ftl.buf)?;
+            let ranges = decode_ranges(&ftl.buf)?;
             for (start, count) in ranges {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 let range = (start as usize).min(end)..end;
                 for (at, newest) in ftl.map.at[range.clone()].iter_mut().zip(&newest[range]) {
-                    if newest.is_some_and(|(_, t)| t.seq < seq) {
-                        *at = UNMAPPED;
+                    if newest.is_none_or(|(_, t)| t.seq < seq) {
+                        *at = becomes;
                     }
                 }
             }
-            // A trim record the cleaner found useless stays dead, or it would pin its segment.
+            // A record the cleaner found useless stays dead, or it would pin its segment.
             if ftl.log.oldest_seq_except(at.seg) < seq {
                 ftl.log.mark_live(at);
             }
         }
         for k in 0..sectors {
-            if ftl.map.at[k] != UNMAPPED {
-                let a = ftl.map.unpack(ftl.map.at[k]);
+            if let Some(a) = ftl.map.slot(k) {
                 ftl.log.mark_live(a);
             }
         }
         ftl.log.finish_mount();
         Ok(ftl)
+    }
+
+    /// The sector map packs slot addresses into 32 bits, two values short of the top.
+    fn check_size(geo: crate::SegGeometry) -> Result<()> {
+        if geo.segments as u64 * geo.slots as u64 >= LOST as u64 {
+            return Err(Error::InvalidArgument(
+                "device has too many slots for the block device's map",
+            ));
+        }
+        Ok(())
     }
 
     fn with(log: Log<D>, config: FtlConfig) -> Self {
@@ -235,6 +279,7 @@ impl<D: Segments> Ftl<D> {
                 hot_factor: config.hot_factor.max(0.0),
                 separate,
                 slots: geo.slots,
+                lost: Vec::new(),
             },
             buf: alloc::vec![0; geo.slot_size as usize],
             log,
@@ -259,12 +304,33 @@ impl<D: Segments> Ftl<D> {
 
     /// Uses idle device time to clean ahead of need.
     pub fn idle(&mut self, d: core::time::Duration) -> Result<core::time::Duration> {
-        self.log.idle(d, &mut self.map)
+        let used = self.log.idle(d, &mut self.map)?;
+        self.record_losses()?;
+        Ok(used)
     }
 
     /// Cleans every segment holding dead data.
     pub fn gc(&mut self) -> Result<()> {
-        self.log.gc(&mut self.map)
+        self.log.gc(&mut self.map)?;
+        self.record_losses()
+    }
+
+    /// Writes loss records for sectors found unreadable, so they keep failing with EIO after
+    /// a remount instead of silently showing an older version.
+    fn record_losses(&mut self) -> Result<()> {
+        while !self.map.lost.is_empty() {
+            let n = self
+                .map
+                .lost
+                .len()
+                .min(ranges_per_record(self.sector_size()));
+            let ranges: Vec<(u32, u32)> = self.map.lost[..n].iter().map(|&k| (k, 1)).collect();
+            let rec = encode_ranges(&ranges, self.sector_size());
+            self.log
+                .append(Head::Meta, 0, Kind::Lost, &rec, &mut self.map)?;
+            self.map.lost.drain(..n);
+        }
+        Ok(())
     }
 
     /// The log underneath (statistics, segment table).
@@ -279,7 +345,9 @@ impl<D: Segments> Ftl<D> {
 
     /// Sectors that currently hold data.
     pub fn mapped_sectors(&self) -> u64 {
-        self.map.at.iter().filter(|&&a| a != UNMAPPED).count() as u64
+        (0..self.map.at.len())
+            .filter(|&k| self.map.slot(k).is_some())
+            .count() as u64
     }
 
     /// Gives the device back.
@@ -288,17 +356,26 @@ impl<D: Segments> Ftl<D> {
     }
 }
 
-/// Trim record payload: count (u16 LE), then (start u32 LE, count u32 LE) ranges.
-fn encode_trim(start: u32, count: u32, slot: usize) -> Vec<u8> {
+/// Payload of trim and loss records: count (u16 LE), then (start u32 LE, count u32 LE)
+/// ranges; the rest of the slot erased.
+fn encode_ranges(ranges: &[(u32, u32)], slot: usize) -> Vec<u8> {
     let mut b = alloc::vec![0xFFu8; slot];
-    b[0..2].copy_from_slice(&1u16.to_le_bytes());
-    b[2..6].copy_from_slice(&start.to_le_bytes());
-    b[6..10].copy_from_slice(&count.to_le_bytes());
+    b[0..2].copy_from_slice(&(ranges.len() as u16).to_le_bytes());
+    for (i, (start, count)) in ranges.iter().enumerate() {
+        let at = 2 + i * 8;
+        b[at..at + 4].copy_from_slice(&start.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&count.to_le_bytes());
+    }
     b
 }
 
-fn decode_trim(b: &[u8]) -> Result<Vec<(u32, u32)>> {
-    let bad = Error::Corrupt("malformed trim record");
+/// Ranges a record of `slot` bytes holds at most.
+fn ranges_per_record(slot: usize) -> usize {
+    (slot - 2) / 8
+}
+
+fn decode_ranges(b: &[u8]) -> Result<Vec<(u32, u32)>> {
+    let bad = Error::Corrupt("malformed trim or loss record");
     let n = u16::from_le_bytes([
         *b.first().ok_or(bad.clone())?,
         *b.get(1).ok_or(bad.clone())?,
@@ -328,11 +405,20 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         self.check(sector, buf.len())?;
         let ss = self.sector_size();
         for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
-            match self.map.at[sector as usize + i] {
+            let k = sector as usize + i;
+            match self.map.at[k] {
                 UNMAPPED => chunk.fill(0),
+                LOST => return Err(Error::Io),
                 p => {
-                    let at = self.map.unpack(p);
-                    self.log.read(at, chunk)?;
+                    if let Err(e) = self.log.read(self.map.unpack(p), chunk) {
+                        if e == Error::Io {
+                            self.log.kill(self.map.unpack(p));
+                            self.map.at[k] = LOST;
+                            self.map.lost.push(k as u32);
+                            self.record_losses()?;
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -349,11 +435,11 @@ impl<D: Segments> BlockDevice for Ftl<D> {
                 .log
                 .append(head, k as u32, Kind::Sector, chunk, &mut self.map)?;
             // Read the old place only now: cleaning during the append may have moved it.
-            let packed = self.map.pack(at);
-            let old = core::mem::replace(&mut self.map.at[k], packed);
-            if old != UNMAPPED {
-                self.log.kill(self.map.unpack(old));
+            if let Some(old) = self.map.slot(k) {
+                self.log.kill(old);
             }
+            self.map.at[k] = self.map.pack(at);
+            self.record_losses()?;
         }
         Ok(())
     }
@@ -370,16 +456,16 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         if !(sector..end).any(|k| self.map.at[k as usize] != UNMAPPED) {
             return Ok(());
         }
-        let rec = encode_trim(sector as u32, count as u32, self.sector_size());
+        let rec = encode_ranges(&[(sector as u32, count as u32)], self.sector_size());
         self.log
-            .append(Head::Warm, 0, Kind::Trim, &rec, &mut self.map)?;
+            .append(Head::Meta, 0, Kind::Trim, &rec, &mut self.map)?;
         for k in sector..end {
-            let old = core::mem::replace(&mut self.map.at[k as usize], UNMAPPED);
-            if old != UNMAPPED {
-                self.log.kill(self.map.unpack(old));
+            if let Some(old) = self.map.slot(k as usize) {
+                self.log.kill(old);
             }
+            self.map.at[k as usize] = UNMAPPED;
         }
-        Ok(())
+        self.record_losses()
     }
 }
 
@@ -387,9 +473,8 @@ impl<D: Segments> Ftl<D> {
     /// Checks that every mapped sector points at a live slot of a segment in use.
     #[doc(hidden)]
     pub fn check_map(&self) -> core::result::Result<(), alloc::string::String> {
-        for (k, &p) in self.map.at.iter().enumerate() {
-            if p != UNMAPPED {
-                let a = self.map.unpack(p);
+        for k in 0..self.map.at.len() {
+            if let Some(a) = self.map.slot(k) {
                 let s = self.log.segments()[a.seg as usize];
                 if !self.log.is_live(a) || !s.in_use() {
                     return Err(alloc::format!(

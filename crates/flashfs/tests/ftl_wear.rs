@@ -180,3 +180,65 @@ fn exported_size_is_checked() {
     let geo = ftl.log().geometry();
     assert!(ftl.sectors() < u64::from(geo.segments * geo.slots));
 }
+
+/// A page that becomes unreadable: its sector fails with EIO (also after a remount, never
+/// showing an older version), its block is retired once the cleaner has moved everything
+/// else out, and writing the sector again heals it.
+#[test]
+fn an_unreadable_page_is_reported_and_its_block_retired() {
+    let mut ftl = Ftl::format(nand(), FtlConfig::default()).unwrap();
+    let ss = ftl.sector_size();
+    let n = ftl.sectors();
+    // Two versions of everything, so an older copy of each sector exists somewhere.
+    for round in 0..2u32 {
+        for k in 0..n {
+            ftl.write(k, &pattern(k, round, ss)).unwrap();
+        }
+    }
+    let victim = ftl
+        .log()
+        .segments()
+        .iter()
+        .position(|s| s.state == flashfs::log::segment::SegState::Full && s.live > 2)
+        .unwrap() as u32;
+    // Slot 1 of that segment is NAND page 2; push it past what ECC corrects.
+    ftl.log_mut()
+        .device_mut()
+        .flash_mut()
+        .inject_bit_errors(flash::PageAddr::new(victim, 2), 30)
+        .unwrap();
+    let mut buf = vec![0u8; ss];
+    let mut failed = Vec::new();
+    for k in 0..n {
+        match ftl.read(k, &mut buf) {
+            Ok(()) => assert_eq!(buf, pattern(k, 1, ss), "sector {k}"),
+            Err(Error::Io) => failed.push(k),
+            Err(e) => panic!("sector {k}: {e}"),
+        }
+    }
+    assert_eq!(
+        failed.len(),
+        1,
+        "exactly the damaged sector fails: {failed:?}"
+    );
+    let lost = failed[0];
+    ftl.gc().unwrap();
+    assert!(ftl.log().stats().retired >= 1, "the block was retired");
+    let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+    for k in 0..n {
+        let r = ftl.read(k, &mut buf);
+        if k == lost {
+            assert_eq!(
+                r,
+                Err(Error::Io),
+                "still lost after the remount, not an old version"
+            );
+        } else {
+            r.unwrap();
+            assert_eq!(buf, pattern(k, 1, ss), "sector {k} after the remount");
+        }
+    }
+    ftl.write(lost, &pattern(lost, 7, ss)).unwrap();
+    ftl.read(lost, &mut buf).unwrap();
+    assert_eq!(buf, pattern(lost, 7, ss));
+}

@@ -38,9 +38,11 @@ pub enum Head {
     Warm,
     /// Survivors of cleaning: the coldest data.
     Cold,
+    /// The owner's own bookkeeping records (trim and loss records of the block device).
+    Meta,
 }
 
-const HEADS: usize = 3;
+const HEADS: usize = 4;
 
 /// How the log behaves: every policy is a setting, measured by `flashfs bench`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,8 +127,9 @@ pub trait Owner {
     }
     /// The cleaner moved a live slot.
     fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr);
-    /// A live slot could not be read back while cleaning: its data is gone.
-    fn lost(&mut self, tag: &Tag, at: SlotAddr) {
+    /// A live slot could not be read back while cleaning: its data is gone. `tag` is
+    /// `None` when even the tag was unreadable.
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
         let _ = (tag, at);
     }
 }
@@ -367,7 +370,17 @@ impl<D: Segments> Log<D> {
 
     /// Reads a slot's data (one slot long).
     pub fn read(&mut self, at: SlotAddr, buf: &mut [u8]) -> Result<()> {
-        self.dev.read_slot(at.seg, at.slot, buf)
+        let r = self.dev.read_slot(at.seg, at.slot, buf);
+        if r == Err(Error::Io) {
+            // A block that loses data gets no more: the cleaner moves what still reads and
+            // retires it.
+            match self.segs[at.seg as usize].state {
+                SegState::Open => self.fail(at.seg),
+                SegState::Full => self.set_state(at.seg, SegState::Failing),
+                _ => {}
+            }
+        }
+        r
     }
 
     /// Appends a slot for the owner, cleaning first if space runs short.
@@ -491,15 +504,20 @@ impl<D: Segments> Log<D> {
                 self.finish_victim()?;
                 return Ok(true);
             };
-            let TagState::Valid(tag) = v.tags[slot as usize] else {
-                return Err(Error::Corrupt("a live slot has no valid tag"));
-            };
+            let tag_state = v.tags[slot as usize];
             if let Some(v) = &mut self.victim {
                 v.next = slot + 1;
             }
             let from = SlotAddr { seg, slot };
+            let TagState::Valid(tag) = tag_state else {
+                // The slot was readable when it was found live; its page has since decayed.
+                self.kill(from);
+                owner.lost(None, from);
+                self.stats.lost_slots += 1;
+                continue;
+            };
             // A tombstone matters only while an older version it hides may still exist.
-            let needed = tag.kind != Kind::Trim || self.oldest_seq_except(seg) < tag.seq;
+            let needed = !tag.kind.is_tombstone() || self.oldest_seq_except(seg) < tag.seq;
             if !needed || !owner.is_live(&tag, from) {
                 self.kill(from);
                 continue;
@@ -527,7 +545,7 @@ impl<D: Segments> Log<D> {
                 }
                 None => {
                     self.kill(from);
-                    owner.lost(&tag, from);
+                    owner.lost(Some(&tag), from);
                     self.stats.lost_slots += 1;
                 }
             }
@@ -662,9 +680,13 @@ impl<D: Segments> Log<D> {
             return 0;
         }
         match head {
-            Head::Hot => 0,
-            Head::Warm => 1,
+            Head::Hot if self.config.hot_cold => 0,
+            Head::Hot | Head::Warm => 1,
             Head::Cold => 2,
+            // Metadata gets a segment of its own only under full separation; on small devices
+            // the extra open segment costs more than mixing a few records in.
+            Head::Meta if self.config.hot_cold => 3,
+            Head::Meta => 1,
         }
     }
 
@@ -860,7 +882,7 @@ impl<D: Segments> Log<D> {
         match (self.config.separate_cleaning_head, self.config.hot_cold) {
             (false, _) => 1,
             (true, false) => 2,
-            (true, true) => 3,
+            (true, true) => 4,
         }
     }
 

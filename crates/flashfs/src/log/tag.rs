@@ -32,6 +32,9 @@ pub enum Kind {
     Sector,
     /// A list of trimmed sector ranges; the key is unused.
     Trim,
+    /// A list of sector ranges whose newest data was lost to an unreadable block: they read
+    /// as an I/O error until written again.
+    Lost,
 }
 
 impl Kind {
@@ -39,13 +42,21 @@ impl Kind {
         match self {
             Kind::Sector => 1,
             Kind::Trim => 2,
+            Kind::Lost => 3,
         }
+    }
+
+    /// Whether records of this kind hide older versions of other slots (and so are needed
+    /// only while such versions may exist).
+    pub fn is_tombstone(self) -> bool {
+        matches!(self, Kind::Trim | Kind::Lost)
     }
 
     fn from_code(c: u8) -> Option<Kind> {
         match c {
             1 => Some(Kind::Sector),
             2 => Some(Kind::Trim),
+            3 => Some(Kind::Lost),
             _ => None,
         }
     }
