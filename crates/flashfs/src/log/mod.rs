@@ -429,7 +429,7 @@ impl<D: Segments> Log<D> {
         while (self.free < self.config.clean_start || self.victim.is_some())
             && self.dev.now() - start < d
         {
-            if !self.clean_step(owner, self.config.step_slots, 0.0)? {
+            if !self.clean_step(owner, self.config.step_slots, 0.0, u32::MAX)? {
                 break;
             }
         }
@@ -442,7 +442,7 @@ impl<D: Segments> Log<D> {
 
     /// Cleans every segment holding dead slots (an explicit garbage collection).
     pub fn gc(&mut self, owner: &mut dyn Owner) -> Result<()> {
-        while self.clean_step(owner, u32::MAX, 0.0)? {}
+        while self.clean_step(owner, u32::MAX, 0.0, u32::MAX)? {}
         Ok(())
     }
 
@@ -460,10 +460,17 @@ impl<D: Segments> Log<D> {
             self.config.clean_start,
             self.config.reserve,
         ) {
-            self.clean_step(owner, self.config.step_slots, th)?;
+            // The adaptive policy cleans early only what is cheap (a quarter live at most):
+            // erasing ahead then costs few copies, and segments still filling up with dead
+            // data are left to die.
+            let max_live = match self.config.policy {
+                Policy::Adaptive => self.geo.slots / 4,
+                _ => u32::MAX,
+            };
+            self.clean_step(owner, self.config.step_slots, th, max_live)?;
         }
         while self.free <= self.config.reserve {
-            if !self.clean_step(owner, u32::MAX, 0.0)? {
+            if !self.clean_step(owner, u32::MAX, 0.0, u32::MAX)? {
                 return Err(Error::NoSpace);
             }
         }
@@ -471,7 +478,7 @@ impl<D: Segments> Log<D> {
         // fills never waits for an erase (an erase takes longer than filling a segment on
         // parts like the 28F008SA).
         if self.free <= self.pipeline() {
-            self.clean_step(owner, self.config.step_slots, 0.0)?;
+            self.clean_step(owner, self.config.step_slots, 0.0, u32::MAX)?;
         }
         Ok(())
     }
@@ -487,9 +494,18 @@ impl<D: Segments> Log<D> {
     /// Copies up to `budget` live slots out of the current victim (choosing one whose score
     /// exceeds `th` if none is in progress); erases the victim once empty. Returns whether
     /// there was anything to do.
-    fn clean_step(&mut self, owner: &mut dyn Owner, budget: u32, th: f64) -> Result<bool> {
+    fn clean_step(
+        &mut self,
+        owner: &mut dyn Owner,
+        budget: u32,
+        th: f64,
+        max_live: u32,
+    ) -> Result<bool> {
         if self.victim.is_none() {
-            let Some(seg) = self.wear_victim().or_else(|| self.pick_victim(th)) else {
+            let Some(seg) = self
+                .wear_victim()
+                .or_else(|| self.pick_victim(th, max_live))
+            else {
                 return Ok(false);
             };
             let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
@@ -599,8 +615,9 @@ impl<D: Segments> Log<D> {
         Ok(())
     }
 
-    /// The best victim above the threshold: segments with nothing live always come first.
-    fn pick_victim(&self, th: f64) -> Option<u32> {
+    /// The best victim scoring above `th` with at most `max_live` live slots: segments with
+    /// nothing live always come first.
+    fn pick_victim(&self, th: f64, max_live: u32) -> Option<u32> {
         let now = self.now_ns();
         let mut best: Option<(f64, u32)> = None;
         for (i, s) in self.segs.iter().enumerate() {
@@ -609,6 +626,9 @@ impl<D: Segments> Log<D> {
             }
             if s.state == SegState::Failing {
                 return Some(i as u32);
+            }
+            if s.live > max_live {
+                continue;
             }
             let age = now.saturating_sub(s.modified_ns) as f64 / 1e9;
             let Some(score) = self.config.policy.score(s.live, self.geo.slots, age) else {

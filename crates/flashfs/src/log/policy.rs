@@ -85,11 +85,11 @@ pub fn threshold(policy: Policy, slots: u32, free: u32, start: u32, reserve: u32
     if free >= start {
         return None;
     }
-    // The adaptive policy takes only segments with nothing live ahead of need (they cost no
-    // copies, and erasing them early hides the erase time); anything else waits for its
-    // pipeline to run low, so that more of it dies first.
+    // The adaptive policy cleans ahead of need only segments cheap to clean (the log limits
+    // how much of them may be live); anything else waits for its pipeline to run low, so
+    // that more of it dies first.
     if policy == Policy::Adaptive {
-        return Some(f64::MAX);
+        return Some(0.0);
     }
     if free <= reserve || start <= reserve {
         return Some(0.0);
