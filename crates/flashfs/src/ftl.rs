@@ -71,6 +71,22 @@ struct SectorMap {
     slots: u32,
     /// Sectors found lost since the last loss record was written.
     lost: Vec<u32>,
+    /// For each sector without data, the sequence number of the trim or loss record that
+    /// hides its older versions (0: none).
+    hidden_by: Vec<u64>,
+    /// Live trim and loss records by sequence number. Each hides at least one sector no
+    /// other record hides, so there are never more of them than sectors without data: the
+    /// log can always hold them (the capacity argument of the reserve).
+    records: alloc::collections::BTreeMap<u64, Record>,
+    /// Records that hide nothing any more, to be killed in the log.
+    useless: Vec<SlotAddr>,
+}
+
+/// A live trim or loss record.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    at: SlotAddr,
+    hides: u32,
 }
 
 impl SectorMap {
@@ -108,6 +124,27 @@ impl SectorMap {
         head
     }
 
+    /// The sector no longer relies on the record hiding its older versions.
+    fn release(&mut self, k: usize) {
+        let t = core::mem::replace(&mut self.hidden_by[k], 0);
+        if let Some(r) = self.records.get_mut(&t) {
+            r.hides -= 1;
+            if r.hides == 0 {
+                self.useless.push(r.at);
+                self.records.remove(&t);
+            }
+        }
+    }
+
+    /// Record `t` now hides the older versions of sector `k`.
+    fn hide(&mut self, k: usize, t: u64) {
+        self.release(k);
+        if let Some(r) = self.records.get_mut(&t) {
+            r.hides += 1;
+            self.hidden_by[k] = t;
+        }
+    }
+
     /// Where a sector's data is, if it has some.
     fn slot(&self, k: usize) -> Option<SlotAddr> {
         match self.at.get(k) {
@@ -129,15 +166,31 @@ impl SectorMap {
 }
 
 impl Owner for SectorMap {
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr) -> bool {
-        tag.kind != Kind::Sector || self.at.get(tag.key as usize) == Some(&self.pack(at))
+    fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
+        match tag.kind {
+            Kind::Sector => self.at.get(tag.key as usize) == Some(&self.pack(at)),
+            Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
+                Some(r) if r.at != at => false,
+                // No version it hides is left anywhere: the record has done its work.
+                Some(_) if oldest_elsewhere > tag.seq => {
+                    self.records.remove(&tag.seq);
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            },
+        }
     }
 
     fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
         let packed = self.pack(at);
         let sector = match tag {
             Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
-            Some(_) => None,
+            Some(t) => {
+                // A record lost: the sectors it hid keep their state for this session.
+                self.records.remove(&t.seq);
+                None
+            }
             // Rare (a page that decayed between mount and cleaning): find it by address.
             None => self.at.iter().position(|&p| p == packed),
         };
@@ -148,11 +201,18 @@ impl Owner for SectorMap {
     }
 
     fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr) {
-        if tag.kind == Kind::Sector {
-            let (from, to) = (self.pack(from), self.pack(to));
-            if let Some(a) = self.at.get_mut(tag.key as usize) {
-                if *a == from {
-                    *a = to;
+        match tag.kind {
+            Kind::Sector => {
+                let (from, to) = (self.pack(from), self.pack(to));
+                if let Some(a) = self.at.get_mut(tag.key as usize) {
+                    if *a == from {
+                        *a = to;
+                    }
+                }
+            }
+            Kind::Trim | Kind::Lost => {
+                if let Some(r) = self.records.get_mut(&tag.seq).filter(|r| r.at == from) {
+                    r.at = to;
                 }
             }
         }
@@ -224,25 +284,35 @@ impl<D: Segments> Ftl<D> {
                 }
             }
         }
-        for (seq, (at, tag)) in records {
+        let mut hides: alloc::collections::BTreeMap<u64, u32> = Default::default();
+        for (&seq, &(at, tag)) in &records {
             let becomes = if tag.kind == Kind::Lost {
                 LOST
             } else {
                 UNMAPPED
             };
             ftl.log.read(at, &mut ftl.buf)?;
-            let ranges = decode_ranges(&ftl.buf)?;
-            for (start, count) in ranges {
+            for (start, count) in decode_ranges(&ftl.buf)? {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 let range = (start as usize).min(end)..end;
-                for (at, newest) in ftl.map.at[range.clone()].iter_mut().zip(&newest[range]) {
+                for (k, newest) in newest.iter().enumerate().take(range.end).skip(range.start) {
                     if newest.is_none_or(|(_, t)| t.seq < seq) {
-                        *at = becomes;
+                        ftl.map.at[k] = becomes;
+                        let previous = core::mem::replace(&mut ftl.map.hidden_by[k], seq);
+                        if let Some(h) = hides.get_mut(&previous) {
+                            *h -= 1;
+                        }
+                        *hides.entry(seq).or_insert(0) += 1;
                     }
                 }
             }
-            // A record the cleaner found useless stays dead, or it would pin its segment.
-            if ftl.log.oldest_seq_except(at.seg) < seq {
+        }
+        // Only records still hiding something (and with something left to hide) are live;
+        // the others would pin their segments.
+        for (seq, (at, _)) in records {
+            let h = hides.get(&seq).copied().unwrap_or(0);
+            if h > 0 && ftl.log.oldest_seq_except(at.seg) < seq {
+                ftl.map.records.insert(seq, Record { at, hides: h });
                 ftl.log.mark_live(at);
             }
         }
@@ -280,6 +350,9 @@ impl<D: Segments> Ftl<D> {
                 separate,
                 slots: geo.slots,
                 lost: Vec::new(),
+                hidden_by: alloc::vec![0; sectors],
+                records: Default::default(),
+                useless: Vec::new(),
             },
             buf: alloc::vec![0; geo.slot_size as usize],
             log,
@@ -326,9 +399,18 @@ impl<D: Segments> Ftl<D> {
                 .min(ranges_per_record(self.sector_size()));
             let ranges: Vec<(u32, u32)> = self.map.lost[..n].iter().map(|&k| (k, 1)).collect();
             let rec = encode_ranges(&ranges, self.sector_size());
-            self.log
+            let at = self
+                .log
                 .append(Head::Meta, 0, Kind::Lost, &rec, &mut self.map)?;
+            let t = self.log.last_seq();
+            self.map.records.insert(t, Record { at, hides: 0 });
+            for (k, _) in ranges {
+                self.map.hide(k as usize, t);
+            }
             self.map.lost.drain(..n);
+        }
+        for at in core::mem::take(&mut self.map.useless) {
+            self.log.kill(at);
         }
         Ok(())
     }
@@ -438,6 +520,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             if let Some(old) = self.map.slot(k) {
                 self.log.kill(old);
             }
+            self.map.release(k);
             self.map.at[k] = self.map.pack(at);
             self.record_losses()?;
         }
@@ -457,13 +540,17 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             return Ok(());
         }
         let rec = encode_ranges(&[(sector as u32, count as u32)], self.sector_size());
-        self.log
+        let at = self
+            .log
             .append(Head::Meta, 0, Kind::Trim, &rec, &mut self.map)?;
-        for k in sector..end {
-            if let Some(old) = self.map.slot(k as usize) {
+        let t = self.log.last_seq();
+        self.map.records.insert(t, Record { at, hides: 0 });
+        for k in sector as usize..end as usize {
+            if let Some(old) = self.map.slot(k) {
                 self.log.kill(old);
             }
-            self.map.at[k as usize] = UNMAPPED;
+            self.map.at[k] = UNMAPPED;
+            self.map.hide(k, t);
         }
         self.record_losses()
     }

@@ -56,6 +56,8 @@ pub trait Segments {
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()>;
     /// Writes a slot: data, then tag (atomically on NAND).
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()>;
+    /// Whether a slot (data and tag) is entirely erased, so it can be written.
+    fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool>;
     /// Erases a segment, in the background when asked (other banks keep working).
     fn erase(&mut self, seg: u32, background: bool) -> Result<()>;
     /// Whether a segment is marked bad.
@@ -235,6 +237,18 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         self.program(base + head + slot as u64 * self.tag_stride as u64, &t)
     }
 
+    fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
+        let mut data = alloc::vec![0u8; self.slot_size as usize];
+        self.read_slot(seg, slot, &mut data)?;
+        let mut tag = alloc::vec![0u8; self.tag_stride as usize];
+        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
+        self.read_at(
+            self.base(seg) + head + slot as u64 * self.tag_stride as u64,
+            &mut tag,
+        )?;
+        Ok(data.iter().chain(&tag).all(|&b| b == 0xFF))
+    }
+
     fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
         if background {
             Ok(self.flash.start_erase(seg)?)
@@ -367,6 +381,20 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         Ok(())
     }
 
+    fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
+        let s = *self.flash.spec();
+        let mut data = alloc::vec![0u8; s.page_size as usize];
+        let mut spare = alloc::vec![0u8; s.spare_size as usize];
+        match self
+            .flash
+            .read_page(PageAddr::new(seg, slot + 1), &mut data, &mut spare)
+        {
+            Ok(_) => Ok(data.iter().chain(&spare).all(|&b| b == 0xFF)),
+            Err(FlashError::Uncorrectable { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
         Ok(self
             .flash
@@ -427,6 +455,9 @@ impl<T: Segments + ?Sized> Segments for &mut T {
     }
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
         (**self).write_slot(seg, slot, tag, data)
+    }
+    fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
+        (**self).slot_erased(seg, slot)
     }
     fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
         (**self).erase(seg, background)

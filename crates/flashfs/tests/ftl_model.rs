@@ -80,7 +80,11 @@ fn run<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // 48 cases in the suite; PROPTEST_CASES=N for a longer soak.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn nor_matches_model(ops in proptest::collection::vec(op(120), 1..400)) {

@@ -44,6 +44,24 @@ pub enum Head {
 
 const HEADS: usize = 4;
 
+impl Head {
+    const ALL: [Head; HEADS] = [Head::Hot, Head::Warm, Head::Cold, Head::Meta];
+
+    /// Code recorded in the header of the segments the head opens.
+    fn code(self) -> u8 {
+        match self {
+            Head::Hot => 1,
+            Head::Warm => 2,
+            Head::Cold => 3,
+            Head::Meta => 4,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Head> {
+        Head::ALL.into_iter().find(|h| h.code() == c)
+    }
+}
+
 /// How the log behaves: every policy is a setting, measured by `flashfs bench`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogConfig {
@@ -58,10 +76,10 @@ pub struct LogConfig {
     /// Free segments below which the cleaner starts (Kawaguchi's N = 12).
     pub clean_start: u32,
     /// Free segments only the cleaner may use; users get ENOSPC before touching them. Two
-    /// is the least that survives power cuts: a mount loses the room left in open heads, so
-    /// after a cut in the middle of cleaning the cleaner needs one whole free segment, and
-    /// cleaning (which may take one segment before its victim frees one) never leaves fewer
-    /// than `reserve - 1`.
+    /// is the least that survives every power cut: cleaning one victim may take one segment
+    /// before the victim frees its own, so one free segment exists at every instant, and
+    /// after a cut the cleaner always has a whole segment to restart in — even when the cut
+    /// fell just as its open segment filled, or tore the next slot of a head.
     pub reserve: u32,
     /// Segments per thousand held back from the volume's size to replace blocks that go bad
     /// in service, so the exported size holds as the device wears.
@@ -121,8 +139,10 @@ pub struct LogStats {
 /// What the owner of the log's data is told, and asked.
 pub trait Owner {
     /// Whether a slot the cleaner is about to copy is still needed (default: yes).
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr) -> bool {
-        let _ = (tag, at);
+    /// `oldest_elsewhere` is the lowest sequence number any other segment may still hold: a
+    /// record that hides older versions is needed only above it.
+    fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
+        let _ = (tag, at, oldest_elsewhere);
         true
     }
     /// The cleaner moved a live slot.
@@ -277,12 +297,23 @@ impl<D: Segments> Log<D> {
         };
         let mut found = Vec::new();
         let mut tags = alloc::vec![TagState::Erased; log.geo.slots as usize];
+        // Per head slot: the newest segment its head opened. And the newest segment holding
+        // copies: copies are ordered by the opening order of their segments, so the cleaner's
+        // head may only resume in a segment no older than that.
+        let mut newest_of: [Option<(u64, u32)>; HEADS] = [None; HEADS];
+        let mut newest_copies = 0;
         for (seg, h) in headers {
             if h.volume != log.volume {
                 log.set_state(seg, SegState::Dirty);
                 continue;
             }
             log.dev.read_tags(seg, &mut tags)?;
+            if let Some(head) = Head::from_code(h.head) {
+                let i = log.head_index(head);
+                if newest_of[i].is_none_or(|(o, _)| h.open_seq > o) {
+                    newest_of[i] = Some((h.open_seq, seg));
+                }
+            }
             let info = &mut log.segs[seg as usize];
             info.erase_count = h.erase_count;
             info.open_seq = h.open_seq;
@@ -292,6 +323,9 @@ impl<D: Segments> Log<D> {
                 .map_or(0, |p| p as u32 + 1);
             for (slot, t) in tags.iter().enumerate() {
                 if let TagState::Valid(tag) = t {
+                    if tag.copy {
+                        newest_copies = newest_copies.max(h.open_seq);
+                    }
                     max_seq = max_seq.max(tag.seq);
                     info.min_seq = info.min_seq.min(tag.seq);
                     found.push((
@@ -303,14 +337,38 @@ impl<D: Segments> Log<D> {
                     ));
                 }
             }
-            // Never append after a crash: a torn write may hide under an erased-looking tag.
             log.set_state(seg, SegState::Full);
         }
         for s in log.segs.iter_mut().filter(|s| s.state == SegState::Dirty) {
             s.erase_count = mean;
         }
         log.seq = max_seq + 1;
+        let cleaner = log.head_index(Head::Cold);
+        for (i, newest) in newest_of.iter().enumerate() {
+            if let Some((open_seq, seg)) = *newest {
+                if i != cleaner || open_seq >= newest_copies {
+                    log.resume(i, seg)?;
+                }
+            }
+        }
         Ok((log, found))
+    }
+
+    /// Reopens a head in the segment it was filling when the volume was last used, so the
+    /// room left in it is not lost. A cut between a NOR slot's data and its tag leaves
+    /// programmed bytes under an erased tag: the first slot is checked and skipped if dirty.
+    fn resume(&mut self, head: usize, seg: u32) -> Result<()> {
+        let mut used = self.segs[seg as usize].used;
+        if used < self.geo.slots && !self.dev.slot_erased(seg, used)? {
+            used += 1;
+        }
+        if used >= self.geo.slots || !self.dev.slot_erased(seg, used)? {
+            return Ok(());
+        }
+        self.segs[seg as usize].used = used;
+        self.set_state(seg, SegState::Open);
+        self.heads[head] = Some(seg);
+        Ok(())
     }
 
     /// Whether version `a` of a slot beats version `b` at mount: the higher sequence number;
@@ -344,6 +402,11 @@ impl<D: Segments> Log<D> {
             self.set_state(seg, SegState::Dirty);
             self.deferred.push(seg);
         }
+    }
+
+    /// The sequence number the last appended slot got.
+    pub fn last_seq(&self) -> u64 {
+        self.seq - 1
     }
 
     /// Marks a slot found at mount live.
@@ -474,21 +537,31 @@ impl<D: Segments> Log<D> {
                 return Err(Error::NoSpace);
             }
         }
-        // Keep one erased segment ready per open head beyond the reserve, so a head that
-        // fills never waits for an erase (an erase takes longer than filling a segment on
-        // parts like the 28F008SA).
-        if self.free <= self.pipeline() {
-            self.clean_step(owner, self.config.step_slots, 0.0, u32::MAX)?;
-        }
         Ok(())
     }
 
-    /// Free segments the cleaner keeps ready ahead of need.
-    fn pipeline(&self) -> u32 {
-        match self.config.policy {
-            Policy::Adaptive => self.config.reserve + 1,
-            _ => self.config.reserve,
+    /// Slots left in the cleaner's open segment.
+    fn cleaner_room(&self) -> u32 {
+        self.heads[self.survivor_head().1]
+            .map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used)
+    }
+
+    /// The head survivors of cleaning go to, and its index. Normally the cold head; with no
+    /// free segment and no room in the cold head (after a power cut just as the cleaner's
+    /// segment filled) the open head with the most room — a copy is identical to its
+    /// original, so only the separation of cold data suffers, and only until the next victim.
+    fn survivor_head(&self) -> (Head, usize) {
+        let cold = self.head_index(Head::Cold);
+        let room =
+            |i: usize| self.heads[i].map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used);
+        if self.free > 0 || room(cold) > 0 {
+            return (Head::Cold, cold);
         }
+        Head::ALL
+            .into_iter()
+            .map(|h| (h, self.head_index(h)))
+            .max_by_key(|&(_, i)| room(i))
+            .unwrap_or((Head::Cold, cold))
     }
 
     /// Copies up to `budget` live slots out of the current victim (choosing one whose score
@@ -502,6 +575,14 @@ impl<D: Segments> Log<D> {
         max_live: u32,
     ) -> Result<bool> {
         if self.victim.is_none() {
+            // With nothing free (only right after a power cut in the middle of cleaning) the
+            // victim must fit in the room left in the cleaner's head; the one that was being
+            // cleaned does.
+            let max_live = if self.free == 0 {
+                max_live.min(self.cleaner_room())
+            } else {
+                max_live
+            };
             let Some(seg) = self
                 .wear_victim()
                 .or_else(|| self.pick_victim(th, max_live))
@@ -532,9 +613,12 @@ impl<D: Segments> Log<D> {
                 self.stats.lost_slots += 1;
                 continue;
             };
-            // A tombstone matters only while an older version it hides may still exist.
-            let needed = !tag.kind.is_tombstone() || self.oldest_seq_except(seg) < tag.seq;
-            if !needed || !owner.is_live(&tag, from) {
+            let oldest = if tag.kind.is_tombstone() {
+                self.oldest_seq_except(seg)
+            } else {
+                0
+            };
+            if !owner.is_live(&tag, from, oldest) {
                 self.kill(from);
                 continue;
             }
@@ -543,7 +627,7 @@ impl<D: Segments> Log<D> {
             let result = match read {
                 Ok(()) => self
                     .write(
-                        Head::Cold,
+                        self.survivor_head().0,
                         Writer::Cleaner,
                         &Tag { copy: true, ..tag },
                         &buf,
@@ -738,6 +822,7 @@ impl<D: Segments> Log<D> {
                 }
             }
             let header = SegHeader {
+                head: head.code(),
                 erase_count: self.segs[seg as usize].erase_count,
                 open_seq: self.seq,
                 volume: self.volume,

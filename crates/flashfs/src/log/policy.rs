@@ -13,9 +13,10 @@ pub enum Policy {
     /// The segment maximising age x (1 - u) / (2u): free space gained per copy cost, weighted
     /// by how long the segment has been left alone (Kawaguchi's variant of LFS).
     CostBenefit,
-    /// Greedy on live data, with age breaking near-ties and the cost of the copy counted as
-    /// flash sees it (each live slot is read once and programmed once). Measured best on the
-    /// workloads of `flashfs bench kawaguchi` when data is separated by temperature.
+    /// Cost-benefit's choice of victim, cleaning ahead of need only segments that are cheap to
+    /// clean (at most a quarter live) so that erases happen before a head needs the space,
+    /// and everything else as late as possible, so that more of it dies first. Measured best
+    /// on `flashfs bench kawaguchi`: cost-benefit's write amplification without its stalls.
     #[default]
     Adaptive,
 }
@@ -86,8 +87,8 @@ pub fn threshold(policy: Policy, slots: u32, free: u32, start: u32, reserve: u32
         return None;
     }
     // The adaptive policy cleans ahead of need only segments cheap to clean (the log limits
-    // how much of them may be live); anything else waits for its pipeline to run low, so
-    // that more of it dies first.
+    // how much of them may be live); anything else waits for the reserve, so that more of
+    // it dies first.
     if policy == Policy::Adaptive {
         return Some(0.0);
     }

@@ -131,6 +131,8 @@ pub struct SegHeader {
     pub erase_count: u32,
     /// Sequence number when it was opened: the log's order of segments.
     pub open_seq: u64,
+    /// Which write head opened it (0: unknown), so a mount can resume the heads.
+    pub head: u8,
     /// Volume parameters every header repeats, so any one of them describes the volume.
     pub volume: Volume,
 }
@@ -154,7 +156,7 @@ impl SegHeader {
         b[4] = FORMAT_VERSION;
         b[5] = self.volume.format;
         b[6] = self.volume.slot_shift;
-        b[7] = 0;
+        b[7] = self.head;
         b[8..12].copy_from_slice(&self.erase_count.to_le_bytes());
         b[12..20].copy_from_slice(&self.open_seq.to_le_bytes());
         b[20..24].copy_from_slice(&self.volume.size.to_le_bytes());
@@ -186,6 +188,7 @@ impl SegHeader {
         Ok(Some(SegHeader {
             erase_count: word(8),
             open_seq: u64::from_le_bytes(seq),
+            head: b[7],
             volume: Volume {
                 format: b[5],
                 slot_shift: b[6],
@@ -223,6 +226,7 @@ mod tests {
         let h = SegHeader {
             erase_count: 77,
             open_seq: 123_456_789,
+            head: 3,
             volume: Volume {
                 format: 1,
                 slot_shift: 9,
