@@ -547,20 +547,11 @@ type Progress = mpsc::Sender<(String, u64)>;
 
 /// The final wear and segment state of a device.
 fn finish_row(row: &mut Row, ftl: &Ftl<Dev>) {
-    let counts = ftl.log().device().flash().erase_counts();
-    if let (Some(&min), Some(&max)) = (counts.iter().min(), counts.iter().max()) {
-        let n = counts.len() as f64;
-        let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / n;
-        let var = counts
-            .iter()
-            .map(|&c| (c as f64 - mean).powi(2))
-            .sum::<f64>()
-            / n;
-        row.erase_min = min;
-        row.erase_max = max;
-        row.erase_spread = max - min;
-        row.erase_stddev = var.sqrt();
-    }
+    let w = flash::stats::WearSpread::of(&ftl.log().device().flash().erase_counts());
+    row.erase_min = w.min;
+    row.erase_max = w.max;
+    row.erase_spread = w.max - w.min;
+    row.erase_stddev = w.stddev;
     let slots = ftl.log().geometry().slots.max(1);
     let mut hist = [0u32; HISTOGRAM_BINS];
     for s in ftl.log().segments() {

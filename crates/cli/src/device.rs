@@ -256,22 +256,13 @@ pub struct Spread {
 impl Spread {
     /// The spread of `counts` (all zero when empty).
     pub fn of(counts: &[u32]) -> Spread {
-        if counts.is_empty() {
-            return Spread::default();
-        }
-        let n = counts.len() as f64;
-        let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / n;
-        let var = counts
-            .iter()
-            .map(|&c| (c as f64 - mean).powi(2))
-            .sum::<f64>()
-            / n;
+        let w = flash::stats::WearSpread::of(counts);
         Spread {
-            blocks: counts.len() as u64,
-            min: counts.iter().copied().min().unwrap_or(0),
-            mean,
-            max: counts.iter().copied().max().unwrap_or(0),
-            stddev: var.sqrt(),
+            blocks: w.blocks,
+            min: w.min,
+            mean: w.mean,
+            max: w.max,
+            stddev: w.stddev,
         }
     }
 

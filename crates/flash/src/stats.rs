@@ -210,3 +210,54 @@ mod tests {
         assert_eq!(d.percentile(50.0), Duration::from_secs(1));
     }
 }
+
+/// How evenly blocks have worn: the summary of a device's erase counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WearSpread {
+    /// Blocks counted.
+    pub blocks: u64,
+    /// Fewest erases of any block.
+    pub min: u32,
+    /// Mean erases per block.
+    pub mean: f64,
+    /// Most erases of any block.
+    pub max: u32,
+    /// Standard deviation of the erase counts.
+    pub stddev: f64,
+}
+
+impl WearSpread {
+    /// The spread of `counts` (all zero when empty).
+    pub fn of(counts: &[u32]) -> WearSpread {
+        let (Some(&min), Some(&max)) = (counts.iter().min(), counts.iter().max()) else {
+            return WearSpread::default();
+        };
+        let n = counts.len() as f64;
+        let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / n;
+        let var = counts
+            .iter()
+            .map(|&c| (c as f64 - mean) * (c as f64 - mean))
+            .sum::<f64>()
+            / n;
+        WearSpread {
+            blocks: counts.len() as u64,
+            min,
+            mean,
+            max,
+            stddev: libm::sqrt(var),
+        }
+    }
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::WearSpread;
+
+    #[test]
+    fn spread_of_counts() {
+        let s = WearSpread::of(&[1, 1, 3, 3]);
+        assert_eq!((s.blocks, s.min, s.max), (4, 1, 3));
+        assert!((s.mean - 2.0).abs() < 1e-12 && (s.stddev - 1.0).abs() < 1e-12);
+        assert_eq!(WearSpread::of(&[]), WearSpread::default());
+    }
+}
