@@ -255,6 +255,12 @@ impl<D: Segments> Ftl<D> {
         if log.volume().format != FORMAT_BLOCK_DEVICE {
             return Err(Error::NotFormatted("the volume is not a block device"));
         }
+        let geo = log.geometry();
+        if log.volume().size as u64 > geo.segments as u64 * geo.slots as u64 {
+            return Err(Error::Corrupt(
+                "the volume claims more sectors than the flash holds",
+            ));
+        }
         let mut ftl = Self::with(log, config);
         let sectors = ftl.map.at.len();
         let mut newest: Vec<Option<(SlotAddr, Tag)>> = alloc::vec![None; sectors];
