@@ -6,6 +6,8 @@
 //!   without a separate cleaning head, and 4 KB reads; measured in device time.
 //! - [`report`]: the results as a table in the paper's form, or as JSON lines.
 //! - [`plot`]: the results as PNG and SVG figures.
+//! - [`torture`]: power cuts at device operations of block-device workloads, checked after
+//!   every remount against a model of what may survive.
 //!
 //! ```no_run
 //! use flashfs_bench::kawaguchi::{run_kawaguchi, KawaguchiOptions};
@@ -20,6 +22,7 @@ mod error;
 pub mod kawaguchi;
 pub mod plot;
 pub mod report;
+pub mod torture;
 pub mod workload;
 
 pub use error::{BenchError, Result};

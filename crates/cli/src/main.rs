@@ -18,7 +18,8 @@ Examples:
   flashfs demo                                  exercise a simulated 1 GiB NAND end to end
   flashfs presets                               list the simulated devices
   flashfs sim create dev.img --preset nand-128m create a sparse simulated-device image
-  flashfs sim info dev.img                      show its geometry and wear";
+  flashfs sim info dev.img                      show its geometry and wear
+  flashfs torture                               power cuts at random device operations, checked";
 
 /// A file system for raw flash memory (NOR, NAND, MLC NAND) and NVRAM, with faithful
 /// simulators of the parts the flash file system literature measured.
@@ -47,6 +48,9 @@ enum Command {
     /// Reproduce the papers' experiments on simulated devices, in device time.
     #[command(subcommand, after_help = cmd::bench::EXAMPLES)]
     Bench(cmd::bench::Command),
+    /// Cut the power at device operations of workloads and check every remount.
+    #[command(after_help = cmd::torture::EXAMPLES)]
+    Torture(cmd::torture::Args),
 }
 
 /// Options every command sees.
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Command::Sim(c) => cmd::sim::run(&c, &mut out),
         Command::Demo(args) => cmd::demo::run(&args, global, &mut out),
         Command::Bench(c) => cmd::bench::run(&c, global, &mut out),
+        Command::Torture(args) => cmd::torture::run(&args, global, &mut out),
     }
     .and_then(|()| out.flush().map_err(anyhow::Error::from));
     match result {

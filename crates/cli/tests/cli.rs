@@ -294,6 +294,7 @@ fn every_command_has_help_with_an_example() {
         &["sim", "create"][..],
         &["sim", "info"][..],
         &["demo"][..],
+        &["torture"][..],
     ] {
         flashfs()
             .args(args)
@@ -440,4 +441,51 @@ fn bench_refuses_bad_options_in_one_line() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("flashfs: "), "{err}");
+}
+
+#[test]
+fn torture_prints_measured_counts_as_json_and_finds_no_violation() {
+    let out = flashfs()
+        .args([
+            "torture",
+            "--preset",
+            "nand-128m",
+            "--workload",
+            "database",
+            "--cuts",
+            "20",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let objs = json_lines(&out);
+    assert_eq!(objs.len(), 1);
+    let o = &objs[0];
+    assert_eq!(o["preset"], "nand-128m");
+    assert_eq!(o["kind"], "ftl");
+    assert_eq!(o["workload"], "database");
+    assert_eq!(o["cases"], 20);
+    assert_eq!(o["violations"], 0);
+    assert_eq!(o["reproducers"].as_array().map(Vec::len), Some(0));
+    let cuts = o["cuts"].as_u64().unwrap();
+    let remounts = o["remounts"].as_u64().unwrap();
+    // Each case cuts once or twice and remounts two or three times, reading every sector.
+    assert!((20..=40).contains(&cuts), "{o}");
+    assert!((40..=60).contains(&remounts), "{o}");
+    let sector_bytes = o["sectors"].as_u64().unwrap() * o["sector_size"].as_u64().unwrap();
+    assert_eq!(
+        o["bytes_verified"].as_u64().unwrap(),
+        remounts * sector_bytes
+    );
+}
+
+#[test]
+fn torture_refuses_bad_options_in_one_line() {
+    let line = fails(flashfs().args(["torture", "--preset", "fram-8m"]), 1);
+    assert!(line.contains("NVRAM"), "{line}");
+    fails(flashfs().args(["torture", "--torn"]), 2);
+    fails(flashfs().args(["torture", "--workload", "nope"]), 2);
 }

@@ -4,26 +4,10 @@
 
 mod common;
 
-use common::ftl_model::*;
 use common::*;
-use flash::{FaultConfig, Simulated};
-use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
-
-/// The flash under a segment view, for fault control.
-trait Sim: Segments + Clone + Powered {
-    fn sim(&mut self) -> &mut dyn Simulated;
-}
-
-impl Sim for NorSegments<flash::NorSim> {
-    fn sim(&mut self) -> &mut dyn Simulated {
-        self.flash_mut()
-    }
-}
-impl Sim for NandSegments<flash::NandSim> {
-    fn sim(&mut self) -> &mut dyn Simulated {
-        self.flash_mut()
-    }
-}
+use flash::FaultConfig;
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments};
+use flashfs_bench::torture::{apply, read_all, versions, workload, Model, Op, SimSegments as Sim};
 
 /// Runs `ops` on a fresh copy of `base`, cutting the power after `cut` device operations
 /// (`None`: never). Returns the device (rebooted) and the model of what may be read.
@@ -34,10 +18,10 @@ fn run_until_cut<D: Sim>(
     faults: &FaultConfig,
 ) -> (D, Model, bool) {
     let mut dev = base.clone();
-    dev.sim().set_faults(faults.clone());
+    dev.sim_mut().set_faults(faults.clone());
     let mut ftl = Ftl::mount(dev, FtlConfig::default()).expect("mount of the formatted device");
     if let Some((k, torn)) = cut {
-        ftl.log_mut().device_mut().sim().schedule_cut(k, torn);
+        ftl.log_mut().device_mut().sim_mut().schedule_cut(k, torn);
     }
     let mut model = Model::new(ftl.sectors());
     let mut was_cut = false;
@@ -57,7 +41,7 @@ fn run_until_cut<D: Sim>(
         }
     }
     let mut dev = ftl.into_device();
-    dev.sim().reboot();
+    dev.sim_mut().reboot();
     (dev, model, was_cut)
 }
 
@@ -107,8 +91,8 @@ fn every_cut<D: Sim>(base: D, seed: u64, nops: usize, faults: FaultConfig) -> u6
     let ops = workload(seed, sectors.min(40), nops);
     let vers = versions(&ops, sectors);
     // Count the device operations the whole workload takes.
-    let (mut dev, _, _) = run_until_cut(&base, &ops, None, &faults);
-    let total = dev.sim().ops() - base.clone().sim().ops();
+    let (dev, _, _) = run_until_cut(&base, &ops, None, &faults);
+    let total = dev.sim().ops() - base.sim().ops();
     assert!(
         total > nops as u64,
         "workload too small: {total} device ops"
@@ -189,7 +173,7 @@ fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
             model.settle(&read);
             ftl.log_mut()
                 .device_mut()
-                .sim()
+                .sim_mut()
                 .schedule_cut(x % 300, x % 2 == 0);
             while at < ops.len() {
                 let op = ops[at];
@@ -208,27 +192,13 @@ fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
                     Err(Error::Flash(flash::FlashError::PowerLoss)) => break,
                     Err(e) => panic!("seed {seed} op {at} {op:?}: {e}"),
                 }
-                if !ftl.log().device().sim_ref_powered() {
+                if !ftl.log().device().sim().is_powered() {
                     break;
                 }
             }
             dev = ftl.into_device();
-            dev.sim().reboot();
+            dev.sim_mut().reboot();
         }
-    }
-}
-
-trait Powered {
-    fn sim_ref_powered(&self) -> bool;
-}
-impl Powered for NorSegments<flash::NorSim> {
-    fn sim_ref_powered(&self) -> bool {
-        self.flash().is_powered()
-    }
-}
-impl Powered for NandSegments<flash::NandSim> {
-    fn sim_ref_powered(&self) -> bool {
-        self.flash().is_powered()
     }
 }
 

@@ -4,3 +4,4 @@ pub mod bench;
 pub mod demo;
 pub mod presets;
 pub mod sim;
+pub mod torture;

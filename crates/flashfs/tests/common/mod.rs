@@ -1,8 +1,6 @@
 //! Small devices and helpers shared by the tests.
 #![allow(dead_code)]
 
-pub mod ftl_model;
-
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
 use flashfs::{NandSegments, NorSegments};
 
@@ -61,16 +59,6 @@ pub fn nand() -> NandSegments<NandSim> {
     NandSegments::new(sim).unwrap()
 }
 
-/// Deterministic sector content: sector number and version, repeated.
-pub fn pattern(sector: u64, version: u32, len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len);
-    let seed = (sector as u32).wrapping_mul(0x9E37_79B9) ^ version.wrapping_mul(0x85EB_CA6B);
-    let mut x = seed | 1;
-    for _ in 0..len {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        v.push(x as u8);
-    }
-    v
-}
+/// Deterministic sector content: sector number and version, repeated (the torture
+/// harness's, so the tests and the harness agree on what each write holds).
+pub use flashfs_bench::torture::pattern;
