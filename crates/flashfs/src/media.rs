@@ -58,6 +58,18 @@ pub trait Segments {
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()>;
     /// Whether a slot (data and tag) is entirely erased, so it can be written.
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool>;
+    /// Whether programming `slot` can destroy what an earlier slot (or the header) of its
+    /// segment holds if the power goes during the program: an MSB page of MLC NAND shares its
+    /// cells with an LSB page written before it.
+    fn risks_earlier_slot(&self, slot: u32) -> bool {
+        let _ = slot;
+        false
+    }
+    /// Slots of every segment that are never written (on MLC NAND, the MSB partner of the
+    /// header page).
+    fn reserved_slots(&self) -> u32 {
+        0
+    }
     /// Erases a segment, in the background when asked (other banks keep working).
     fn erase(&mut self, seg: u32, background: bool) -> Result<()>;
     /// Whether a segment is marked bad.
@@ -379,6 +391,15 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         self.flash
             .read_page(PageAddr::new(seg, slot + 1), buf, &mut [])?;
         Ok(())
+    }
+
+    fn risks_earlier_slot(&self, slot: u32) -> bool {
+        // Slot s is page s + 1; odd pages are the MSB pages of their pair.
+        self.flash.spec().is_mlc() && (slot + 1) % 2 == 1
+    }
+
+    fn reserved_slots(&self) -> u32 {
+        u32::from(self.flash.spec().is_mlc())
     }
 
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {

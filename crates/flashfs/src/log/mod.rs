@@ -368,6 +368,7 @@ impl<D: Segments> Log<D> {
         self.segs[seg as usize].used = used;
         self.set_state(seg, SegState::Open);
         self.heads[head] = Some(seg);
+        self.seal(seg);
         Ok(())
     }
 
@@ -476,7 +477,32 @@ impl<D: Segments> Log<D> {
 
     /// Makes every slot appended so far durable.
     pub fn sync(&mut self) -> Result<()> {
+        self.seal_heads();
         self.dev.sync()
+    }
+
+    /// Leaves the next slot of an open segment unprogrammed when programming it could destroy
+    /// a slot written before it (the MSB page paired with a written LSB page of MLC NAND).
+    /// Done whenever what the segment holds becomes something a power cut must not lose: at
+    /// a flush, before a cleaned segment's erase, after a header, and on resuming a head.
+    /// Skipping costs a page; writing filler there instead could itself tear.
+    fn seal(&mut self, seg: u32) {
+        let s = &mut self.segs[seg as usize];
+        if s.state == SegState::Open
+            && s.used < self.geo.slots
+            && self.dev.risks_earlier_slot(s.used)
+        {
+            s.used += 1;
+            if s.used == self.geo.slots {
+                self.close(seg);
+            }
+        }
+    }
+
+    fn seal_heads(&mut self) {
+        for seg in self.heads.into_iter().flatten() {
+            self.seal(seg);
+        }
     }
 
     /// Uses `d` of idle device time to clean ahead of need: while fewer than `clean_start`
@@ -532,10 +558,15 @@ impl<D: Segments> Log<D> {
             };
             self.clean_step(owner, self.config.step_slots, th, max_live)?;
         }
+        // Each round cleans one whole victim. If as many rounds as there are segments gain
+        // nothing (victims so full that what their copies cost eats what they free), the
+        // space is gone: say so rather than spin.
+        let mut rounds = 0;
         while self.free <= self.config.reserve {
-            if !self.clean_step(owner, u32::MAX, 0.0, u32::MAX)? {
+            if rounds > self.geo.segments || !self.clean_step(owner, u32::MAX, 0.0, u32::MAX)? {
                 return Err(Error::NoSpace);
             }
+            rounds += 1;
         }
         Ok(())
     }
@@ -691,6 +722,8 @@ impl<D: Segments> Log<D> {
                 self.deferred.swap_remove(i);
             } else if !head_here && self.erasing_until[bank as usize] <= now {
                 self.deferred.swap_remove(i);
+                // Its survivors become the only copies: nothing may endanger them.
+                self.seal_heads();
                 self.erase_segment(seg)?;
             } else {
                 i += 1;
@@ -816,6 +849,7 @@ impl<D: Segments> Log<D> {
                 self.stats.stalled_opens += 1;
             }
             if self.segs[seg as usize].state == SegState::Dirty {
+                self.seal_heads();
                 self.erase_segment(seg)?;
                 if self.segs[seg as usize].state != SegState::Free {
                     continue;
@@ -837,6 +871,7 @@ impl<D: Segments> Log<D> {
                     s.min_seq = u64::MAX;
                     s.open_seq = header.open_seq;
                     self.heads[h] = Some(seg);
+                    self.seal(seg);
                     return Ok(seg);
                 }
                 Err(Error::Flash(FlashError::ProgramFailed { .. })) => self.retire(seg)?,
@@ -979,7 +1014,8 @@ impl<D: Segments> Log<D> {
         let good = self.good_segments();
         let bad_spares = (good as u64 * self.config.bad_block_permille as u64 / 1000) as u32;
         let spare = self.config.reserve + bad_spares + self.heads_in_use() + 1;
-        good.saturating_sub(spare) as u64 * self.geo.slots as u64
+        let usable = self.geo.slots.saturating_sub(self.dev.reserved_slots());
+        good.saturating_sub(spare) as u64 * usable as u64
     }
 
     /// Distinct heads the configuration opens.
