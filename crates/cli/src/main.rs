@@ -60,6 +60,24 @@ pub struct Global {
     pub progress: bool,
 }
 
+impl Global {
+    /// A progress bar on stderr in the house style (hidden when progress is off), showing
+    /// `template` (an indicatif template) for `len` steps.
+    pub fn progress_bar(&self, len: u64, template: &str) -> indicatif::ProgressBar {
+        use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+        if !self.progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar
+    }
+}
+
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         let msg = info

@@ -9,7 +9,6 @@ use flashfs::log::policy::Policy;
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::workload::Pattern;
 use flashfs_bench::{plot, report};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Global;
 
@@ -97,17 +96,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
             .filter_map(|p| Policy::from_name(p))
             .collect();
     }
-    let bar = if global.progress {
-        let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>24} [{bar:40}] {bytes}/{total_bytes} {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = global.progress_bar(1, "{msg:>24} [{bar:40}] {bytes}/{total_bytes} {eta}");
     let rows = run_kawaguchi(&opts, &mut |label, done, total| {
         bar.set_length(total);
         bar.set_position(done);

@@ -5,7 +5,6 @@ use std::io::Write;
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 use flashfs_bench::torture::{self, TortureOptions, Workload, DEFAULT_OPS};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::Global;
 
@@ -81,17 +80,7 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
             .filter_map(|w| Workload::from_name(w))
             .collect();
     }
-    let bar = if global.progress {
-        let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>28} [{bar:40}] {pos}/{len} cases {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = global.progress_bar(1, "{msg:>28} [{bar:40}] {pos}/{len} cases {eta}");
     let outcome = torture::run(&opts, &mut |label, done, total| {
         bar.set_length(total);
         bar.set_position(done);

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail};
 use flash::preset::{Preset, DEFAULT_PRESET};
 use flash::stats::Histogram;
 use flash::{FaultConfig, FlashError};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 
 use self::medium::{Medium, Slot};
 use self::rng::Rng;
@@ -64,12 +64,7 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<(
     let plan = demo.plan(args.quick)?;
     if global.progress {
         let steps = 2 * plan.data.len() as u64 + plan.cycles + plan.trials + 1;
-        demo.bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
-        demo.bar.set_style(
-            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
+        demo.bar = global.progress_bar(steps, "{msg:>12} [{bar:40}] {pos}/{len} {elapsed}");
         demo.bar.set_message("start");
     }
     let result = demo.run(&plan);
