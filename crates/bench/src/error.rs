@@ -48,16 +48,8 @@ impl fmt::Display for BenchError {
     }
 }
 
-impl std::error::Error for BenchError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BenchError::Flash { error, .. } => Some(error),
-            BenchError::Fs { error, .. } => Some(error),
-            BenchError::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+// Each message already includes the error underneath; a source chain would repeat it.
+impl std::error::Error for BenchError {}
 
 impl From<std::io::Error> for BenchError {
     fn from(e: std::io::Error) -> Self {

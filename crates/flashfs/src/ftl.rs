@@ -315,9 +315,10 @@ impl<D: Segments> Ftl<D> {
         }
         // Only records still hiding something (and with something left to hide) are live;
         // the others would pin their segments.
+        let oldest = ftl.log.oldest_seqs();
         for (seq, (at, _)) in records {
             let h = hides.get(&seq).copied().unwrap_or(0);
-            if h > 0 && ftl.log.oldest_seq_except(at.seg) < seq {
+            if h > 0 && oldest.except(at.seg) < seq {
                 ftl.map.records.insert(seq, Record { at, hides: h });
                 ftl.log.mark_live(at);
             }
@@ -559,24 +560,5 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             self.map.hide(k, t);
         }
         self.record_losses()
-    }
-}
-
-impl<D: Segments> Ftl<D> {
-    /// Checks that every mapped sector points at a live slot of a segment in use.
-    #[doc(hidden)]
-    pub fn check_map(&self) -> core::result::Result<(), alloc::string::String> {
-        for k in 0..self.map.at.len() {
-            if let Some(a) = self.map.slot(k) {
-                let s = self.log.segments()[a.seg as usize];
-                if !self.log.is_live(a) || !s.in_use() {
-                    return Err(alloc::format!(
-                        "sector {k} -> {a:?} live={} seg={s:?}",
-                        self.log.is_live(a)
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 }

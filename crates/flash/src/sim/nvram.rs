@@ -87,6 +87,18 @@ impl<S: Store> NvramSim<S> {
         Ok(())
     }
 
+    /// Charges a write of `len` bytes to the clock and the counters.
+    fn account_write(&mut self, len: usize) {
+        let ns = self.cost(len);
+        self.core.banks.run(0, ns);
+        self.core.stats.programs += 1;
+        self.core.stats.bytes_programmed += len as u64;
+        self.core
+            .stats
+            .program_latency
+            .record(core::time::Duration::from_nanos(ns));
+    }
+
     pub(super) fn cut(&mut self) -> Result<()> {
         self.core.lose_buffered()?;
         self.core.faults.powered = false;
@@ -138,28 +150,14 @@ impl<S: Store> Nvram for NvramSim<S> {
             }
             Fate::Silent => {
                 // Looks like the real thing to the host, time included.
-                let ns = self.cost(data.len());
-                self.core.banks.run(0, ns);
-                self.core.stats.programs += 1;
-                self.core.stats.bytes_programmed += data.len() as u64;
-                self.core
-                    .stats
-                    .program_latency
-                    .record(core::time::Duration::from_nanos(ns));
+                self.account_write(data.len());
                 Ok(())
             }
             Fate::Normal => {
-                let ns = self.cost(data.len());
                 self.core.begin_program();
                 self.core.write_data(addr, data)?;
                 self.core.end_program();
-                self.core.banks.run(0, ns);
-                self.core.stats.programs += 1;
-                self.core.stats.bytes_programmed += data.len() as u64;
-                self.core
-                    .stats
-                    .program_latency
-                    .record(core::time::Duration::from_nanos(ns));
+                self.account_write(data.len());
                 Ok(())
             }
         }

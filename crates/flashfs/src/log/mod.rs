@@ -154,6 +154,25 @@ pub trait Owner {
     }
 }
 
+/// The lowest sequence numbers any segments hold (see [`Log::oldest_seqs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OldestSeqs {
+    seg: u32,
+    first: u64,
+    second: u64,
+}
+
+impl OldestSeqs {
+    /// The lowest sequence number held by any segment other than `seg`.
+    pub fn except(&self, seg: u32) -> u64 {
+        if seg == self.seg {
+            self.second
+        } else {
+            self.first
+        }
+    }
+}
+
 /// Who a write is for: the reserve is the cleaner's alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Writer {
@@ -985,13 +1004,30 @@ impl<D: Segments> Log<D> {
     /// supersedes older versions (a trim) is needed only while some segment may still hold
     /// one of them — including cleaned segments whose erase has not happened yet.
     pub fn oldest_seq_except(&self, except: u32) -> u64 {
-        self.segs
-            .iter()
-            .enumerate()
-            .filter(|(i, s)| *i as u32 != except && (s.in_use() || s.state == SegState::Dirty))
-            .map(|(_, s)| s.min_seq)
-            .min()
-            .unwrap_or(u64::MAX)
+        self.oldest_seqs().except(except)
+    }
+
+    /// The two oldest segments by the lowest sequence number they hold, so that many
+    /// `except` questions (a mount's records) cost one pass over the segments.
+    pub fn oldest_seqs(&self) -> OldestSeqs {
+        let mut o = OldestSeqs {
+            seg: u32::MAX,
+            first: u64::MAX,
+            second: u64::MAX,
+        };
+        for (i, s) in self.segs.iter().enumerate() {
+            if !(s.in_use() || s.state == SegState::Dirty) {
+                continue;
+            }
+            if s.min_seq < o.first {
+                o.second = o.first;
+                o.first = s.min_seq;
+                o.seg = i as u32;
+            } else if s.min_seq < o.second {
+                o.second = s.min_seq;
+            }
+        }
+        o
     }
 
     /// Segments free for writing.
