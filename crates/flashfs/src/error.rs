@@ -21,6 +21,32 @@ pub enum Error {
     Corrupt(&'static str),
     /// The volume is read-only, e.g. after the spare blocks ran out (EROFS).
     ReadOnly,
+    /// No such file or directory (ENOENT).
+    NotFound,
+    /// The name exists already (EEXIST).
+    Exists,
+    /// A directory was needed (ENOTDIR).
+    NotDir,
+    /// The operation does not apply to a directory (EISDIR).
+    IsDir,
+    /// The directory is not empty (ENOTEMPTY).
+    NotEmpty,
+    /// A name longer than 255 bytes, or a path or link target longer than 4095 (ENAMETOOLONG).
+    NameTooLong,
+    /// No such extended attribute (ENODATA).
+    NoAttribute,
+    /// A file or attribute value larger than the volume allows (EFBIG, E2BIG for attributes).
+    TooBig,
+    /// The inode has as many links as it can have (EMLINK).
+    TooManyLinks,
+    /// Too many symbolic links in a path (ELOOP).
+    Loop,
+    /// Not allowed on this kind of object, e.g. a hard link to a directory (EPERM).
+    NotPermitted(&'static str),
+    /// The volume does not support this (EOPNOTSUPP).
+    Unsupported(&'static str),
+    /// No open file with this handle (EBADF).
+    BadHandle,
 }
 
 impl Error {
@@ -34,6 +60,19 @@ impl Error {
             Error::NotFormatted(_) => 19, // ENODEV
             Error::Corrupt(_) => 117,     // EUCLEAN
             Error::ReadOnly => 30,
+            Error::NotFound => 2,
+            Error::Exists => 17,
+            Error::NotDir => 20,
+            Error::IsDir => 21,
+            Error::NotEmpty => 39,
+            Error::NameTooLong => 36,
+            Error::NoAttribute => 61,
+            Error::TooBig => 27,
+            Error::TooManyLinks => 31,
+            Error::Loop => 40,
+            Error::NotPermitted(_) => 1,
+            Error::Unsupported(_) => 95,
+            Error::BadHandle => 9,
         }
     }
 }
@@ -57,6 +96,19 @@ impl fmt::Display for Error {
             Error::NotFormatted(why) => write!(f, "not a flashfs volume: {why}"),
             Error::Corrupt(why) => write!(f, "corrupt volume: {why}"),
             Error::ReadOnly => write!(f, "read-only volume"),
+            Error::NotFound => write!(f, "no such file or directory"),
+            Error::Exists => write!(f, "file exists"),
+            Error::NotDir => write!(f, "not a directory"),
+            Error::IsDir => write!(f, "is a directory"),
+            Error::NotEmpty => write!(f, "directory not empty"),
+            Error::NameTooLong => write!(f, "file name too long"),
+            Error::NoAttribute => write!(f, "no such attribute"),
+            Error::TooBig => write!(f, "file or attribute too large"),
+            Error::TooManyLinks => write!(f, "too many links"),
+            Error::Loop => write!(f, "too many levels of symbolic links"),
+            Error::NotPermitted(why) => write!(f, "operation not permitted: {why}"),
+            Error::Unsupported(why) => write!(f, "operation not supported: {why}"),
+            Error::BadHandle => write!(f, "bad file handle"),
         }
     }
 }

@@ -230,8 +230,14 @@ pub struct Ftl<D> {
 impl<D: Segments> Ftl<D> {
     /// Formats `dev` as a block device.
     pub fn format(dev: D, config: FtlConfig) -> Result<Self> {
+        Self::format_as(dev, config, FORMAT_BLOCK_DEVICE)
+    }
+
+    /// Formats `dev` as sectors for a volume of kind `format` (the block device, or the
+    /// file system that keeps its blocks in them).
+    pub(crate) fn format_as(dev: D, config: FtlConfig, format: u8) -> Result<Self> {
         Self::check_size(dev.geometry())?;
-        let log = Log::format(dev, config.log, FORMAT_BLOCK_DEVICE, |capacity| {
+        let log = Log::format(dev, config.log, format, |capacity| {
             let max = u32::try_from(capacity)
                 .unwrap_or(u32::MAX - 1)
                 .min(u32::MAX - 1);
@@ -250,10 +256,19 @@ impl<D: Segments> Ftl<D> {
 
     /// Mounts the block device on `dev` by scanning its log.
     pub fn mount(dev: D, config: FtlConfig) -> Result<Self> {
+        Self::mount_as(dev, config, FORMAT_BLOCK_DEVICE)
+    }
+
+    /// Mounts the sectors of a volume of kind `format`.
+    pub(crate) fn mount_as(dev: D, config: FtlConfig, format: u8) -> Result<Self> {
         Self::check_size(dev.geometry())?;
         let (log, found) = Log::mount(dev, config.log)?;
-        if log.volume().format != FORMAT_BLOCK_DEVICE {
-            return Err(Error::NotFormatted("the volume is not a block device"));
+        if log.volume().format != format {
+            return Err(Error::NotFormatted(if format == FORMAT_BLOCK_DEVICE {
+                "the volume is not a block device"
+            } else {
+                "the volume is not a flashfs file system"
+            }));
         }
         let geo = log.geometry();
         if log.volume().size as u64 > geo.segments as u64 * geo.slots as u64 {
@@ -432,6 +447,56 @@ impl<D: Segments> Ftl<D> {
         &mut self.log
     }
 
+    /// Writes whole sectors through `head`, or the head the sector's update frequency
+    /// suggests (`None`, what [`BlockDevice::write`] does).
+    pub(crate) fn write_to(&mut self, sector: u64, data: &[u8], head: Option<Head>) -> Result<()> {
+        self.check(sector, data.len())?;
+        let ss = self.sector_size();
+        for (i, chunk) in data.chunks_exact(ss).enumerate() {
+            let k = sector as usize + i;
+            let classified = self.map.classify_write(k);
+            let head = head.unwrap_or(classified);
+            let at = self
+                .log
+                .append(head, k as u32, Kind::Sector, chunk, &mut self.map)?;
+            // Read the old place only now: cleaning during the append may have moved it.
+            if let Some(old) = self.map.slot(k) {
+                self.log.kill(old);
+            }
+            self.map.release(k);
+            self.map.at[k] = self.map.pack(at);
+            self.record_losses()?;
+        }
+        Ok(())
+    }
+
+    /// Drops a sector's data from the map without a trim record: for an owner that knows,
+    /// after every mount, which sectors it uses (the file system, by walking its index), a
+    /// record would be flash written for nothing. After a remount the sector may show an
+    /// old version again; such an owner never reads a sector it does not use.
+    pub(crate) fn forget(&mut self, sector: u64) {
+        let k = sector as usize;
+        if let Some(old) = self.map.slot(k) {
+            self.log.kill(old);
+        }
+        if let Some(a) = self.map.at.get_mut(k) {
+            *a = UNMAPPED;
+        }
+        if k < self.map.hidden_by.len() {
+            self.map.release(k);
+        }
+    }
+
+    /// The sectors that hold data (or lost it), in order.
+    pub(crate) fn mapped(&self) -> impl Iterator<Item = u64> + '_ {
+        self.map
+            .at
+            .iter()
+            .enumerate()
+            .filter(|(_, &p)| p != UNMAPPED)
+            .map(|(k, _)| k as u64)
+    }
+
     /// Sectors that currently hold data.
     pub fn mapped_sectors(&self) -> u64 {
         (0..self.map.at.len())
@@ -515,23 +580,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
     }
 
     fn write(&mut self, sector: u64, data: &[u8]) -> Result<()> {
-        self.check(sector, data.len())?;
-        let ss = self.sector_size();
-        for (i, chunk) in data.chunks_exact(ss).enumerate() {
-            let k = sector as usize + i;
-            let head = self.map.classify_write(k);
-            let at = self
-                .log
-                .append(head, k as u32, Kind::Sector, chunk, &mut self.map)?;
-            // Read the old place only now: cleaning during the append may have moved it.
-            if let Some(old) = self.map.slot(k) {
-                self.log.kill(old);
-            }
-            self.map.release(k);
-            self.map.at[k] = self.map.pack(at);
-            self.record_losses()?;
-        }
-        Ok(())
+        self.write_to(sector, data, None)
     }
 
     fn flush(&mut self) -> Result<()> {

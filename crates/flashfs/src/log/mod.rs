@@ -92,6 +92,10 @@ pub struct LogConfig {
     pub step_slots: u32,
     /// Whether erases run in the background on their bank while other banks work.
     pub background_erase: bool,
+    /// Whether the owner's metadata gets a head of its own even without hot/cold
+    /// separation: a file system's index nodes die young together, so segments of them
+    /// clean cheaply; a block device's few records are not worth an open segment.
+    pub separate_meta: bool,
 }
 
 impl Default for LogConfig {
@@ -106,6 +110,7 @@ impl Default for LogConfig {
             wear_spread: 1000,
             step_slots: 16,
             background_erase: true,
+            separate_meta: false,
         }
     }
 }
@@ -841,7 +846,7 @@ impl<D: Segments> Log<D> {
             Head::Cold => 2,
             // Metadata gets a segment of its own only under full separation; on small devices
             // the extra open segment costs more than mixing a few records in.
-            Head::Meta if self.config.hot_cold => 3,
+            Head::Meta if self.config.hot_cold || self.config.separate_meta => 3,
             Head::Meta => 1,
         }
     }

@@ -18,6 +18,8 @@ const MAGIC: u32 = 0x5346_4C46; // "FLFS"
 const COPY_FLAG: u8 = 0x80;
 /// Volume format of the block device (FTL).
 pub const FORMAT_BLOCK_DEVICE: u8 = 1;
+/// Volume format of the native file system.
+pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
 /// Version of the log format these structures belong to.
 pub const FORMAT_VERSION: u8 = 1;

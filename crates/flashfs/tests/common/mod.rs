@@ -1,5 +1,5 @@
 //! Small devices and helpers shared by the tests.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
 use flashfs::{NandSegments, NorSegments};

@@ -1,0 +1,468 @@
+//! File contents: extents, reads, writes, truncation and `fallocate`.
+//!
+//! A file's blocks are runs of consecutive sectors, each an extent item keyed by the file
+//! block it starts at. A write never touches a sector the committed version uses: it writes
+//! new sectors and remaps the blocks, so a power cut shows the file before or after the
+//! write, never between. The one exception is a preallocated (unwritten) block, which reads
+//! as zeros in every version whatever its sector holds, so its first write goes in place.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, FileType, Ino, Inode};
+use super::{Atime, Fs};
+use crate::error::{Error, Result};
+use crate::media::Segments;
+
+/// Blocks one atomic piece of a write covers at most. A longer write is applied as
+/// consecutive pieces, each atomic: a power cut keeps a prefix of them. It bounds the index
+/// nodes one operation dirties, which the space reserve must cover.
+pub const PIECE_BLOCKS: u64 = 128;
+
+/// `fallocate` mode bit: do not change the size.
+pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;
+/// `fallocate` mode bit: free the range (with `FALLOC_FL_KEEP_SIZE`).
+pub const FALLOC_FL_PUNCH_HOLE: u32 = 0x02;
+
+/// What a block maps to, if anything: its sector and whether it is unwritten.
+type Mapping = Option<(u64, bool)>;
+
+impl<D: Segments> Fs<D> {
+    pub(super) fn bs(&self) -> u64 {
+        u64::from(self.sb.block_size)
+    }
+
+    /// Largest file size: extents address 2³² blocks.
+    pub fn max_file_size(&self) -> u64 {
+        u64::from(u32::MAX) * self.bs()
+    }
+
+    fn regular(&mut self, ino: Ino) -> Result<Inode> {
+        let inode = self.inode(ino)?;
+        match inode.file_type()? {
+            FileType::Regular => Ok(inode),
+            FileType::Directory => Err(Error::IsDir),
+            _ => Err(Error::InvalidArgument("not a regular file")),
+        }
+    }
+
+    /// Reads from `off` into `buf`; returns the bytes read (fewer at the end of the file).
+    pub fn read(&mut self, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let inode = self.regular(ino)?;
+        let n = self.read_inode_data(ino, &inode, off, buf)?;
+        self.touch_atime(ino, inode)?;
+        Ok(n)
+    }
+
+    /// Writes `data` at `off` (past the end leaves a hole that reads as zeros); returns the
+    /// bytes written, all of them.
+    pub fn write(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        let mut inode = self.regular(ino)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let bs = self.bs() as usize;
+        let piece = PIECE_BLOCKS as usize * bs;
+        let mut done = 0;
+        while done < data.len() {
+            let at = off + done as u64;
+            // Pieces end on piece boundaries, so they stay aligned after the first.
+            let room = piece - (at % piece as u64) as usize;
+            let n = room.min(data.len() - done);
+            let now = self.now();
+            self.write_inode_data(ino, &mut inode, at, &data[done..done + n])?;
+            inode.mtime = now;
+            inode.ctime = now;
+            self.put_inode(ino, &inode)?;
+            self.bytes_written += n as u64;
+            done += n;
+            self.maybe_commit()?;
+        }
+        Ok(done)
+    }
+
+    /// Writes `data` at the end of the file; returns the offset it went to.
+    pub fn append(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
+        let off = self.regular(ino)?.size;
+        self.write(ino, off, data)?;
+        Ok(off)
+    }
+
+    /// Allocates (`mode` 0 or [`FALLOC_FL_KEEP_SIZE`]) or frees
+    /// ([`FALLOC_FL_PUNCH_HOLE`] | [`FALLOC_FL_KEEP_SIZE`]) the range. Allocated blocks
+    /// read as zeros and their first write needs no new space; freed ones are free at the
+    /// next commit.
+    pub fn fallocate(&mut self, ino: Ino, mode: u32, off: u64, len: u64) -> Result<()> {
+        let mut inode = self.regular(ino)?;
+        if len == 0 {
+            return Err(Error::InvalidArgument("fallocate of an empty range"));
+        }
+        let end = off.checked_add(len).ok_or(Error::TooBig)?;
+        if end > self.max_file_size() {
+            return Err(Error::TooBig);
+        }
+        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
+            return Err(Error::Unsupported("fallocate mode"));
+        }
+        let bs = self.bs();
+        if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+            if mode & FALLOC_FL_KEEP_SIZE == 0 {
+                return Err(Error::Unsupported("punching a hole needs KEEP_SIZE"));
+            }
+            let end = end.min(inode.size);
+            if off < end {
+                // Whole blocks are unmapped; partial ones at the edges zeroed by rewriting.
+                let (full0, full1) = (off.div_ceil(bs), end / bs);
+                if full0 >= full1 {
+                    self.zero_range(ino, &mut inode, off, end)?;
+                } else {
+                    if off < full0 * bs {
+                        self.zero_range(ino, &mut inode, off, full0 * bs)?;
+                    }
+                    if full1 * bs < end {
+                        self.zero_range(ino, &mut inode, full1 * bs, end)?;
+                    }
+                    let freed = self.unmap(ino, full0, full1)?;
+                    self.release_runs(&mut inode, &freed);
+                }
+            }
+        } else {
+            let (b0, b1) = (off / bs, end.div_ceil(bs));
+            let map = self.mapping(ino, b0, b1)?;
+            let holes = map.iter().filter(|m| m.is_none()).count() as u64;
+            self.ensure_free(holes)?;
+            let mut i = 0;
+            while i < map.len() {
+                if map[i].is_some() {
+                    i += 1;
+                    continue;
+                }
+                let run = map[i..].iter().take_while(|m| m.is_none()).count() as u64;
+                let (start, got) = self
+                    .tree
+                    .store_mut()
+                    .space
+                    .alloc(run)
+                    .ok_or(Error::NoSpace)?;
+                let e = Extent {
+                    start,
+                    len: got,
+                    unwritten: true,
+                };
+                self.map_run(ino, b0 + i as u64, e)?;
+                inode.blocks += got;
+                i += got as usize;
+            }
+            if mode & FALLOC_FL_KEEP_SIZE == 0 && end > inode.size {
+                inode.size = end;
+            }
+        }
+        let now = self.now();
+        inode.mtime = now;
+        inode.ctime = now;
+        self.put_inode(ino, &inode)?;
+        self.maybe_commit()
+    }
+
+    /// Changes the size: blocks past the new end are freed, and the tail of the last block
+    /// is zeroed so that growing the file again shows zeros.
+    pub(super) fn truncate_inode(&mut self, ino: Ino, inode: &mut Inode, size: u64) -> Result<()> {
+        if size > self.max_file_size() {
+            return Err(Error::TooBig);
+        }
+        let bs = self.bs();
+        if size < inode.size && size % bs != 0 {
+            let block_end = (size / bs + 1) * bs;
+            self.zero_range(ino, inode, size, block_end.min(inode.size))?;
+        }
+        let freed = self.unmap(ino, size.div_ceil(bs), u64::MAX)?;
+        self.release_runs(inode, &freed);
+        inode.size = size;
+        Ok(())
+    }
+
+    /// Writes zeros over `[a, b)` of a file where it has written data, without changing
+    /// its size.
+    fn zero_range(&mut self, ino: Ino, inode: &mut Inode, a: u64, b: u64) -> Result<()> {
+        let bs = self.bs();
+        let map = self.mapping(ino, a / bs, b.div_ceil(bs))?;
+        if map.iter().all(|m| !matches!(m, Some((_, false)))) {
+            return Ok(());
+        }
+        let size = inode.size;
+        self.write_inode_data(ino, inode, a, &vec![0; (b - a) as usize])?;
+        inode.size = size;
+        Ok(())
+    }
+
+    /// Updates the access time after a read, as the configuration says.
+    pub(super) fn touch_atime(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
+        let now = self.now();
+        let update = match self.config.atime {
+            Atime::Never => false,
+            Atime::Strict => true,
+            Atime::Relative => {
+                inode.atime <= inode.mtime
+                    || inode.atime <= inode.ctime
+                    || now.sec - inode.atime.sec >= 24 * 3600
+            }
+        };
+        if update && inode.nlink > 0 {
+            inode.atime = now;
+            self.put_inode(ino, &inode)?;
+            self.maybe_commit()?;
+        }
+        Ok(())
+    }
+
+    /// Reads file bytes from `off` (not past the size) into `buf`.
+    pub(super) fn read_inode_data(
+        &mut self,
+        ino: Ino,
+        inode: &Inode,
+        off: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        if off >= inode.size {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(inode.size - off) as usize;
+        let buf = &mut buf[..n];
+        buf.fill(0);
+        let bs = self.bs();
+        let (b0, b1) = (off / bs, (off + n as u64).div_ceil(bs));
+        let mut tmp = Vec::new();
+        for (b, e) in self.extents_in(ino, b0, b1)? {
+            if e.unwritten {
+                continue;
+            }
+            // The part of the extent inside the read, a bounded number of sectors at a time.
+            let (s, t) = (b.max(b0), (b + e.len).min(b1));
+            let mut k = s;
+            while k < t {
+                let m = (t - k).min(64);
+                tmp.resize((m * bs) as usize, 0);
+                self.tree.store_mut().read(e.start + (k - b), &mut tmp)?;
+                let from = (k * bs).max(off);
+                let to = ((k + m) * bs).min(off + n as u64);
+                buf[(from - off) as usize..(to - off) as usize]
+                    .copy_from_slice(&tmp[(from - k * bs) as usize..(to - k * bs) as usize]);
+                k += m;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Writes `data` at `off` into new sectors (or unwritten ones in place) and remaps the
+    /// blocks; `data` spans at most one piece. Updates the size and block count, not times.
+    pub(super) fn write_inode_data(
+        &mut self,
+        ino: Ino,
+        inode: &mut Inode,
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
+        if end > self.max_file_size() {
+            return Err(Error::TooBig);
+        }
+        let bs = self.bs();
+        let (b0, b1) = (off / bs, end.div_ceil(bs));
+        let old = self.mapping(ino, b0, b1)?;
+        let fresh = old.iter().filter(|m| !matches!(m, Some((_, true)))).count() as u64;
+        self.ensure_free(fresh)?;
+        // The new content of every block: partial blocks keep their other bytes.
+        let mut content = vec![0u8; ((b1 - b0) * bs) as usize];
+        let head = (off - b0 * bs) as usize;
+        for (i, m) in [(0usize, old[0]), (old.len() - 1, old[old.len() - 1])] {
+            let partial = (i == 0 && head != 0) || (i == old.len() - 1 && end % bs != 0);
+            if let (true, Some((s, false))) = (partial, m) {
+                let at = i * bs as usize;
+                self.tree
+                    .store_mut()
+                    .read(s, &mut content[at..at + bs as usize])?;
+            }
+        }
+        content[head..head + data.len()].copy_from_slice(data);
+        // New sectors, in runs.
+        let mut new: Vec<u64> = Vec::with_capacity(old.len());
+        let mut allocated: Vec<(u64, u64)> = Vec::new();
+        let mut i = 0;
+        while i < old.len() {
+            if let Some((s, true)) = old[i] {
+                new.push(s);
+                i += 1;
+                continue;
+            }
+            let run = old[i..]
+                .iter()
+                .take_while(|m| !matches!(m, Some((_, true))))
+                .count() as u64;
+            let Some((start, got)) = self.tree.store_mut().space.alloc(run) else {
+                self.undo_alloc(&allocated);
+                return Err(Error::NoSpace);
+            };
+            allocated.push((start, got));
+            new.extend(start..start + got);
+            i += got as usize;
+        }
+        // Consecutive sectors go down in one call.
+        let mut i = 0;
+        while i < new.len() {
+            let run = 1 + new[i..].windows(2).take_while(|w| w[1] == w[0] + 1).count();
+            let bytes = &content[i * bs as usize..(i + run) * bs as usize];
+            if let Err(e) = self.tree.store_mut().write_data(new[i], bytes) {
+                self.undo_alloc(&allocated);
+                return Err(e);
+            }
+            i += run;
+        }
+        // Remap: the old written sectors are released, the new ones mapped.
+        self.unmap(ino, b0, b1)?;
+        let released: Vec<(u64, u64)> = old
+            .iter()
+            .filter_map(|m| match m {
+                Some((s, false)) => Some((*s, 1)),
+                _ => None,
+            })
+            .collect();
+        self.release_runs(inode, &released);
+        let mut i = 0;
+        while i < new.len() {
+            let run = 1 + new[i..].windows(2).take_while(|w| w[1] == w[0] + 1).count();
+            let e = Extent {
+                start: new[i],
+                len: run as u64,
+                unwritten: false,
+            };
+            self.map_run(ino, b0 + i as u64, e)?;
+            i += run;
+        }
+        inode.blocks += allocated.iter().map(|r| r.1).sum::<u64>();
+        inode.size = inode.size.max(end);
+        Ok(())
+    }
+
+    /// Gives back sectors allocated by a write that failed before mapping them.
+    fn undo_alloc(&mut self, runs: &[(u64, u64)]) {
+        let store = self.tree.store_mut();
+        for &(a, n) in runs {
+            for k in a..a + n {
+                store.ftl.forget(k);
+            }
+            store.space.unalloc(a, n);
+        }
+    }
+
+    /// Releases sectors a file no longer uses (free at the next commit).
+    fn release_runs(&mut self, inode: &mut Inode, runs: &[(u64, u64)]) {
+        for &(a, n) in runs {
+            self.tree.store_mut().space.release(a, n);
+            inode.blocks = inode.blocks.saturating_sub(n);
+        }
+    }
+
+    /// The extents that overlap blocks `[b0, b1)`, by first block.
+    fn extents_in(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, Extent)>> {
+        let mut out = Vec::new();
+        if let Some((k, v)) = self.tree.seek_le(&key_u64(ino, item::EXTENT, b0))? {
+            let (i, ty, rest) = split_key(&k)?;
+            if i == ino && ty == item::EXTENT {
+                let b = suffix_u64(rest)?;
+                let e = Extent::decode(&v)?;
+                if b < b0 && b + e.len > b0 {
+                    out.push((b, e));
+                }
+            }
+        }
+        let lo = key_u64(ino, item::EXTENT, b0);
+        let hi = if b1 == u64::MAX {
+            key(ino, item::EXTENT + 1)
+        } else {
+            key_u64(ino, item::EXTENT, b1)
+        };
+        for entry in self.tree.range(lo..hi) {
+            let (k, v) = entry?;
+            let (_, _, rest) = split_key(&k)?;
+            out.push((suffix_u64(rest)?, Extent::decode(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// What each block of `[b0, b1)` maps to.
+    fn mapping(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<Mapping>> {
+        let mut map = vec![None; (b1 - b0) as usize];
+        for (b, e) in self.extents_in(ino, b0, b1)? {
+            for k in b.max(b0)..(b + e.len).min(b1) {
+                map[(k - b0) as usize] = Some((e.start + (k - b), e.unwritten));
+            }
+        }
+        Ok(map)
+    }
+
+    /// Removes the mapping of blocks `[b0, b1)`, keeping the parts of extents outside it;
+    /// returns the sector runs that were mapped there.
+    fn unmap(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, u64)>> {
+        let mut removed = Vec::new();
+        for (b, e) in self.extents_in(ino, b0, b1)? {
+            self.tree.remove(&key_u64(ino, item::EXTENT, b))?;
+            let (s, t) = (b.max(b0), (b + e.len).min(b1));
+            if b < s {
+                let head = Extent { len: s - b, ..e };
+                self.tree
+                    .insert(&key_u64(ino, item::EXTENT, b), &head.encode())?;
+            }
+            if t < b + e.len {
+                let tail = Extent {
+                    start: e.start + (t - b),
+                    len: b + e.len - t,
+                    ..e
+                };
+                self.tree
+                    .insert(&key_u64(ino, item::EXTENT, t), &tail.encode())?;
+            }
+            removed.push((e.start + (s - b), t - s));
+        }
+        Ok(removed)
+    }
+
+    /// Maps blocks from `b` to the extent `e` (which must not overlap a mapped block),
+    /// merging it with a neighbour that continues it on flash.
+    fn map_run(&mut self, ino: Ino, mut b: u64, mut e: Extent) -> Result<()> {
+        if b > 0 {
+            if let Some((k, v)) = self.tree.seek_le(&key_u64(ino, item::EXTENT, b - 1))? {
+                let (i, ty, rest) = split_key(&k)?;
+                if i == ino && ty == item::EXTENT {
+                    let lb = suffix_u64(rest)?;
+                    let l = Extent::decode(&v)?;
+                    if lb + l.len == b
+                        && l.start + l.len == e.start
+                        && l.unwritten == e.unwritten
+                        && l.len + e.len <= u64::from(u32::MAX)
+                    {
+                        b = lb;
+                        e = Extent {
+                            start: l.start,
+                            len: l.len + e.len,
+                            ..e
+                        };
+                    }
+                }
+            }
+        }
+        let right = key_u64(ino, item::EXTENT, b + e.len);
+        if let Some(v) = self.tree.get(&right)? {
+            let r = Extent::decode(&v)?;
+            if e.start + e.len == r.start
+                && r.unwritten == e.unwritten
+                && e.len + r.len <= u64::from(u32::MAX)
+            {
+                self.tree.remove(&right)?;
+                e.len += r.len;
+            }
+        }
+        self.tree
+            .insert(&key_u64(ino, item::EXTENT, b), &e.encode())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,476 @@
+//! The file system's on-flash records, in one place: the superblock, the keys of the index
+//! and the values stored under them. `SPEC.md` §8 describes the same bytes.
+//!
+//! Everything lives in one copy-on-write B+tree (as a btrfs file tree does): a key starts
+//! with the inode number, then an item type, so an inode's attributes, extended attributes,
+//! directory entries and extents sit together and one commit of one root makes any set of
+//! changes durable at once. Integers in keys are big-endian, so byte order is numeric order;
+//! integers in values are little-endian.
+
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result};
+use crate::index::NodePtr;
+
+/// Inode number.
+pub type Ino = u64;
+
+/// The root directory.
+pub const ROOT_INO: Ino = 1;
+/// The pseudo-inode whose items list the orphans: inodes without a name, still open.
+pub const ORPHANS: Ino = 0;
+/// The first inode number handed out after the root.
+pub const FIRST_INO: Ino = 2;
+
+/// Item types, the byte after the inode number in every key.
+pub mod item {
+    /// The inode's attributes.
+    pub const INODE: u8 = 1;
+    /// An extended attribute; the key goes on with its name.
+    pub const XATTR: u8 = 2;
+    /// A directory entry; the key goes on with its cookie (u64) and name.
+    pub const DIRENT: u8 = 3;
+    /// A run of file blocks; the key goes on with the first block (u64).
+    pub const EXTENT: u8 = 4;
+    /// Under [`super::ORPHANS`]: an inode to delete at mount; the key goes on with it (u64).
+    pub const ORPHAN: u8 = 5;
+}
+
+/// The key of an item without a suffix.
+pub fn key(ino: Ino, ty: u8) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.extend_from_slice(&ino.to_be_bytes());
+    k.push(ty);
+    k
+}
+
+/// The key of an item with a u64 suffix (an extent's first block, an orphan).
+pub fn key_u64(ino: Ino, ty: u8, n: u64) -> Vec<u8> {
+    let mut k = key(ino, ty);
+    k.extend_from_slice(&n.to_be_bytes());
+    k
+}
+
+/// The key of an extended attribute.
+pub fn xattr_key(ino: Ino, name: &[u8]) -> Vec<u8> {
+    let mut k = key(ino, item::XATTR);
+    k.extend_from_slice(name);
+    k
+}
+
+/// The key of a directory entry.
+pub fn dirent_key(dir: Ino, name: &[u8]) -> Vec<u8> {
+    let mut k = key_u64(dir, item::DIRENT, cookie(name));
+    k.extend_from_slice(name);
+    k
+}
+
+/// Splits a key into inode, item type and the rest.
+pub fn split_key(k: &[u8]) -> Result<(Ino, u8, &[u8])> {
+    if k.len() < 9 {
+        return Err(Error::Corrupt("file-system key too short"));
+    }
+    let ino = u64::from_be_bytes(k[..8].try_into().expect("8 bytes"));
+    Ok((ino, k[8], &k[9..]))
+}
+
+/// The u64 that follows the item type.
+pub fn suffix_u64(rest: &[u8]) -> Result<u64> {
+    rest.get(..8)
+        .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+        .ok_or(Error::Corrupt("file-system key without its number"))
+}
+
+/// Cookie of the entry `.` in readdir.
+pub const COOKIE_DOT: u64 = 1;
+/// Cookie of the entry `..`.
+pub const COOKIE_DOTDOT: u64 = 2;
+
+/// A directory entry's readdir cookie: a 62-bit hash of its name, above the cookies of `.`
+/// and `..`. Entries are keyed (and so listed) by cookie, so a listing resumed from a cookie
+/// neither repeats nor skips entries when others come and go meanwhile. Two names of one
+/// directory share a cookie with odds of about n²/2⁶³; they are then listed together.
+pub fn cookie(name: &[u8]) -> u64 {
+    // FNV-1a, then the splitmix64 finaliser so every name bit reaches every cookie bit.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    (h >> 2) + 3
+}
+
+/// Seconds and nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timespec {
+    /// Seconds (negative before 1970).
+    pub sec: i64,
+    /// Nanoseconds, below 10⁹.
+    pub nsec: u32,
+}
+
+/// What an inode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// A regular file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+}
+
+/// `S_IFMT`: the file-type bits of a mode.
+pub const S_IFMT: u32 = 0o170_000;
+
+impl FileType {
+    /// The type's `S_IF*` bits.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Fifo => 0o010_000,
+            FileType::CharDevice => 0o020_000,
+            FileType::Directory => 0o040_000,
+            FileType::BlockDevice => 0o060_000,
+            FileType::Regular => 0o100_000,
+            FileType::Symlink => 0o120_000,
+            FileType::Socket => 0o140_000,
+        }
+    }
+
+    /// The type a mode's `S_IF*` bits name.
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        Some(match mode & S_IFMT {
+            0o010_000 => FileType::Fifo,
+            0o020_000 => FileType::CharDevice,
+            0o040_000 => FileType::Directory,
+            0o060_000 => FileType::BlockDevice,
+            0o100_000 => FileType::Regular,
+            0o120_000 => FileType::Symlink,
+            0o140_000 => FileType::Socket,
+            _ => return None,
+        })
+    }
+
+    /// Code in directory entries.
+    fn code(self) -> u8 {
+        (self.mode_bits() >> 12) as u8
+    }
+
+    fn from_code(c: u8) -> Option<FileType> {
+        FileType::from_mode(u32::from(c) << 12)
+    }
+}
+
+/// An inode's attributes: the value of its [`item::INODE`] item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inode {
+    /// Type and permission bits (`S_IF*`, setuid, setgid, sticky, rwx).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Names of the inode (directories: 2 + subdirectories).
+    pub nlink: u32,
+    /// Bytes (a symlink: its target's length).
+    pub size: u64,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last change of the content.
+    pub mtime: Timespec,
+    /// Last change of the inode.
+    pub ctime: Timespec,
+    /// Device number of a device node.
+    pub rdev: u64,
+    /// Blocks allocated to the file's extents.
+    pub blocks: u64,
+    /// A directory's parent (its `..`); 0 for other types, whose names may be many.
+    pub parent: Ino,
+}
+
+/// Bytes of an encoded inode.
+pub const INODE_LEN: usize = 1 + 4 * 4 + 8 + 3 * 12 + 3 * 8;
+const INODE_VERSION: u8 = 1;
+
+impl Inode {
+    /// The file type its mode names.
+    pub fn file_type(&self) -> Result<FileType> {
+        FileType::from_mode(self.mode).ok_or(Error::Corrupt("inode of no known type"))
+    }
+
+    /// Encodes the inode.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(INODE_LEN);
+        b.push(INODE_VERSION);
+        for v in [self.mode, self.uid, self.gid, self.nlink] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&self.size.to_le_bytes());
+        for t in [self.atime, self.mtime, self.ctime] {
+            b.extend_from_slice(&t.sec.to_le_bytes());
+            b.extend_from_slice(&t.nsec.to_le_bytes());
+        }
+        b.extend_from_slice(&self.rdev.to_le_bytes());
+        b.extend_from_slice(&self.blocks.to_le_bytes());
+        b.extend_from_slice(&self.parent.to_le_bytes());
+        b
+    }
+
+    /// Decodes an inode, checking its version and fields.
+    pub fn decode(b: &[u8]) -> Result<Inode> {
+        if b.len() != INODE_LEN || b[0] != INODE_VERSION {
+            return Err(Error::Corrupt("malformed inode"));
+        }
+        let mut r = Reader(&b[1..]);
+        let (mode, uid, gid, nlink) = (r.u32(), r.u32(), r.u32(), r.u32());
+        let size = r.u64();
+        let mut t = || Timespec {
+            sec: r.u64() as i64,
+            nsec: r.u32(),
+        };
+        let (atime, mtime, ctime) = (t(), t(), t());
+        let (rdev, blocks, parent) = (r.u64(), r.u64(), r.u64());
+        let inode = Inode {
+            mode,
+            uid,
+            gid,
+            nlink,
+            size,
+            atime,
+            mtime,
+            ctime,
+            rdev,
+            blocks,
+            parent,
+        };
+        inode.file_type()?;
+        if [atime, mtime, ctime]
+            .iter()
+            .any(|t| t.nsec >= 1_000_000_000)
+        {
+            return Err(Error::Corrupt("inode time with nanoseconds past a second"));
+        }
+        Ok(inode)
+    }
+}
+
+/// Little-endian fields read in order from a slice the caller checked the length of.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let (a, rest) = self.0.split_at(N);
+        self.0 = rest;
+        a.try_into().expect("length checked by the caller")
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+}
+
+/// A directory entry's value: the inode it names and that inode's type.
+pub fn encode_dirent(ino: Ino, ty: FileType) -> Vec<u8> {
+    let mut b = Vec::with_capacity(9);
+    b.extend_from_slice(&ino.to_le_bytes());
+    b.push(ty.code());
+    b
+}
+
+/// Decodes a directory entry's value.
+pub fn decode_dirent(b: &[u8]) -> Result<(Ino, FileType)> {
+    let bad = Error::Corrupt("malformed directory entry");
+    if b.len() != 9 {
+        return Err(bad);
+    }
+    let ino = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    let ty = FileType::from_code(b[8]).ok_or(bad)?;
+    Ok((ino, ty))
+}
+
+/// A run of file blocks stored in consecutive sectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// First sector.
+    pub start: u64,
+    /// Blocks (sectors) in the run.
+    pub len: u64,
+    /// Allocated but never written (fallocate): reads as zeros, and the first write of each
+    /// block goes to its sector in place, since no committed version shows what is there.
+    pub unwritten: bool,
+}
+
+/// Bytes of an encoded extent.
+pub const EXTENT_LEN: usize = 9;
+
+impl Extent {
+    /// Encodes the extent.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(EXTENT_LEN);
+        b.extend_from_slice(&(self.start as u32).to_le_bytes());
+        b.extend_from_slice(&(self.len as u32).to_le_bytes());
+        b.push(u8::from(self.unwritten));
+        b
+    }
+
+    /// Decodes an extent.
+    pub fn decode(b: &[u8]) -> Result<Extent> {
+        if b.len() != EXTENT_LEN || b[8] > 1 {
+            return Err(Error::Corrupt("malformed extent"));
+        }
+        let mut r = Reader(b);
+        let start = u64::from(r.u32());
+        let len = u64::from(r.u32());
+        if len == 0 {
+            return Err(Error::Corrupt("empty extent"));
+        }
+        Ok(Extent {
+            start,
+            len,
+            unwritten: b[8] == 1,
+        })
+    }
+}
+
+/// The superblock: sector 0 of the volume, rewritten by every commit. The block device
+/// underneath writes a sector atomically (a torn write leaves the previous version), so
+/// writing it is the commit point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    /// Commits so far; each superblock has one more than the last.
+    pub commit: u64,
+    /// Root of the index.
+    pub root: NodePtr,
+    /// The next inode number to hand out (numbers are never reused).
+    pub next_ino: Ino,
+    /// Sectors the volume has (the block device's size).
+    pub sectors: u64,
+    /// Bytes per block (the sector size).
+    pub block_size: u32,
+}
+
+/// The superblock's magic: "FFS1".
+const SB_MAGIC: [u8; 4] = *b"FFS1";
+/// Format version of everything in this module and of the index nodes.
+pub const FS_VERSION: u8 = 1;
+/// Bytes of the encoded superblock (the rest of the sector is erased).
+pub const SB_LEN: usize = 48;
+
+const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+impl Superblock {
+    /// Encodes the superblock into a sector.
+    pub fn encode(&self, sector: &mut [u8]) {
+        sector.fill(0xFF);
+        let b = &mut sector[..SB_LEN];
+        b[0..4].copy_from_slice(&SB_MAGIC);
+        b[4] = FS_VERSION;
+        b[5..8].fill(0);
+        b[8..16].copy_from_slice(&self.commit.to_le_bytes());
+        b[16..24].copy_from_slice(&self.root.0.to_le_bytes());
+        b[24..32].copy_from_slice(&self.next_ino.to_le_bytes());
+        b[32..40].copy_from_slice(&self.sectors.to_le_bytes());
+        b[40..44].copy_from_slice(&self.block_size.to_le_bytes());
+        let crc = CRC32.checksum(&b[..44]);
+        b[44..48].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Decodes and checks a superblock.
+    pub fn decode(sector: &[u8]) -> Result<Superblock> {
+        let b = sector
+            .get(..SB_LEN)
+            .ok_or(Error::Corrupt("sector too small for a superblock"))?;
+        if b[0..4] != SB_MAGIC {
+            return Err(Error::NotFormatted("no file-system superblock"));
+        }
+        if b[4] != FS_VERSION {
+            return Err(Error::NotFormatted("unsupported file-system version"));
+        }
+        if CRC32.checksum(&b[..44]).to_le_bytes() != b[44..48] {
+            return Err(Error::Corrupt("superblock checksum mismatch"));
+        }
+        let mut r = Reader(&b[8..44]);
+        Ok(Superblock {
+            commit: r.u64(),
+            root: NodePtr(r.u64()),
+            next_ino: r.u64(),
+            sectors: r.u64(),
+            block_size: r.u32(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_reject_damage() {
+        let i = Inode {
+            mode: 0o100_644,
+            uid: 1,
+            gid: 2,
+            nlink: 1,
+            size: 5,
+            atime: Timespec { sec: -3, nsec: 7 },
+            mtime: Timespec { sec: 9, nsec: 0 },
+            ctime: Timespec { sec: 1, nsec: 2 },
+            rdev: 0,
+            blocks: 1,
+            parent: 0,
+        };
+        let b = i.encode();
+        assert_eq!(b.len(), INODE_LEN);
+        assert_eq!(Inode::decode(&b), Ok(i));
+        let mut bad = b.clone();
+        bad[1..5].copy_from_slice(&0u32.to_le_bytes());
+        assert!(Inode::decode(&bad).is_err());
+        let e = Extent {
+            start: 77,
+            len: 3,
+            unwritten: true,
+        };
+        assert_eq!(Extent::decode(&e.encode()), Ok(e));
+        let sb = Superblock {
+            commit: 4,
+            root: NodePtr(9),
+            next_ino: 12,
+            sectors: 1000,
+            block_size: 512,
+        };
+        let mut s = [0u8; 512];
+        sb.encode(&mut s);
+        assert_eq!(Superblock::decode(&s), Ok(sb));
+        s[9] ^= 1;
+        assert!(matches!(Superblock::decode(&s), Err(Error::Corrupt(_))));
+        assert_eq!(
+            decode_dirent(&encode_dirent(5, FileType::Symlink)),
+            Ok((5, FileType::Symlink))
+        );
+    }
+
+    #[test]
+    fn keys_sort_by_inode_then_type_and_cookies_avoid_dot_entries() {
+        assert!(key(1, item::EXTENT) < key(2, item::INODE));
+        assert!(key_u64(1, item::EXTENT, 255) < key_u64(1, item::EXTENT, 256));
+        for name in [&b"a"[..], b"", b"..", b"some long name"] {
+            assert!(cookie(name) > COOKIE_DOTDOT);
+        }
+        assert_ne!(cookie(b"a"), cookie(b"b"));
+    }
+}

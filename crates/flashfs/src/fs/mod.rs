@@ -1,0 +1,455 @@
+//! The native file system: POSIX files and directories kept in one copy-on-write B+tree on
+//! the log's sectors.
+//!
+//! Layers, bottom up: the volume's sectors are a block device on the log ([`Ftl`]), told
+//! exactly which sectors are dead so the cleaner never copies garbage; [`Space`] knows which
+//! are free; one [`Tree`] holds every inode, directory entry, extended attribute and extent
+//! (keys in `layout`); file data lives in whole sectors that extents point to.
+//!
+//! Nothing is changed in place. An operation changes the working version in RAM (dirty tree
+//! nodes) and writes new file data to free sectors; a commit writes the dirty nodes, then
+//! the superblock (sector 0) naming the new root. A power cut returns to the last commit, so
+//! every operation is entirely there or entirely absent, and `fsync`/`sync` (which commit)
+//! make everything before them durable. Commits also happen on their own when the dirty
+//! nodes reach a budget, and before space runs out.
+
+mod check;
+mod file;
+mod layout;
+mod mount;
+mod namespace;
+mod path;
+mod space;
+mod store;
+mod xattr;
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+pub use check::{check_device, CheckReport, Problem};
+pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, PIECE_BLOCKS};
+pub use layout::{FileType, Ino, Inode, Timespec, ROOT_INO};
+pub use namespace::{DirEntry, RenameFlags};
+pub use namespace::{NAME_MAX, TARGET_MAX};
+pub use xattr::XattrFlags;
+pub use xattr::XATTR_VALUE_MAX;
+
+use crate::error::{Error, Result};
+use crate::ftl::{BlockDevice, Ftl, FtlConfig};
+use crate::index::{Tree, TreeConfig};
+use crate::log::Head;
+use crate::media::Segments;
+use layout::{item, key, Superblock};
+use store::Store;
+
+/// When reads update the access time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Atime {
+    /// On every read, as POSIX says; every read then costs a metadata write.
+    Strict,
+    /// When the access time is not newer than the modification or change time, or is a day
+    /// old (Linux's `relatime`): tools that compare times keep working, reads stay cheap.
+    Relative,
+    /// Never.
+    Never,
+}
+
+/// File-system settings. None of them is recorded on flash: a volume mounts with any.
+#[derive(Debug, Clone, Copy)]
+pub struct FsConfig {
+    /// The block device and log underneath.
+    pub ftl: FtlConfig,
+    /// The index's node cache and shape.
+    pub tree: TreeConfig,
+    /// Dirty index nodes that trigger a commit; `None` scales with the volume.
+    pub dirty_limit: Option<usize>,
+    /// Access-time updates.
+    pub atime: Atime,
+    /// The wall clock for timestamps.
+    pub clock: fn() -> Timespec,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        let mut ftl = FtlConfig::default();
+        ftl.log.separate_meta = true;
+        FsConfig {
+            ftl,
+            tree: TreeConfig::default(),
+            dirty_limit: None,
+            atime: Atime::Relative,
+            clock: system_clock,
+        }
+    }
+}
+
+/// The time now, from the host's clock.
+#[cfg(feature = "std")]
+pub fn system_clock() -> Timespec {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timespec {
+        sec: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
+}
+
+/// Without a host clock, time stands at the epoch until the firmware gives one
+/// ([`FsConfig::clock`]).
+#[cfg(not(feature = "std"))]
+pub fn system_clock() -> Timespec {
+    Timespec::default()
+}
+
+/// An inode's attributes, as `stat` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: Ino,
+    /// What it is.
+    pub kind: FileType,
+    /// The rest of its attributes.
+    pub inode: Inode,
+    /// Bytes per block (the unit of `inode.blocks`).
+    pub block_size: u32,
+}
+
+/// What `statfs` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    /// Bytes per block.
+    pub block_size: u32,
+    /// Blocks for files and their metadata.
+    pub blocks: u64,
+    /// Blocks free now (counting those the next commit frees).
+    pub blocks_free: u64,
+    /// Inodes in use.
+    pub files: u64,
+    /// Inodes that could still be made (each needs at least one free block's share).
+    pub files_free: u64,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// A new time for [`SetAttr`]: now, or a given time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTime {
+    /// The clock's time (`UTIME_NOW`).
+    Now,
+    /// This time.
+    At(Timespec),
+}
+
+/// Attribute changes; `None` leaves an attribute as it is (`UTIME_OMIT` for times).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits (the type bits are kept).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<SetTime>,
+    /// New modification time.
+    pub mtime: Option<SetTime>,
+}
+
+/// Counters since mount.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsStats {
+    /// Commits written.
+    pub commits: u64,
+    /// Index nodes written.
+    pub node_writes: u64,
+    /// File bytes written by callers.
+    pub bytes_written: u64,
+}
+
+/// A mounted file system on a flash device.
+#[derive(Debug)]
+pub struct Fs<D: Segments> {
+    tree: Tree<Store<D>>,
+    sb: Superblock,
+    config: FsConfig,
+    /// Open counts of inodes opened through [`Fs::open`].
+    open: BTreeMap<Ino, u32>,
+    /// Inodes in use.
+    inodes: u64,
+    /// Sectors kept free for index nodes: a commit always finds room for its dirty nodes.
+    reserve: u64,
+    dirty_limit: usize,
+    commits: u64,
+    bytes_written: u64,
+    buf: Vec<u8>,
+}
+
+impl<D: Segments> Fs<D> {
+    /// Bytes per block.
+    pub fn block_size(&self) -> u32 {
+        self.sb.block_size
+    }
+
+    /// Commits so far over the volume's life.
+    pub fn commit_count(&self) -> u64 {
+        self.sb.commit
+    }
+
+    /// Counters since mount.
+    pub fn stats(&self) -> FsStats {
+        FsStats {
+            commits: self.commits,
+            node_writes: self.tree.store().node_writes,
+            bytes_written: self.bytes_written,
+        }
+    }
+
+    /// The block device and log underneath (space and wear statistics).
+    pub fn ftl(&self) -> &Ftl<D> {
+        &self.tree.store().ftl
+    }
+
+    /// The block device underneath, mutably (fault injection in tests).
+    pub fn ftl_mut(&mut self) -> &mut Ftl<D> {
+        &mut self.tree.store_mut().ftl
+    }
+
+    /// The index's RAM use.
+    pub fn index_stats(&self) -> crate::index::TreeStats {
+        self.tree.stats()
+    }
+
+    /// Levels of the index.
+    pub fn index_height(&mut self) -> Result<usize> {
+        self.tree.height()
+    }
+
+    /// Commits and gives the device back.
+    pub fn unmount(mut self) -> Result<D> {
+        self.sync()?;
+        Ok(self.tree.into_store().ftl.into_device())
+    }
+
+    /// Gives the device back without committing, as a power cut would leave it.
+    pub fn into_device(self) -> D {
+        self.tree.into_store().ftl.into_device()
+    }
+
+    /// Makes every change so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.commit()
+    }
+
+    /// Makes the file's data and attributes durable (with everything before them: a commit
+    /// is all or nothing).
+    pub fn fsync(&mut self, ino: Ino, _datasync: bool) -> Result<()> {
+        self.inode(ino)?;
+        self.commit()
+    }
+
+    /// Space and inode counts.
+    pub fn statfs(&self) -> StatFs {
+        let space = &self.tree.store().space;
+        let total = self.sb.sectors.saturating_sub(1 + self.reserve);
+        let free = (space.free() + space.pending()).saturating_sub(self.reserve);
+        StatFs {
+            block_size: self.sb.block_size,
+            blocks: total,
+            blocks_free: free.min(total),
+            files: self.inodes,
+            files_free: free,
+            name_max: namespace::NAME_MAX as u32,
+        }
+    }
+
+    /// Uses idle device time to clean ahead of need.
+    pub fn idle(&mut self, d: core::time::Duration) -> Result<core::time::Duration> {
+        self.tree.store_mut().ftl.idle(d)
+    }
+
+    /// Cleans every segment holding dead data (after a commit, so freed files count).
+    pub fn gc(&mut self) -> Result<()> {
+        self.commit()?;
+        self.tree.store_mut().ftl.gc()
+    }
+
+    /// Writes the working version and then the superblock that makes it current.
+    fn commit(&mut self) -> Result<()> {
+        let space = &self.tree.store().space;
+        if !self.tree.is_dirty() && space.pending() == 0 {
+            return Ok(());
+        }
+        let result = self.write_commit();
+        if result.is_err() {
+            // Whatever went wrong, RAM no longer matches a version on flash for sure:
+            // return to the committed one, which mount would find.
+            self.reload()?;
+        }
+        result
+    }
+
+    fn write_commit(&mut self) -> Result<()> {
+        let root = self.tree.commit()?;
+        let store = self.tree.store_mut();
+        store.ftl.flush()?;
+        let sb = Superblock {
+            commit: self.sb.commit + 1,
+            root,
+            ..self.sb
+        };
+        sb.encode(&mut self.buf);
+        store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
+        store.ftl.flush()?;
+        store.committed();
+        self.sb = sb;
+        self.commits += 1;
+        Ok(())
+    }
+
+    /// Forgets the working version: the tree, the free space and the counters go back to
+    /// the last commit.
+    fn reload(&mut self) -> Result<()> {
+        self.tree.abort();
+        self.rescan().map(drop)
+    }
+
+    /// Commits if the working version has grown to the budget.
+    fn maybe_commit(&mut self) -> Result<()> {
+        let space = &self.tree.store().space;
+        if self.tree.stats().dirty_nodes >= self.dirty_limit
+            || space.pending() > self.sb.sectors / 8
+        {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Makes `n` data blocks available beyond the reserve, committing to free released
+    /// ones if that helps.
+    fn ensure_free(&mut self, n: u64) -> Result<()> {
+        let need = n.saturating_add(self.reserve);
+        if self.tree.store().space.free() >= need {
+            return Ok(());
+        }
+        if self.tree.store().space.pending() > 0 {
+            self.commit()?;
+        }
+        if self.tree.store().space.free() >= need {
+            Ok(())
+        } else {
+            Err(Error::NoSpace)
+        }
+    }
+
+    /// The time now.
+    fn now(&self) -> Timespec {
+        (self.config.clock)()
+    }
+
+    /// An inode's attributes.
+    fn inode(&mut self, ino: Ino) -> Result<Inode> {
+        match self.tree.get(&key(ino, item::INODE))? {
+            Some(v) => Inode::decode(&v),
+            None => Err(Error::NotFound),
+        }
+    }
+
+    fn put_inode(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
+        self.tree.insert(&key(ino, item::INODE), &inode.encode())?;
+        Ok(())
+    }
+
+    fn attr(&self, ino: Ino, inode: Inode) -> Result<Attr> {
+        Ok(Attr {
+            ino,
+            kind: inode.file_type()?,
+            inode,
+            block_size: self.sb.block_size,
+        })
+    }
+
+    /// An inode's attributes.
+    pub fn getattr(&mut self, ino: Ino) -> Result<Attr> {
+        let inode = self.inode(ino)?;
+        self.attr(ino, inode)
+    }
+
+    /// Changes attributes: `chmod`, `chown`, `truncate`, `utimens` in one atomic step.
+    pub fn setattr(&mut self, ino: Ino, set: SetAttr) -> Result<Attr> {
+        let mut inode = self.inode(ino)?;
+        let now = self.now();
+        if let Some(size) = set.size {
+            match inode.file_type()? {
+                FileType::Regular => {}
+                FileType::Directory => return Err(Error::IsDir),
+                _ => return Err(Error::InvalidArgument("truncate of a special file")),
+            }
+            self.truncate_inode(ino, &mut inode, size)?;
+            inode.mtime = now;
+        }
+        if let Some(mode) = set.mode {
+            inode.mode = (inode.mode & layout::S_IFMT) | (mode & 0o7777);
+        }
+        if let Some(uid) = set.uid {
+            inode.uid = uid;
+        }
+        if let Some(gid) = set.gid {
+            inode.gid = gid;
+        }
+        let pick = |t: SetTime| match t {
+            SetTime::Now => now,
+            SetTime::At(t) => t,
+        };
+        if let Some(t) = set.atime {
+            inode.atime = pick(t);
+        }
+        if let Some(t) = set.mtime {
+            inode.mtime = pick(t);
+        }
+        if [inode.atime, inode.mtime]
+            .iter()
+            .any(|t| t.nsec >= 1_000_000_000)
+        {
+            return Err(Error::InvalidArgument("nanoseconds past a second"));
+        }
+        inode.ctime = now;
+        self.put_inode(ino, &inode)?;
+        self.maybe_commit()?;
+        self.attr(ino, inode)
+    }
+
+    /// Opens an inode: it keeps its data while open, even once it has no name left.
+    pub fn open(&mut self, ino: Ino) -> Result<Attr> {
+        let attr = self.getattr(ino)?;
+        *self.open.entry(ino).or_insert(0) += 1;
+        Ok(attr)
+    }
+
+    /// Closes an inode opened with [`Fs::open`]; the last close of an inode without a name
+    /// deletes it.
+    pub fn release(&mut self, ino: Ino) -> Result<()> {
+        let Some(n) = self.open.get_mut(&ino) else {
+            return Err(Error::BadHandle);
+        };
+        *n -= 1;
+        if *n > 0 {
+            return Ok(());
+        }
+        self.open.remove(&ino);
+        match self.inode(ino) {
+            Ok(inode) if inode.nlink == 0 => {
+                self.purge(ino)?;
+                self.maybe_commit()
+            }
+            Ok(_) | Err(Error::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn is_open(&self, ino: Ino) -> bool {
+        self.open.contains_key(&ino)
+    }
+}

@@ -1,0 +1,256 @@
+//! Format, mount and the walk over the committed index that both mount and `fsck` use.
+//!
+//! Mount reads the superblock, opens the index at its root and walks every node and
+//! extent once: what they use is in use, the rest of the volume is free, and sectors the
+//! block device still maps outside that set (data of operations a power cut interrupted,
+//! blocks freed since) are forgotten so the cleaner does not copy them.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::layout::{self, item, key, key_u64, Extent, Inode, Superblock, FIRST_INO, ROOT_INO};
+use super::space::Space;
+use super::store::Store;
+use super::{Fs, FsConfig};
+use crate::error::{Error, Result};
+use crate::ftl::{BlockDevice, Ftl};
+use crate::index::{NodePtr, Tree, MIN_NODE_SIZE};
+use crate::log::tag::FORMAT_FILE_SYSTEM;
+use crate::log::Head;
+use crate::media::Segments;
+
+/// Sectors a volume needs at least: the superblock, the reserve and some room for files.
+const MIN_SECTORS: u64 = 64;
+
+/// Sectors in use by the committed version, as the walk found them.
+pub(super) struct Usage {
+    /// One bit per sector.
+    pub used: Vec<u64>,
+    /// Inodes found.
+    pub inodes: u64,
+    /// Orphans to delete.
+    pub orphans: Vec<u64>,
+    /// Largest inode number found.
+    pub max_ino: u64,
+}
+
+impl Usage {
+    fn new(sectors: u64) -> Usage {
+        Usage {
+            used: vec![0; sectors.div_ceil(64) as usize],
+            inodes: 0,
+            orphans: Vec::new(),
+            max_ino: 0,
+        }
+    }
+
+    pub fn is_used(&self, k: u64) -> bool {
+        self.used
+            .get((k / 64) as usize)
+            .is_some_and(|w| w & (1 << (k % 64)) != 0)
+    }
+
+    /// Marks a run used; fails if a sector is outside the volume or already used.
+    pub fn mark(&mut self, start: u64, n: u64) -> Result<()> {
+        let sectors = self.used.len() as u64 * 64;
+        if start.checked_add(n).is_none_or(|e| e > sectors) {
+            return Err(Error::Corrupt("a block beyond the volume"));
+        }
+        for k in start..start + n {
+            let (w, b) = ((k / 64) as usize, k % 64);
+            if self.used[w] & (1 << b) != 0 {
+                return Err(Error::Corrupt("a block used twice"));
+            }
+            self.used[w] |= 1 << b;
+        }
+        Ok(())
+    }
+}
+
+/// Reserve and commit budget for a volume of `sectors`: the reserve holds a commit of a
+/// full budget of dirty nodes plus the nodes one operation can dirty on top.
+fn budgets(sectors: u64, dirty_limit: Option<usize>) -> (u64, usize) {
+    let limit = dirty_limit.unwrap_or((sectors / 64).clamp(8, 512) as usize);
+    (limit as u64 * 2 + 32, limit)
+}
+
+impl<D: Segments> Fs<D> {
+    /// Formats `dev` with an empty file system (just the root directory).
+    pub fn format(dev: D, config: FsConfig) -> Result<Self> {
+        let ss = dev.geometry().slot_size as usize;
+        if ss < MIN_NODE_SIZE {
+            return Err(Error::InvalidArgument(
+                "slots too small for the file system's index nodes",
+            ));
+        }
+        let ftl = Ftl::format_as(dev, config.ftl, FORMAT_FILE_SYSTEM)?;
+        let sectors = ftl.sectors();
+        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit);
+        if sectors < MIN_SECTORS.max(reserve * 2) {
+            return Err(Error::InvalidArgument("device too small for a file system"));
+        }
+        let space = Space::from_used(sectors, |k| k == 0);
+        let store = Store {
+            ftl,
+            space,
+            node_writes: 0,
+        };
+        let tree = Tree::open_with(store, None, config.tree)?;
+        let mut fs = Fs {
+            tree,
+            sb: Superblock {
+                commit: 0,
+                root: NodePtr(0),
+                next_ino: FIRST_INO,
+                sectors,
+                block_size: ss as u32,
+            },
+            config,
+            open: Default::default(),
+            inodes: 1,
+            reserve,
+            dirty_limit,
+            commits: 0,
+            bytes_written: 0,
+            buf: vec![0; ss],
+        };
+        let now = fs.now();
+        let root = Inode {
+            mode: layout::FileType::Directory.mode_bits() | 0o755,
+            uid: 0,
+            gid: 0,
+            nlink: 2,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            blocks: 0,
+            parent: ROOT_INO,
+        };
+        fs.put_inode(ROOT_INO, &root)?;
+        fs.write_commit()?;
+        Ok(fs)
+    }
+
+    /// Mounts the file system on `dev`.
+    pub fn mount(dev: D, config: FsConfig) -> Result<Self> {
+        let ftl = Ftl::mount_as(dev, config.ftl, FORMAT_FILE_SYSTEM)?;
+        let ss = ftl.sector_size();
+        let sectors = ftl.sectors();
+        let mut buf = vec![0; ss];
+        let mut store = Store {
+            ftl,
+            space: Space::default(),
+            node_writes: 0,
+        };
+        store.read(0, &mut buf)?;
+        let sb = Superblock::decode(&buf)?;
+        if sb.sectors != sectors || sb.block_size as usize != ss {
+            return Err(Error::Corrupt(
+                "superblock geometry differs from the volume",
+            ));
+        }
+        if sb.root.0 == 0 || sb.root.0 >= sectors {
+            return Err(Error::Corrupt("superblock root beyond the volume"));
+        }
+        let tree = Tree::open_with(store, Some(sb.root), config.tree)?;
+        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit);
+        let mut fs = Fs {
+            tree,
+            sb,
+            config,
+            open: Default::default(),
+            inodes: 0,
+            reserve,
+            dirty_limit,
+            commits: 0,
+            bytes_written: 0,
+            buf,
+        };
+        let orphans = fs.rescan()?;
+        if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {
+            return Err(Error::Corrupt("no root directory"));
+        }
+        if !orphans.is_empty() {
+            for ino in orphans {
+                fs.purge(ino)?;
+            }
+            fs.commit()?;
+        }
+        Ok(fs)
+    }
+
+    /// Rebuilds free space and counts from the committed version, forgets sectors it does
+    /// not use, and returns the orphans it lists.
+    pub(super) fn rescan(&mut self) -> Result<Vec<u64>> {
+        let usage = self.walk()?;
+        if usage.max_ino >= self.sb.next_ino {
+            return Err(Error::Corrupt(
+                "an inode numbered beyond the superblock's count",
+            ));
+        }
+        let sectors = self.sb.sectors;
+        let space = Space::from_used(sectors, |k| usage.is_used(k));
+        let store = self.tree.store_mut();
+        store.space = space;
+        for k in store.stale() {
+            store.ftl.forget(k);
+        }
+        self.inodes = usage.inodes;
+        Ok(usage.orphans)
+    }
+
+    /// Walks the committed index: every node, then every item.
+    pub(super) fn walk(&mut self) -> Result<Usage> {
+        let mut usage = Usage::new(self.sb.sectors);
+        usage.mark(0, 1)?;
+        let mut nodes = Vec::new();
+        self.tree.committed_nodes(|p| nodes.push(p))?;
+        for p in nodes {
+            usage.mark(p.0, 1)?;
+        }
+        let mut it = self.tree.iter();
+        for entry in &mut it {
+            let (k, v) = entry?;
+            let (ino, ty, rest) = layout::split_key(&k)?;
+            usage.max_ino = usage.max_ino.max(ino);
+            match ty {
+                item::INODE => {
+                    Inode::decode(&v)?;
+                    usage.inodes += 1;
+                }
+                item::EXTENT => {
+                    layout::suffix_u64(rest)?;
+                    let e = Extent::decode(&v)?;
+                    usage.mark(e.start, e.len)?;
+                }
+                item::DIRENT => {
+                    layout::decode_dirent(&v)?;
+                }
+                item::ORPHAN if ino == layout::ORPHANS => {
+                    usage.orphans.push(layout::suffix_u64(rest)?);
+                }
+                item::XATTR => {}
+                _ => return Err(Error::Corrupt("unknown item type in the index")),
+            }
+        }
+        Ok(usage)
+    }
+
+    /// Records that `ino` has no name but is open, so a mount after a power cut deletes it.
+    pub(super) fn add_orphan(&mut self, ino: u64) -> Result<()> {
+        self.tree
+            .insert(&key_u64(layout::ORPHANS, item::ORPHAN, ino), &[])?;
+        Ok(())
+    }
+
+    /// Rewrites the superblock as is: used after a mount that changed nothing else.
+    #[allow(dead_code)]
+    fn write_superblock(&mut self) -> Result<()> {
+        self.sb.encode(&mut self.buf);
+        let store = self.tree.store_mut();
+        store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
+        store.ftl.flush()
+    }
+}

@@ -1,0 +1,189 @@
+//! Free sectors: which sectors of the volume no committed or working version uses.
+//!
+//! Nothing on flash says which sectors are free: mount derives it from the index (every
+//! node and extent of the committed version is in use, the rest is free), so the map can
+//! never disagree with the tree. Sectors the working version stops using stay reserved
+//! until the next commit is durable, because the committed version, which a power cut
+//! returns to, still uses them.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+/// Free sector runs and sectors waiting for a commit.
+#[derive(Debug, Default, Clone)]
+pub struct Space {
+    /// Free runs: first sector to length, never adjacent (adjacent runs merge).
+    free: BTreeMap<u64, u64>,
+    free_count: u64,
+    /// Runs the working version released: free once the next commit is durable.
+    pending: Vec<(u64, u64)>,
+    pending_count: u64,
+    /// Where the last data allocation ended: the next one starts there, so a file written
+    /// in several calls still gets consecutive sectors.
+    cursor: u64,
+}
+
+impl Space {
+    /// Space of a volume of `sectors` sectors where `used(k)` says which are in use.
+    pub fn from_used(sectors: u64, mut used: impl FnMut(u64) -> bool) -> Space {
+        let mut s = Space::default();
+        let mut run: Option<(u64, u64)> = None;
+        for k in 0..sectors {
+            if used(k) {
+                if let Some((a, n)) = run.take() {
+                    s.insert(a, n);
+                }
+            } else {
+                run = Some(match run {
+                    Some((a, n)) => (a, n + 1),
+                    None => (k, 1),
+                });
+            }
+        }
+        if let Some((a, n)) = run {
+            s.insert(a, n);
+        }
+        s
+    }
+
+    /// Free sectors.
+    pub fn free(&self) -> u64 {
+        self.free_count
+    }
+
+    /// Sectors that become free at the next commit.
+    pub fn pending(&self) -> u64 {
+        self.pending_count
+    }
+
+    /// Whether sector `k` is free.
+    pub fn is_free(&self, k: u64) -> bool {
+        self.free
+            .range(..=k)
+            .next_back()
+            .is_some_and(|(&a, &n)| k < a + n)
+    }
+
+    /// Takes up to `want` consecutive free sectors, from the cursor on (wrapping around).
+    pub fn alloc(&mut self, want: u64) -> Option<(u64, u64)> {
+        if want == 0 {
+            return None;
+        }
+        let (&a, &n) = self
+            .free
+            .range(..=self.cursor)
+            .next_back()
+            .filter(|(&a, &n)| self.cursor < a + n)
+            .or_else(|| self.free.range(self.cursor..).next())
+            .or_else(|| self.free.iter().next())?;
+        let start = if self.cursor > a && self.cursor < a + n {
+            self.cursor
+        } else {
+            a
+        };
+        let got = want.min(a + n - start);
+        self.take(start, got);
+        self.cursor = start + got;
+        Some((start, got))
+    }
+
+    /// Takes one free sector for an index node: the lowest, so nodes do not break up the
+    /// runs data allocation walks through.
+    pub fn alloc_node(&mut self) -> Option<u64> {
+        let (&a, _) = self.free.iter().next()?;
+        self.take(a, 1);
+        Some(a)
+    }
+
+    /// Returns sectors that no version uses (allocated and never committed).
+    pub fn unalloc(&mut self, start: u64, n: u64) {
+        self.insert(start, n);
+    }
+
+    /// The working version no longer uses these sectors.
+    pub fn release(&mut self, start: u64, n: u64) {
+        if n > 0 {
+            self.pending.push((start, n));
+            self.pending_count += n;
+        }
+    }
+
+    /// The commit that released the pending sectors is durable: frees them and returns
+    /// them, for the block device to forget.
+    pub fn committed(&mut self) -> Vec<(u64, u64)> {
+        let runs = core::mem::take(&mut self.pending);
+        self.pending_count = 0;
+        for &(a, n) in &runs {
+            self.insert(a, n);
+        }
+        runs
+    }
+
+    fn take(&mut self, start: u64, n: u64) {
+        let (&a, &len) = self
+            .free
+            .range(..=start)
+            .next_back()
+            .expect("taking a sector that is free");
+        debug_assert!(start + n <= a + len);
+        self.free.remove(&a);
+        if start > a {
+            self.free.insert(a, start - a);
+        }
+        if start + n < a + len {
+            self.free.insert(start + n, a + len - start - n);
+        }
+        self.free_count -= n;
+    }
+
+    fn insert(&mut self, mut a: u64, mut n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.free_count += n;
+        if let Some((&pa, &pn)) = self.free.range(..a).next_back() {
+            if pa + pn == a {
+                self.free.remove(&pa);
+                a = pa;
+                n += pn;
+            }
+        }
+        if let Some(&nn) = self.free.get(&(a + n)) {
+            self.free.remove(&(a + n));
+            n += nn;
+        }
+        self.free.insert(a, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_runs_merges_frees_and_waits_for_commits() {
+        let mut s = Space::from_used(100, |k| k == 0 || (40..50).contains(&k));
+        assert_eq!(s.free(), 89);
+        assert!(!s.is_free(0) && s.is_free(1) && !s.is_free(45) && s.is_free(99));
+        assert_eq!(s.alloc(30), Some((1, 30)));
+        assert_eq!(s.alloc(30), Some((31, 9)));
+        assert_eq!(s.alloc(5), Some((50, 5)));
+        assert_eq!(s.alloc_node(), Some(55));
+        s.release(1, 30);
+        assert_eq!(s.pending(), 30);
+        assert!(!s.is_free(10));
+        assert_eq!(s.committed(), [(1, 30)]);
+        assert!(s.is_free(10));
+        s.unalloc(55, 1);
+        s.unalloc(50, 5);
+        assert_eq!(s.free(), 89 - 39 + 30);
+        // Everything from 50 on merged back into one run.
+        assert_eq!(s.free.get(&50), Some(&50));
+        let mut got = 0;
+        while let Some((_, n)) = s.alloc(7) {
+            got += n;
+        }
+        assert_eq!(got, 80);
+        assert_eq!(s.free(), 0);
+    }
+}
