@@ -6,6 +6,8 @@
 //!   without a separate cleaning head, and 4 KB reads; measured in device time.
 //! - [`report`]: the results as a table in the paper's form, or as JSON lines.
 //! - [`plot`]: the results as PNG and SVG figures.
+//! - [`scale`]: directory lookups and random file reads as a directory and a file grow
+//!   on the native file system (cold cache, device time).
 //! - [`torture`]: power cuts at device operations of block-device workloads, checked after
 //!   every remount against a model of what may survive.
 //!
@@ -22,6 +24,7 @@ mod error;
 pub mod kawaguchi;
 pub mod plot;
 pub mod report;
+pub mod scale;
 pub mod torture;
 pub mod workload;
 

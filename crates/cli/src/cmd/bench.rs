@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
+use flashfs_bench::scale::{run_scale, ScaleOptions};
 use flashfs_bench::workload::Pattern;
 use flashfs_bench::{plot, report};
 
@@ -15,7 +16,9 @@ use crate::Global;
 pub const EXAMPLES: &str = "Examples:
   flashfs bench kawaguchi --quick               every row, a short run each (under a minute)
   flashfs bench kawaguchi --plot out/           the full run (192 MB per row), with plots
-  flashfs bench kawaguchi --pattern hot-cold --util 90 --policy adaptive --json";
+  flashfs bench kawaguchi --pattern hot-cold --util 90 --policy adaptive --json
+  flashfs bench scale --quick                   lookups and seeks as a directory and a file grow
+  flashfs bench scale                           100,000 files, a 1 GiB file, on the 1 GiB NAND";
 
 /// Which experiment.
 #[derive(Debug, Subcommand)]
@@ -25,6 +28,28 @@ pub enum Command {
     /// with the paper's figures beside ours.
     #[command(after_help = EXAMPLES)]
     Kawaguchi(KawaguchiArgs),
+    /// The native file system at scale: cold lookups in a directory of up to 100,000 files,
+    /// cold random 4 KiB reads of a 1 GiB file and of a file fragmented into tens of
+    /// thousands of extents; page reads and device time per operation.
+    #[command(after_help = EXAMPLES)]
+    Scale(ScaleArgs),
+}
+
+/// Options of `flashfs bench scale`.
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    /// Smaller sizes on the 128 MiB NAND (seconds instead of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per row instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Device preset (NAND).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Cold operations measured per row.
+    #[arg(long)]
+    samples: Option<u64>,
 }
 
 /// Options of `flashfs bench kawaguchi`.
@@ -62,7 +87,51 @@ pub struct KawaguchiArgs {
 
 /// Runs a benchmark and prints what it measured.
 pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
-    let Command::Kawaguchi(args) = cmd;
+    match cmd {
+        Command::Kawaguchi(args) => kawaguchi(args, global, out),
+        Command::Scale(args) => scale(args, global, out),
+    }
+}
+
+fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        ScaleOptions::quick()
+    } else {
+        ScaleOptions::default()
+    };
+    if let Some(p) = &args.preset {
+        opts.preset = p.clone();
+    }
+    if let Some(n) = args.samples {
+        if n == 0 {
+            bail!("--samples must be at least 1");
+        }
+        opts.samples = n;
+    }
+    let bar = global.progress_bar(1, "{msg:>16} [{bar:40}] {pos}/{len} {eta}");
+    let rows = run_scale(&opts, &mut |label, done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(label.to_string());
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        for r in &rows {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
+        }
+    } else {
+        writeln!(
+            out,
+            "preset {}, native file system, default configuration but access times off; {} cold \
+             operations per row (index cache emptied before each); device time",
+            opts.preset, opts.samples
+        )?;
+        out.write_all(flashfs_bench::scale::table(&rows).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn kawaguchi(args: &KawaguchiArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     let mut opts = if args.quick {
         KawaguchiOptions::quick()
     } else {

@@ -81,6 +81,12 @@ impl<D: Segments> Fs<D> {
         Ok(done)
     }
 
+    /// The file's extents, by first file block (`FIEMAP`).
+    pub fn extents(&mut self, ino: Ino) -> Result<Vec<(u64, Extent)>> {
+        self.inode(ino)?;
+        self.extents_in(ino, 0, u64::MAX)
+    }
+
     /// Writes `data` at the end of the file; returns the offset it went to.
     pub fn append(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
         let off = self.regular(ino)?.size;

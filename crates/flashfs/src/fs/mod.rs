@@ -28,7 +28,7 @@ use alloc::vec::Vec;
 
 pub use check::{check_device, CheckReport, Problem};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, PIECE_BLOCKS};
-pub use layout::{FileType, Ino, Inode, Timespec, ROOT_INO};
+pub use layout::{Extent, FileType, Ino, Inode, Timespec, ROOT_INO};
 pub use namespace::{DirEntry, RenameFlags};
 pub use namespace::{NAME_MAX, TARGET_MAX};
 pub use xattr::XattrFlags;
@@ -225,6 +225,11 @@ impl<D: Segments> Fs<D> {
     /// Levels of the index.
     pub fn index_height(&mut self) -> Result<usize> {
         self.tree.height()
+    }
+
+    /// Unloads every clean cached index node, e.g. to measure lookups from flash.
+    pub fn drop_caches(&mut self) {
+        self.tree.drop_cache();
     }
 
     /// Commits and gives the device back.
