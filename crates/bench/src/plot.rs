@@ -1,6 +1,6 @@
 //! Plots of a run, as PNG and SVG: throughput against cumulative MB written, one figure per
 //! pattern (the paper's Figs 5-7), and the segment-utilization histogram after the
-//! hot-and-cold run (Fig 8).
+//! hot-and-cold run (Fig 8); and bar charts of any histogram ([`bar_chart`]).
 //!
 //! Text is drawn with DejaVu Sans, shipped in `assets/` (with its license) and embedded in
 //! the binary, so PNGs render the same on machines without fonts.
@@ -355,4 +355,86 @@ pub fn plot_all(rows: &[Row], dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(files)
+}
+
+/// A bar chart: one bar per `(label, value)`, labels along the x axis.
+fn draw_bars<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    bars: &[(String, u64)],
+) -> Result<()> {
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, (FONT, 22)).map_err(err)?;
+    let n = bars.len().max(1) as u32;
+    let ymax = bars.iter().map(|b| b.1).max().unwrap_or(0).max(1);
+    // Headroom above the tallest bar, and whole numbers on the axis.
+    let ymax = ymax + ymax.div_ceil(10);
+    let mut chart = ChartBuilder::on(&root)
+        .margin(15)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d((0u32..n - 1).into_segmented(), 0u64..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(bars.len().max(1))
+        .x_label_formatter(&|v| match v {
+            SegmentValue::Exact(i) | SegmentValue::CenterOf(i) => bars
+                .get(*i as usize)
+                .map(|b| b.0.clone())
+                .unwrap_or_default(),
+            SegmentValue::Last => String::new(),
+        })
+        .y_label_formatter(&|v| format!("{v}"))
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 14))
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(
+            Histogram::vertical(&chart)
+                .style(COLORS[0].filled())
+                .margin(3)
+                .data(bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
+        )
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Writes a bar chart as `<dir>/<name>.png` and `<dir>/<name>.svg` (creating `dir` if
+/// missing) and returns the two files: one bar per `(label, value)`, e.g. the rows of a
+/// histogram.
+pub fn bar_chart(
+    dir: &Path,
+    name: &str,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    bars: &[(String, u64)],
+) -> Result<Vec<PathBuf>> {
+    register_font()?;
+    std::fs::create_dir_all(dir)?;
+    let size = (160 + 60 * bars.len().max(8) as u32, 420);
+    let png = dir.join(format!("{name}.png"));
+    draw_bars(
+        BitMapBackend::new(&png, size).into_drawing_area(),
+        title,
+        x_desc,
+        y_desc,
+        bars,
+    )?;
+    let svg = dir.join(format!("{name}.svg"));
+    draw_bars(
+        SVGBackend::new(&svg, size).into_drawing_area(),
+        title,
+        x_desc,
+        y_desc,
+        bars,
+    )?;
+    Ok(vec![png, svg])
 }

@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context};
 use flash::preset::{self, Preset};
 use flash::spec::{Cells, DeviceSpec};
 use flash::store::Store;
-use flash::{FlashError, IoErrorKind, NandFlash, NandSim, NorSim, NvramSim, Simulated};
+use flash::{FlashError, ImageMeta, IoErrorKind, NandFlash, NandSim, NorSim, NvramSim, Simulated};
 
 use crate::units;
 
@@ -311,6 +311,38 @@ pub fn histogram(counts: &[u32], bins: u32, width: usize) -> Vec<(String, u64, S
             (label, n, "#".repeat(bar))
         })
         .collect()
+}
+
+/// Checks that an image may be created at `path`: refuses a directory, and an existing file
+/// unless `force`. Returns whether a file is there (to be replaced).
+pub fn check_target(path: &Path, force: bool) -> anyhow::Result<bool> {
+    let shown = shown(path);
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Err(anyhow!("{shown}: is a directory")),
+        Ok(_) if !force => Err(anyhow!("{shown}: file exists (use --force to replace it)")),
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error(e).context(shown)),
+    }
+}
+
+/// Creates a fresh image of `preset` at `path`, which must not exist: every block erased and
+/// unworn, factory bad blocks from `seed`. Nothing is left behind on failure.
+pub fn create_image(path: &Path, preset: &Preset, seed: u64) -> anyhow::Result<()> {
+    let meta = ImageMeta::new(preset.name, seed);
+    let made = match preset.spec {
+        DeviceSpec::Nor(s) => NorSim::create(path, s, meta).and_then(|mut d| d.flush()),
+        DeviceSpec::Nand(s) => NandSim::create(path, s, meta).and_then(|mut d| d.flush()),
+        DeviceSpec::Nvram(s) => NvramSim::create(path, s, meta).and_then(|mut d| d.flush()),
+    };
+    if let Err(e) = made {
+        // Do not leave a half-made image behind (but never remove what was there before).
+        if !matches!(e, FlashError::Io(IoErrorKind::AlreadyExists)) {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(explain(e).context(shown(path)));
+    }
+    Ok(())
 }
 
 /// `path` for messages.

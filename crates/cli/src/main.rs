@@ -1,11 +1,14 @@
 //! `flashfs`: the command line of the flashfs project.
 //!
 //! Every failure ends the process with one line on stderr (`flashfs: <message>`) and a
-//! non-zero exit code: 1 for a failed command, 2 for a command line that does not parse.
+//! non-zero exit code: 1 for a failed command, 2 for a command line that does not parse
+//! (`fsck` has e2fsck's codes instead: 8 when it cannot check, 16 for its command line).
 
 mod cmd;
 mod device;
+mod mount;
 mod units;
+mod volume;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -19,6 +22,10 @@ Examples:
   flashfs presets                               list the simulated devices
   flashfs sim create dev.img --preset nand-128m create a sparse simulated-device image
   flashfs sim info dev.img                      show its geometry and wear
+  flashfs mkfs dev.img --preset nand-128m --ftl create an image holding a block device
+  flashfs mount dev.img mnt/                    serve it as mnt/disk.img through FUSE
+  flashfs info dev.img                          space, wear and segment utilization
+  flashfs fsck dev.img                          check it (exit codes as e2fsck)
   flashfs torture                               power cuts at random device operations, checked";
 
 /// A file system for raw flash memory (NOR, NAND, MLC NAND) and NVRAM, with faithful
@@ -51,6 +58,18 @@ enum Command {
     /// Cut the power at device operations of workloads and check every remount.
     #[command(after_help = cmd::torture::EXAMPLES)]
     Torture(cmd::torture::Args),
+    /// Create an image of a simulated device and format a volume on it.
+    #[command(after_help = cmd::mkfs::EXAMPLES)]
+    Mkfs(cmd::mkfs::Args),
+    /// Show what an image holds: space, wear, segment utilization (it is only read).
+    #[command(after_help = cmd::info::EXAMPLES)]
+    Info(cmd::info::Args),
+    /// Check a volume and, with --repair, fix it (exit codes as e2fsck).
+    #[command(after_help = cmd::fsck::EXAMPLES)]
+    Fsck(cmd::fsck::Args),
+    /// Serve a volume through FUSE (a block device as one file).
+    #[command(after_help = mount::EXAMPLES)]
+    Mount(mount::Args),
 }
 
 /// Options every command sees.
@@ -102,21 +121,30 @@ fn main() -> ExitCode {
     };
     let stdout = io::stdout();
     let mut out = stdout.lock();
+    let mut failure = 1;
+    let done = |()| 0u8;
     let result = match cli.command {
-        Command::Presets(args) => cmd::presets::run(&args, &mut out),
-        Command::Sim(c) => cmd::sim::run(&c, &mut out),
-        Command::Demo(args) => cmd::demo::run(&args, global, &mut out),
-        Command::Bench(c) => cmd::bench::run(&c, global, &mut out),
-        Command::Torture(args) => cmd::torture::run(&args, global, &mut out),
+        Command::Presets(args) => cmd::presets::run(&args, &mut out).map(done),
+        Command::Sim(c) => cmd::sim::run(&c, &mut out).map(done),
+        Command::Demo(args) => cmd::demo::run(&args, global, &mut out).map(done),
+        Command::Bench(c) => cmd::bench::run(&c, global, &mut out).map(done),
+        Command::Torture(args) => cmd::torture::run(&args, global, &mut out).map(done),
+        Command::Mkfs(args) => cmd::mkfs::run(&args, &mut out).map(done),
+        Command::Info(args) => cmd::info::run(&args, &mut out).map(done),
+        Command::Fsck(args) => {
+            failure = cmd::fsck::OPERATIONAL;
+            cmd::fsck::run(&args, global, &mut out)
+        }
+        Command::Mount(args) => mount::run(&args, &mut out).map(done),
     }
-    .and_then(|()| out.flush().map_err(anyhow::Error::from));
+    .and_then(|code| Ok(out.flush().map(|()| code)?));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         // The reader went away (`flashfs presets | head`): not an error of ours.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("flashfs: {}", one_line(&format!("{e:#}")));
-            ExitCode::FAILURE
+            ExitCode::from(failure)
         }
     }
 }
@@ -157,7 +185,11 @@ fn usage_error(e: clap::Error) -> ExitCode {
                 msg.strip_prefix("error: ").unwrap_or(&msg).to_string()
             };
             eprintln!("flashfs: {} (see `{command} --help`)", one_line(&msg));
-            ExitCode::from(2)
+            if command == "flashfs fsck" {
+                ExitCode::from(cmd::fsck::USAGE)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }

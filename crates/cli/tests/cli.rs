@@ -295,6 +295,10 @@ fn every_command_has_help_with_an_example() {
         &["sim", "info"][..],
         &["demo"][..],
         &["torture"][..],
+        &["mkfs"][..],
+        &["info"][..],
+        &["fsck"][..],
+        &["mount"][..],
     ] {
         flashfs()
             .args(args)
@@ -450,6 +454,8 @@ fn torture_prints_measured_counts_as_json_and_finds_no_violation() {
             "torture",
             "--preset",
             "nand-128m",
+            "--fault",
+            "power-cut",
             "--workload",
             "database",
             "--cuts",
@@ -465,7 +471,8 @@ fn torture_prints_measured_counts_as_json_and_finds_no_violation() {
     assert_eq!(objs.len(), 1);
     let o = &objs[0];
     assert_eq!(o["preset"], "nand-128m");
-    assert_eq!(o["kind"], "ftl");
+    assert_eq!(o["target"], "ftl");
+    assert_eq!(o["kind"], "power-cut");
     assert_eq!(o["workload"], "database");
     assert_eq!(o["cases"], 20);
     assert_eq!(o["violations"], 0);
@@ -488,4 +495,136 @@ fn torture_refuses_bad_options_in_one_line() {
     assert!(line.contains("NVRAM"), "{line}");
     fails(flashfs().args(["torture", "--torn"]), 2);
     fails(flashfs().args(["torture", "--workload", "nope"]), 2);
+    fails(flashfs().args(["torture", "--fault", "nope"]), 2);
+    // NOR has no ECC: a run of nothing but ECC faults on NOR has nothing to do.
+    let line = fails(
+        flashfs().args(["torture", "--preset", "w25q64jv", "--fault", "ecc-within"]),
+        1,
+    );
+    assert!(
+        line.contains("does not apply") || line.contains("no selected fault"),
+        "{line}"
+    );
+}
+
+#[test]
+fn torture_reports_each_fault_kind_in_its_own_row_with_media_counts() {
+    let out = flashfs()
+        .args([
+            "torture",
+            "--preset",
+            "nand-128m",
+            "--preset",
+            "w25q64jv",
+            "--fault",
+            "mount-cut",
+            "--fault",
+            "ecc-within",
+            "--fault",
+            "ecc-beyond",
+            "--fault",
+            "wear-out",
+            "--fault",
+            "bad-blocks",
+            "--workload",
+            "kawaguchi-random",
+            "--cuts",
+            "5",
+            "--ops",
+            "80",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let objs = json_lines(&out);
+    let rows: Vec<(String, String)> = objs
+        .iter()
+        .map(|o| {
+            (
+                o["preset"].as_str().unwrap().to_string(),
+                o["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    // NOR keeps only the kinds that apply to it.
+    let want = [
+        ("nand-128m", "mount-cut"),
+        ("nand-128m", "ecc-within"),
+        ("nand-128m", "ecc-beyond"),
+        ("nand-128m", "wear-out"),
+        ("nand-128m", "bad-blocks"),
+        ("w25q64jv", "mount-cut"),
+        ("w25q64jv", "wear-out"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(p, k)| (p.to_string(), k.to_string()))
+        .collect();
+    assert_eq!(rows, want);
+    for o in &objs {
+        assert_eq!(o["workload"], "kawaguchi-random", "{o}");
+        assert_eq!(o["cases"], 5, "{o}");
+        assert_eq!(o["violations"], 0, "{o}");
+        for field in [
+            "cuts",
+            "remounts",
+            "bytes_verified",
+            "media_errors",
+            "rolled_back",
+            "typed_errors",
+            "mount_errors",
+        ] {
+            assert!(o[field].is_u64(), "{field} in {o}");
+        }
+        assert!(o["bytes_verified"].as_u64().unwrap() > 0, "{o}");
+        if o["kind"] == "ecc-within" {
+            assert_eq!(o["media_errors"], 0, "{o}");
+            assert_eq!(o["typed_errors"], 0, "{o}");
+        }
+    }
+}
+
+#[test]
+fn torture_violations_print_a_reproducer_that_replays_the_case() {
+    // Silent program failures lose data the block device acknowledged: the torture says so.
+    let out = flashfs()
+        .args([
+            "torture",
+            "--preset",
+            "nand-128m",
+            "--fault",
+            "silent",
+            "--workload",
+            "append-log",
+            "--cuts",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("violation: nand-128m ftl silent append-log seed "))
+        .unwrap_or_else(|| panic!("no violation line: {stdout}"));
+    let repro = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("  reproduce: "))
+        .unwrap();
+    assert!(
+        repro.starts_with(
+            "flashfs torture --preset nand-128m --fault silent --workload append-log --seed "
+        ),
+        "{repro}"
+    );
+    // The reproducer replays exactly that case, with the same violation.
+    let args: Vec<&str> = repro.split_whitespace().skip(1).collect();
+    let again = flashfs().args(&args).output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    let again = String::from_utf8(again.stdout).unwrap();
+    assert!(again.contains(line), "{line}\n{again}");
+    assert!(again.contains(" 1 "), "one case: {again}");
 }

@@ -2,6 +2,9 @@
 
 pub mod bench;
 pub mod demo;
+pub mod fsck;
+pub mod info;
+pub mod mkfs;
 pub mod presets;
 pub mod sim;
 pub mod torture;

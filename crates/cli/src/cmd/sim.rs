@@ -3,10 +3,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use flash::image::image_len;
 use flash::spec::DeviceSpec;
-use flash::{ImageMeta, NandSim, NorSim, NvramSim, Simulated, WearModel};
+use flash::WearModel;
 use serde::Serialize;
 
 use crate::device::{self, AnySim, AtPath, ReadOnlyFile, Spread};
@@ -79,30 +79,12 @@ fn create(a: &CreateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let preset = device::lookup(&a.preset)?;
     let path = a.image.as_path();
     let shown = device::shown(path);
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => return Err(anyhow!("{shown}: is a directory")),
-        Ok(_) if !a.force => {
-            return Err(anyhow!("{shown}: file exists (use --force to replace it)"))
-        }
-        Ok(_) => std::fs::remove_file(path)
+    if device::check_target(path, a.force)? {
+        std::fs::remove_file(path)
             .map_err(device::io_error)
-            .with_context(|| format!("{shown}: cannot replace"))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(device::io_error(e).context(shown)),
+            .with_context(|| format!("{shown}: cannot replace"))?;
     }
-    let meta = ImageMeta::new(preset.name, a.seed);
-    let made = match preset.spec {
-        DeviceSpec::Nor(s) => NorSim::create(path, s, meta).and_then(|mut d| d.flush()),
-        DeviceSpec::Nand(s) => NandSim::create(path, s, meta).and_then(|mut d| d.flush()),
-        DeviceSpec::Nvram(s) => NvramSim::create(path, s, meta).and_then(|mut d| d.flush()),
-    };
-    if let Err(e) = made {
-        // Do not leave a half-made image behind (but never remove what was there before).
-        if !matches!(e, flash::FlashError::Io(flash::IoErrorKind::AlreadyExists)) {
-            let _ = std::fs::remove_file(path);
-        }
-        return Err(device::explain(e).context(shown));
-    }
+    device::create_image(path, &preset, a.seed)?;
     let file = ReadOnlyFile::open(path).with_context(|| shown.clone())?;
     writeln!(
         out,

@@ -1,0 +1,229 @@
+//! `flashfs fsck`: check a volume, and with `--repair` fix what can be fixed. Exit codes
+//! are e2fsck's: 0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational error
+//! (no image, not a flash image, no volume on it), 16 usage error.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use flashfs::{BlockDevice, FtlConfig};
+
+use crate::device;
+use crate::units::count;
+use crate::volume::{AnyFtl, Format, ImageStore, Media};
+use crate::Global;
+
+/// Examples shown by `flashfs fsck --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  flashfs fsck dev.img              check; the image is only read
+  flashfs fsck dev.img --repair     check and fix what can be fixed
+
+Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrected,
+8 operational error (missing or unreadable image, no volume on it), 16 usage error.
+The block device is checked by mounting it (which rebuilds its map from the log, as after
+a power cut) and reading every sector; a sector whose flash can no longer be read has lost
+its data: --repair makes it read as zeros, so the file system on top can be checked.";
+
+/// Options of `flashfs fsck`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The image file to check.
+    pub image: PathBuf,
+    /// Fix what can be fixed (without it the image is only read).
+    #[arg(long)]
+    pub repair: bool,
+}
+
+/// No errors.
+pub const CLEAN: u8 = 0;
+/// Errors were found and corrected.
+pub const CORRECTED: u8 = 1;
+/// Errors were found and left.
+pub const UNCORRECTED: u8 = 4;
+/// The check could not be made.
+pub const OPERATIONAL: u8 = 8;
+/// The command line did not parse.
+pub const USAGE: u8 = 16;
+
+/// Sectors read per request.
+const BATCH: u64 = 64;
+
+/// Runs `flashfs fsck`; returns the exit code. An error is an operational error (8).
+pub fn run(a: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let path = a.image.as_path();
+    let shown = device::shown(path);
+    let store = ImageStore::open(path, a.repair)?;
+    let (media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let code = match format {
+        Format::Unformatted => {
+            return Err(anyhow!(
+                "{shown}: no flashfs volume on the image (`flashfs mkfs` formats one)"
+            ))
+        }
+        Format::BlockDevice { .. } => check_ftl(media, a, global, out)?,
+        Format::Native { .. } => check_native(media, a, global, out)?,
+    };
+    Ok(code)
+}
+
+/// Checks the block device: mounts it and reads every sector.
+fn check_ftl(
+    media: Media<ImageStore>,
+    a: &Args,
+    global: Global,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let shown = device::shown(&a.image);
+    let mut ftl = match AnyFtl::mount(media, FtlConfig::default()) {
+        Ok(f) => f,
+        Err(e) => return mount_failed(e, &shown, out),
+    };
+    let (n, ss) = (ftl.sectors(), ftl.sector_size());
+    let bar = global.progress_bar(n, "checking {bar:40} {pos}/{len} sectors {eta}");
+    let mut lost = Vec::new();
+    let mut buf = vec![0u8; BATCH as usize * ss];
+    let mut at = 0;
+    while at < n {
+        let k = BATCH.min(n - at);
+        let chunk = &mut buf[..k as usize * ss];
+        if let Err(e) = ftl.read(at, chunk) {
+            if e != flashfs::Error::Io {
+                return Err(anyhow::Error::new(e).context(format!("{shown}: sector {at}")));
+            }
+            // Find the sectors that fail.
+            for s in at..at + k {
+                match ftl.read(s, &mut chunk[..ss]) {
+                    Ok(()) => {}
+                    Err(flashfs::Error::Io) => lost.push(s),
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e).context(format!("{shown}: sector {s}")))
+                    }
+                }
+            }
+        }
+        at += k;
+        bar.set_position(at);
+    }
+    bar.finish_and_clear();
+    let (space, log) = ftl.usage();
+    let state = format!(
+        "{} of {} sectors in use, {} of {} segments free",
+        count(space.used_bytes / ss as u64),
+        count(n),
+        count(log.free_segments),
+        count(log.segments)
+    );
+    let mut code = CLEAN;
+    if lost.is_empty() {
+        writeln!(out, "{shown}: clean, {state}")?;
+    } else if !a.repair {
+        writeln!(
+            out,
+            "{shown}: {} unreadable sector{} (data lost): {}; `--repair` makes them read as zeros",
+            count(lost.len() as u64),
+            device::plural(lost.len() as u64),
+            list(&lost)
+        )?;
+        code = UNCORRECTED;
+    } else {
+        for run in runs(&lost) {
+            ftl.trim(run.0, run.1)
+                .with_context(|| format!("{shown}: cannot repair sector {}", run.0))?;
+        }
+        let mut check = vec![0u8; ss];
+        for &s in &lost {
+            ftl.read(s, &mut check)
+                .with_context(|| format!("{shown}: sector {s} still fails"))?;
+        }
+        writeln!(
+            out,
+            "{shown}: {} unreadable sector{} now read as zeros (their data was lost): {}; {state}",
+            count(lost.len() as u64),
+            device::plural(lost.len() as u64),
+            list(&lost)
+        )?;
+        code = CORRECTED;
+    }
+    ftl.close().with_context(|| shown.clone())?;
+    Ok(code)
+}
+
+/// A volume that does not mount has errors left; an image that cannot be read is an
+/// operational error.
+fn mount_failed(e: anyhow::Error, shown: &str, out: &mut dyn Write) -> anyhow::Result<u8> {
+    match e.downcast_ref::<flashfs::Error>() {
+        Some(flashfs::Error::Flash(flash::FlashError::Io(_))) | None => {
+            Err(e.context(format!("{shown}: cannot mount the block device")))
+        }
+        Some(fe) => {
+            writeln!(
+                out,
+                "{shown}: the block device does not mount: {}",
+                crate::one_line(&fe.to_string())
+            )?;
+            Ok(UNCORRECTED)
+        }
+    }
+}
+
+/// Checks the native file system on `media` (read-only unless `--repair`): where the
+/// native file system's check plugs in. Returns the exit code, as [`check_ftl`].
+fn check_native(
+    media: Media<ImageStore>,
+    a: &Args,
+    global: Global,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let _ = (media, global, out);
+    Err(anyhow!(
+        "{}: a native file-system volume, which this build cannot check",
+        device::shown(&a.image)
+    ))
+}
+
+/// Consecutive sectors as (first, count).
+fn runs(sectors: &[u64]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &s in sectors {
+        match out.last_mut() {
+            Some((first, n)) if *first + *n == s => *n += 1,
+            _ => out.push((s, 1)),
+        }
+    }
+    out
+}
+
+/// `3, 7-9, 12` (at most ten runs, then `...`).
+fn list(sectors: &[u64]) -> String {
+    let runs = runs(sectors);
+    let mut parts: Vec<String> = runs
+        .iter()
+        .take(10)
+        .map(|&(s, n)| {
+            if n == 1 {
+                s.to_string()
+            } else {
+                format!("{s}-{}", s + n - 1)
+            }
+        })
+        .collect();
+    if runs.len() > 10 {
+        parts.push("...".into());
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sector_lists_are_runs() {
+        assert_eq!(runs(&[3, 7, 8, 9, 12]), vec![(3, 1), (7, 3), (12, 1)]);
+        assert_eq!(list(&[3, 7, 8, 9, 12]), "3, 7-9, 12");
+        let many: Vec<u64> = (0..30).map(|i| i * 2).collect();
+        assert!(list(&many).ends_with(", ..."));
+        assert_eq!(list(&[]), "");
+    }
+}

@@ -1,0 +1,365 @@
+//! `flashfs info`: what an image holds, how full it is and how worn, as text, JSON and
+//! plots. The image is only read: whatever mounting it records stays in memory.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use flash::spec::DeviceSpec;
+use flash::store::Store;
+use flashfs::FtlConfig;
+use serde::Serialize;
+
+use crate::device::{self, AtPath, Spread};
+use crate::units::{self, bytes, count};
+use crate::volume::{AnyFtl, Format, ImageStore, LogUsage, Media, Space};
+
+/// Examples shown by `flashfs info --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  flashfs info dev.img
+  flashfs info dev.img --json
+  flashfs info dev.img --plot out/       also writes out/erase-counts.{png,svg} and
+                                         out/segment-utilization.{png,svg}
+
+The image is only read, never changed.";
+
+/// Options of `flashfs info`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The image file to inspect (it is only read).
+    pub image: PathBuf,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw the erase-count and segment-utilization histograms, as PNG and SVG, into
+    /// this directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Bins of the erase-count histogram.
+const ERASE_BINS: u32 = 10;
+
+/// What `info --json` prints.
+#[derive(Debug, Serialize)]
+struct InfoJson {
+    image: String,
+    preset: String,
+    seed: u64,
+    kind: &'static str,
+    geometry: String,
+    capacity_bytes: u64,
+    file_bytes: u64,
+    allocated_bytes: u64,
+    format: &'static str,
+    format_code: Option<u8>,
+    space: Option<Space>,
+    log: Option<LogUsage>,
+    write_amplification: Option<f64>,
+    write_amplification_note: &'static str,
+    endurance_cycles: u64,
+    erase_counts: Option<Spread>,
+    total_erases: u64,
+    bad_blocks: Option<u64>,
+    erase_count_histogram: Vec<Bin>,
+    segment_utilization_histogram: Vec<Bin>,
+    plots: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Bin {
+    bin: String,
+    count: u64,
+}
+
+/// Why `info` gives no write amplification.
+const WAF_NOTE: &str = "not recorded in the image: it keeps each block's erase count and the \
+log's sequence numbers, not program counts (`flashfs bench` measures it)";
+
+/// The volume on an image, as far as the command line reads it.
+struct Volume {
+    format: Format,
+    space: Option<Space>,
+    log: Option<LogUsage>,
+}
+
+/// Runs `flashfs info`.
+pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let path = a.image.as_path();
+    let shown = device::shown(path);
+    let store = ImageStore::open(path, false)?;
+    let file_bytes = store.len();
+    let allocated = store.allocated_bytes().with_context(|| shown.clone())?;
+    let (spec, meta) = flash::image::read_header(&store).at(path)?;
+    let (mut media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let counts = media.sim().erase_counts();
+    let bad = media.bad_blocks().at(path)?;
+    let volume = read_volume(media, format).with_context(|| shown.clone())?;
+
+    let endurance = match spec {
+        DeviceSpec::Nor(s) => s.endurance as u64,
+        DeviceSpec::Nand(s) => s.endurance as u64,
+        DeviceSpec::Nvram(s) => s.endurance,
+    };
+    let spread = (!counts.is_empty()).then(|| Spread::of(&counts));
+    let total_erases: u64 = counts.iter().map(|&c| c as u64).sum();
+    let erase_hist = device::histogram(&counts, ERASE_BINS, 40);
+    let util_hist: Vec<(String, u64)> = volume
+        .log
+        .as_ref()
+        .map(|l| {
+            l.utilization_histogram
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (format!("{}-{}%", i * 10, (i + 1) * 10), n))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut plots = Vec::new();
+    if let Some(dir) = &a.plot {
+        let shown_dir = device::shown(dir);
+        let bars: Vec<(String, u64)> = erase_hist
+            .iter()
+            .map(|(label, n, _)| (label.replace(',', ""), *n))
+            .collect();
+        let title = format!("Erase counts, {} ({})", meta.name, shown);
+        plots.extend(
+            flashfs_bench::plot::bar_chart(dir, "erase-counts", &title, "Erases", "Blocks", &bars)
+                .with_context(|| shown_dir.clone())?,
+        );
+        let title = format!("Segment utilization, {} ({})", meta.name, shown);
+        plots.extend(
+            flashfs_bench::plot::bar_chart(
+                dir,
+                "segment-utilization",
+                &title,
+                "Live fraction",
+                "Segments in use",
+                &util_hist,
+            )
+            .with_context(|| shown_dir.clone())?,
+        );
+    }
+    let plots: Vec<String> = plots.iter().map(|p| device::shown(p)).collect();
+
+    if a.json {
+        let j = InfoJson {
+            image: shown,
+            preset: meta.name.clone(),
+            seed: meta.seed,
+            kind: spec.kind(),
+            geometry: device::geometry(&spec),
+            capacity_bytes: spec.capacity(),
+            file_bytes,
+            allocated_bytes: allocated,
+            format: volume.format.key(),
+            format_code: match volume.format {
+                Format::Native { code, .. } => Some(code),
+                Format::BlockDevice { .. } => Some(flashfs::log::tag::FORMAT_BLOCK_DEVICE),
+                Format::Unformatted => None,
+            },
+            space: volume.space,
+            log: volume.log,
+            write_amplification: None,
+            write_amplification_note: WAF_NOTE,
+            endurance_cycles: endurance,
+            erase_counts: spread,
+            total_erases,
+            bad_blocks: bad,
+            erase_count_histogram: erase_hist
+                .iter()
+                .map(|(label, n, _)| Bin {
+                    bin: label.replace(',', ""),
+                    count: *n,
+                })
+                .collect(),
+            segment_utilization_histogram: util_hist
+                .iter()
+                .map(|(bin, n)| Bin {
+                    bin: bin.clone(),
+                    count: *n,
+                })
+                .collect(),
+            plots,
+        };
+        writeln!(out, "{}", serde_json::to_string(&j)?)?;
+        return Ok(());
+    }
+
+    let mut rows = vec![
+        vec!["image".into(), shown],
+        vec![
+            "preset".into(),
+            format!("{} (seed {})", meta.name, meta.seed),
+        ],
+        vec!["kind".into(), spec.kind().into()],
+        vec!["geometry".into(), device::geometry(&spec)],
+        vec!["capacity".into(), bytes(spec.capacity())],
+        vec![
+            "file".into(),
+            format!(
+                "{} apparent, {} allocated on disk",
+                bytes(file_bytes),
+                bytes(allocated)
+            ),
+        ],
+        vec!["format".into(), format_line(&volume.format)],
+    ];
+    if let Some(s) = &volume.space {
+        rows.push(vec![
+            "space".into(),
+            format!(
+                "{}: {} used, {} free ({})",
+                bytes(s.capacity_bytes),
+                bytes(s.used_bytes),
+                bytes(s.free_bytes),
+                s.detail
+            ),
+        ]);
+    }
+    if let Some(l) = &volume.log {
+        rows.push(vec![
+            "segments".into(),
+            format!(
+                "{} of {} slots of {} B: {} in use, {} free, {} bad",
+                count(l.segments),
+                count(l.slots_per_segment),
+                count(l.slot_bytes),
+                count(l.segments_in_use),
+                count(l.free_segments),
+                count(l.bad_segments)
+            ),
+        ]);
+        rows.push(vec![
+            "reclaimable".into(),
+            format!(
+                "{} ({} dead slots in closed segments, freed by cleaning)",
+                bytes(l.reclaimable_slots * l.slot_bytes),
+                count(l.reclaimable_slots)
+            ),
+        ]);
+        rows.push(vec![
+            "writes".into(),
+            format!(
+                "newest sequence number {}: about {} slot{} ({}) written since the format, \
+                 cleaning's copies aside",
+                count(l.newest_sequence),
+                count(l.newest_sequence),
+                device::plural(l.newest_sequence),
+                bytes(l.newest_sequence * l.slot_bytes)
+            ),
+        ]);
+        rows.push(vec!["write amplif.".into(), WAF_NOTE.into()]);
+    }
+    rows.push(vec![
+        "endurance".into(),
+        match spec {
+            DeviceSpec::Nvram(_) => format!("{} writes", units::big_count(endurance)),
+            _ => format!("{} cycles", units::big_count(endurance)),
+        },
+    ]);
+    match spread {
+        Some(s) => rows.push(vec![
+            "erase counts".into(),
+            format!(
+                "{} over {} blocks; {} erases in all",
+                s.line(),
+                count(s.blocks),
+                count(total_erases)
+            ),
+        ]),
+        None => rows.push(vec![
+            "erase counts".into(),
+            "none (NVRAM is written in place)".into(),
+        ]),
+    }
+    if let Some(b) = bad {
+        rows.push(vec![
+            "bad blocks".into(),
+            format!("{} of {}", count(b), count(counts.len() as u64)),
+        ]);
+    }
+    for l in units::table(&rows) {
+        writeln!(out, "{l}")?;
+    }
+    if !util_hist.is_empty() {
+        writeln!(
+            out,
+            "segment-utilization histogram (live fraction: segments in use)"
+        )?;
+        let most = util_hist.iter().map(|b| b.1).max().unwrap_or(0).max(1);
+        let rows: Vec<Vec<String>> = util_hist
+            .iter()
+            .map(|(label, n)| {
+                let bar = if *n == 0 {
+                    0
+                } else {
+                    ((*n as f64 / most as f64) * 40.0).ceil() as usize
+                };
+                vec![format!("  {label}"), count(*n), "#".repeat(bar)]
+            })
+            .collect();
+        for l in units::table(&rows) {
+            writeln!(out, "{l}")?;
+        }
+    }
+    if !erase_hist.is_empty() {
+        writeln!(out, "erase-count histogram (erases: blocks)")?;
+        let rows: Vec<Vec<String>> = erase_hist
+            .into_iter()
+            .map(|(label, n, bar)| vec![format!("  {label}"), count(n), bar])
+            .collect();
+        for l in units::table(&rows) {
+            writeln!(out, "{l}")?;
+        }
+    }
+    for p in &plots {
+        writeln!(out, "wrote {p}")?;
+    }
+    Ok(())
+}
+
+fn format_line(f: &Format) -> String {
+    match f {
+        Format::Unformatted => "unformatted (`flashfs mkfs` formats it)".into(),
+        Format::BlockDevice { sector_size } => {
+            format!(
+                "block device (FTL), {} B sectors",
+                count(*sector_size as u64)
+            )
+        }
+        Format::Native { code, slot_size } => format!(
+            "native file system (format {code}), {} B slots",
+            count(*slot_size as u64)
+        ),
+    }
+}
+
+/// Mounts the volume in memory and reads its space and log usage.
+fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volume> {
+    let (space, log) = match format {
+        Format::Unformatted => (None, None),
+        Format::BlockDevice { .. } => {
+            let ftl = AnyFtl::mount(media, FtlConfig::default())
+                .context("cannot mount the block device (`flashfs fsck` checks it)")?;
+            let (space, log) = ftl.usage();
+            (Some(space), Some(log))
+        }
+        Format::Native { .. } => {
+            let (space, log) = native_usage(media)?;
+            (Some(space), Some(log))
+        }
+    };
+    Ok(Volume { format, space, log })
+}
+
+/// Space and log usage of the native file system on `media` (mounted read-only: the store
+/// keeps writes in memory): where the native file system's figures plug in.
+fn native_usage(media: Media<ImageStore>) -> anyhow::Result<(Space, LogUsage)> {
+    let _ = media;
+    Err(anyhow::anyhow!(
+        "a native file-system volume, which this build cannot read"
+    ))
+}

@@ -1,0 +1,205 @@
+//! `flashfs mkfs`: create an image of a simulated device and format a volume on it.
+//!
+//! The image is built under a temporary name next to IMAGE and renamed over it only once the
+//! format succeeded, so a failed `mkfs` leaves IMAGE exactly as it was (or absent).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use flash::preset::Preset;
+use flash::spec::DeviceSpec;
+use flash::store::FileStore;
+use flashfs::{BlockDevice, FtlConfig, LogConfig};
+
+use crate::device::{self, AtPath};
+use crate::units::{bytes, count};
+use crate::volume::{AnyFtl, Media, NOR_SECTOR};
+
+/// Examples shown by `flashfs mkfs --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  flashfs mkfs dev.img --preset nand-128m --ftl             a block device on 128 MiB of NAND
+  flashfs mkfs dev.img --preset nand-128m --ftl --sectors 20000 --force
+  flashfs mkfs nor.img --preset 28f008sa --ftl --sector-size 4096 --reserve 4
+
+The block device exports fixed-size sectors (on NAND a page, on NOR 512 bytes unless
+--sector-size says otherwise); `flashfs mount` shows it as one file that any file system
+can be made on. The cleaning policy is chosen when mounting (`flashfs mount --policy`).";
+
+/// Options of `flashfs mkfs`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The image file to create.
+    pub image: PathBuf,
+    /// The device (see `flashfs presets`; `st10f280/N` for N KiB units).
+    #[arg(long, value_name = "NAME")]
+    pub preset: String,
+    /// Format a block device (FTL) of fixed-size sectors rather than the native file system.
+    #[arg(long)]
+    pub ftl: bool,
+    /// Replace IMAGE if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Seed of the choices fixed at creation (which NAND blocks leave the factory bad).
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Sectors the block device exports [default: all the flash can hold].
+    #[arg(long, value_name = "N")]
+    pub sectors: Option<u32>,
+    /// Bytes per sector on NOR flash: a power of two, at least 64 [default: 512]. On NAND a
+    /// sector is a page.
+    #[arg(long, value_name = "BYTES")]
+    pub sector_size: Option<u32>,
+    /// Free segments held back for the cleaner, at least 2: each one more lowers the size
+    /// exported and leaves the cleaner more room.
+    #[arg(long, value_name = "N", default_value_t = LogConfig::default().reserve)]
+    pub reserve: u32,
+}
+
+/// What a format made, for the one line `mkfs` prints.
+pub struct Formatted {
+    /// The image's store, flushed.
+    pub store: FileStore,
+    /// What the volume offers, e.g. `block device of 61,000 sectors x 2,048 B (119 MiB)`.
+    pub summary: String,
+}
+
+/// Runs `flashfs mkfs`.
+pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let preset = device::lookup(&a.preset)?;
+    check_options(a, &preset)?;
+    let path = a.image.as_path();
+    let shown = device::shown(path);
+    device::check_target(path, a.force)?;
+    let temp = temp_path(path)?;
+    let made = build(a, &preset, &temp);
+    let made = made.and_then(|summary| {
+        std::fs::rename(&temp, path)
+            .map_err(device::io_error)
+            .with_context(|| format!("{shown}: cannot replace"))?;
+        Ok(summary)
+    });
+    let summary = match made {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e);
+        }
+    };
+    writeln!(
+        out,
+        "formatted {shown}: {summary}, on {} ({}, {}), seed {}",
+        preset.name,
+        preset.spec.kind(),
+        bytes(preset.spec.capacity()),
+        a.seed
+    )?;
+    Ok(())
+}
+
+/// Refuses options that cannot apply, before anything is written.
+fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
+    let min = LogConfig::default().reserve;
+    if a.reserve < min {
+        return Err(anyhow!(
+            "--reserve {}: the cleaner needs at least {min} free segments to survive every power cut",
+            a.reserve
+        ));
+    }
+    if let Some(n) = a.sector_size {
+        match preset.spec {
+            DeviceSpec::Nor(_) if n.is_power_of_two() && n >= 64 => {}
+            DeviceSpec::Nor(_) => {
+                return Err(anyhow!(
+                    "--sector-size {n}: a sector is a power of two of at least 64 bytes"
+                ))
+            }
+            DeviceSpec::Nand(s) => {
+                return Err(anyhow!(
+                    "--sector-size: on NAND a sector is a page ({} bytes on {})",
+                    s.page_size,
+                    preset.name
+                ))
+            }
+            DeviceSpec::Nvram(_) => {}
+        }
+    }
+    if a.sectors == Some(0) {
+        return Err(anyhow!(
+            "--sectors 0: the block device needs at least one sector"
+        ));
+    }
+    if !a.ftl && (a.sectors.is_some() || a.sector_size.is_some()) {
+        return Err(anyhow!(
+            "--sectors and --sector-size size the block device: add --ftl"
+        ));
+    }
+    if a.ftl && matches!(preset.spec, DeviceSpec::Nvram(_)) {
+        return Err(anyhow!(
+            "{} is NVRAM: the block device needs NOR or NAND flash",
+            preset.name
+        ));
+    }
+    Ok(())
+}
+
+/// A name next to `path` for the image being built.
+fn temp_path(path: &Path) -> anyhow::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: not a file name", device::shown(path)))?;
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(format!(".mkfs-{}", std::process::id()));
+    Ok(path.with_file_name(temp))
+}
+
+/// Creates the image at `temp` and formats it; returns the summary of the volume.
+fn build(a: &Args, preset: &Preset, temp: &Path) -> anyhow::Result<String> {
+    let what = || device::shown(&a.image);
+    device::create_image(temp, preset, a.seed)
+        .map_err(|e| anyhow!("{}: {}", what(), e.root_cause()))?;
+    let store = FileStore::open(temp).at(&a.image)?;
+    let slot = a.sector_size.unwrap_or(NOR_SECTOR);
+    let media = Media::open(store, slot).with_context(what)?;
+    let formatted = if a.ftl {
+        format_ftl(media, a)
+    } else {
+        format_native(media, a)
+    }
+    .with_context(what)?;
+    drop(formatted.store);
+    Ok(formatted.summary)
+}
+
+/// Formats the block device on a fresh image.
+fn format_ftl(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
+    let config = FtlConfig {
+        log: LogConfig {
+            reserve: a.reserve,
+            ..LogConfig::default()
+        },
+        sectors: a.sectors,
+        ..FtlConfig::default()
+    };
+    let ftl = AnyFtl::format(media, config).context("cannot format the block device")?;
+    let (ss, n) = (ftl.sector_size() as u64, ftl.sectors());
+    let summary = format!(
+        "block device (FTL) of {} sectors x {} B ({})",
+        count(n),
+        count(ss),
+        bytes(n * ss)
+    );
+    let store = ftl.close()?;
+    Ok(Formatted { store, summary })
+}
+
+/// Formats the native file system on a fresh image: the place where the native file
+/// system's format plugs in. Until then the command line formats only the block device.
+fn format_native(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
+    let _ = (media, a);
+    Err(anyhow!(
+        "this build formats only the block device: add --ftl"
+    ))
+}

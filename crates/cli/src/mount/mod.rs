@@ -1,0 +1,427 @@
+//! `flashfs mount`: serve a volume through FUSE.
+//!
+//! A volume type ([`Volume`]) gives the session its `fuser::Filesystem` and closes the volume
+//! once the session ends (flushing the device and writing the image back). The block device
+//! is one such volume ([`blockfile`]: one file as long as the device); the native file system
+//! is to be a second one, built in [`native_volume`].
+//!
+//! In the background (the default) the command starts itself again in the foreground, in a
+//! process group of its own, and returns once that process reports the mount live (or why it
+//! failed). The mount ends on `fusermount3 -u MOUNTPOINT`, or on SIGINT, SIGTERM or SIGHUP
+//! to the serving process: either way the device is flushed and the image closed.
+
+pub mod blockfile;
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{anyhow, Context};
+use flashfs::log::policy::Policy;
+use flashfs::{FtlConfig, LogConfig};
+
+use crate::device;
+use crate::volume::{AnyFtl, Format, ImageStore, Media};
+
+/// Examples shown by `flashfs mount --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  flashfs mkfs dev.img --preset nand-128m --ftl
+  flashfs mount dev.img mnt/                 in the background; returns once mounted
+  mkfs.fat mnt/disk.img                      a block device shows as one file
+  fusermount3 -u mnt/                        unmount: the device is flushed, the image closed
+  flashfs mount dev.img mnt/ -f -o ro        in the foreground, read-only; Ctrl-C unmounts
+
+Options for -o (comma-separated): ro, rw, allow_other, allow_root.
+Unmounting needs `fusermount3` (Debian package fuse3) unless run as root.";
+
+/// Options of `flashfs mount`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The image file to mount.
+    pub image: PathBuf,
+    /// An existing directory to mount it on.
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground until unmounted (SIGINT or SIGTERM unmount).
+    #[arg(short, long)]
+    pub foreground: bool,
+    /// Mount options, comma-separated: ro, rw, allow_other, allow_root.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
+    /// The cleaner's victim choice: greedy, cost-benefit or adaptive.
+    #[arg(long, value_name = "POLICY", default_value = "adaptive")]
+    pub policy: String,
+    /// Where a background mount writes what happens after it is live (unmount, errors).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Report readiness on stdout (`ready`, or `error: ...`): set when the command starts
+    /// itself in the background.
+    #[arg(long, hide = true)]
+    pub notify_ready: bool,
+}
+
+/// Mount options, parsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Options {
+    read_only: bool,
+    allow_other: bool,
+    allow_root: bool,
+}
+
+impl Options {
+    fn parse(list: &[String]) -> anyhow::Result<Self> {
+        let mut o = Options::default();
+        for opt in list
+            .iter()
+            .flat_map(|l| l.split(','))
+            .filter(|s| !s.is_empty())
+        {
+            match opt {
+                "ro" => o.read_only = true,
+                "rw" => o.read_only = false,
+                "allow_other" => o.allow_other = true,
+                "allow_root" => o.allow_root = true,
+                other => {
+                    return Err(anyhow!(
+                        "unknown mount option '{other}' (known: ro, rw, allow_other, allow_root)"
+                    ))
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    fn config(&self, fsname: &str) -> fuser::Config {
+        use fuser::MountOption as M;
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            M::FSName(fsname.into()),
+            M::Subtype("flashfs".into()),
+            M::NoDev,
+            M::NoSuid,
+            if self.read_only { M::RO } else { M::RW },
+        ];
+        config.acl = if self.allow_other {
+            fuser::SessionACL::All
+        } else if self.allow_root {
+            fuser::SessionACL::RootAndOwner
+        } else {
+            fuser::SessionACL::Owner
+        };
+        config
+    }
+}
+
+/// A volume a FUSE session can serve.
+pub trait Volume {
+    /// The file system the session dispatches to (it shares the volume's state).
+    type Fs: fuser::Filesystem;
+    /// The file system to serve.
+    fn filesystem(&self) -> Self::Fs;
+    /// Called once the session has ended and dropped its file system: makes everything
+    /// durable and closes the image. Returns a few words on the final state.
+    fn close(self) -> anyhow::Result<String>;
+}
+
+/// Runs `flashfs mount`.
+pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let options = Options::parse(&a.options)?;
+    let policy = Policy::from_name(&a.policy).ok_or_else(|| {
+        anyhow!(
+            "unknown policy '{}' (greedy, cost-benefit or adaptive)",
+            a.policy
+        )
+    })?;
+    check_mountpoint(&a.mountpoint)?;
+    if !a.foreground {
+        return spawn_background(a, out);
+    }
+    let mut ready = false;
+    let result = serve(a, &options, policy, out, &mut ready);
+    if let Err(e) = &result {
+        if a.notify_ready && !ready {
+            let _ = writeln!(out, "error: {}", crate::one_line(&format!("{e:#}")));
+            let _ = out.flush();
+        }
+    }
+    result
+}
+
+fn check_mountpoint(dir: &Path) -> anyhow::Result<()> {
+    let shown = device::shown(dir);
+    let meta = std::fs::metadata(dir)
+        .map_err(device::io_error)
+        .with_context(|| shown.clone())?;
+    if !meta.is_dir() {
+        return Err(anyhow!("{shown}: not a directory"));
+    }
+    Ok(())
+}
+
+/// Starts this command again in the foreground, detached, and waits until it reports the
+/// mount live or failed.
+fn spawn_background(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let image = std::fs::canonicalize(&a.image)
+        .map_err(device::io_error)
+        .with_context(|| device::shown(&a.image))?;
+    let mountpoint = std::fs::canonicalize(&a.mountpoint)
+        .map_err(device::io_error)
+        .with_context(|| device::shown(&a.mountpoint))?;
+    let exe = std::env::current_exe()
+        .map_err(device::io_error)
+        .context("cannot find the flashfs executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount")
+        .arg(&image)
+        .arg(&mountpoint)
+        .arg("--foreground")
+        .arg("--notify-ready")
+        .arg("--policy")
+        .arg(&a.policy);
+    for o in &a.options {
+        cmd.arg("-o").arg(o);
+    }
+    let stderr = match &a.log {
+        Some(log) => {
+            let path = absolute(log)?;
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(device::io_error)
+                .with_context(|| device::shown(log))?;
+            cmd.arg("--log").arg(&path);
+            Stdio::from(file)
+        }
+        None => Stdio::null(),
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(device::io_error)
+        .context("cannot start the mount process")?;
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .map_err(device::io_error)
+            .context("the mount process")?;
+    }
+    if line.trim_end() == "ready" {
+        writeln!(
+            out,
+            "mounted {} on {} (process {}); `fusermount3 -u {}` unmounts it",
+            device::shown(&a.image),
+            device::shown(&a.mountpoint),
+            child.id(),
+            device::shown(&a.mountpoint)
+        )?;
+        return Ok(());
+    }
+    let status = child.wait().ok();
+    match line.trim_end().strip_prefix("error: ") {
+        Some(msg) => Err(anyhow!("{msg}")),
+        None => Err(anyhow!(
+            "the mount process ended before the mount was live ({})",
+            status.map_or("status unknown".into(), |s| s.to_string())
+        )),
+    }
+}
+
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .map_err(device::io_error)
+        .context("the current directory")?
+        .join(path))
+}
+
+/// Where messages go once the mount is live: stdout in the foreground, the log file (or
+/// nowhere) in the background.
+struct Messages<'a> {
+    out: Option<&'a mut dyn Write>,
+    log: Option<std::fs::File>,
+    /// Where `ready` goes, in the background.
+    notify: Option<&'a mut dyn Write>,
+}
+
+impl Messages<'_> {
+    /// Tells the process that started this one that the mount is live.
+    fn ready(&mut self) {
+        if let Some(n) = self.notify.take() {
+            let _ = writeln!(n, "ready");
+            let _ = n.flush();
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        if let Some(out) = self.out.as_deref_mut() {
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+        }
+        if let Some(log) = &mut self.log {
+            let _ = writeln!(log, "flashfs: {text}");
+        }
+    }
+}
+
+/// Mounts, serves until unmounted, closes. `ready` turns true once the mount is live.
+fn serve(
+    a: &Args,
+    options: &Options,
+    policy: Policy,
+    out: &mut dyn Write,
+    ready: &mut bool,
+) -> anyhow::Result<()> {
+    let path = a.image.as_path();
+    let shown = device::shown(path);
+    let store = ImageStore::open(path, !options.read_only)?;
+    let meta = std::fs::metadata(path)
+        .map_err(device::io_error)
+        .with_context(|| shown.clone())?;
+    let (media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let log = match &a.log {
+        Some(p) => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(device::io_error)
+                .with_context(|| device::shown(p))?,
+        ),
+        None => None,
+    };
+    let messages = if a.notify_ready {
+        Messages {
+            out: None,
+            log,
+            notify: Some(out),
+        }
+    } else {
+        Messages {
+            out: Some(out),
+            log,
+            notify: None,
+        }
+    };
+    match format {
+        Format::Unformatted => Err(anyhow!(
+            "{shown}: no flashfs volume on the image (`flashfs mkfs` formats one)"
+        )),
+        Format::BlockDevice { .. } => {
+            let config = FtlConfig {
+                log: LogConfig {
+                    policy,
+                    ..LogConfig::default()
+                },
+                ..FtlConfig::default()
+            };
+            let ftl = AnyFtl::mount(media, config)
+                .with_context(|| format!("{shown}: cannot mount the block device"))?;
+            let mtime = meta
+                .modified()
+                .unwrap_or_else(|_| std::time::SystemTime::now());
+            let volume =
+                blockfile::BlockVolume::new(ftl, options.read_only, meta.uid(), meta.gid(), mtime);
+            session(volume, a, options, messages, ready)
+        }
+        Format::Native { .. } => {
+            let volume =
+                native_volume(media, options.read_only, policy).with_context(|| shown.clone())?;
+            session(volume, a, options, messages, ready)
+        }
+    }
+}
+
+/// The native file system on `media`, ready to serve: where the native file system's FUSE
+/// implementation plugs in (a second [`Volume`], beside [`blockfile::BlockVolume`]).
+fn native_volume(
+    media: Media<ImageStore>,
+    read_only: bool,
+    policy: Policy,
+) -> anyhow::Result<blockfile::BlockVolume> {
+    let _ = (media, read_only, policy);
+    Err(anyhow!(
+        "a native file-system volume, which this build cannot mount"
+    ))
+}
+
+/// Serves `volume` on the mountpoint until it is unmounted, then closes it.
+fn session<V: Volume>(
+    volume: V,
+    a: &Args,
+    options: &Options,
+    mut messages: Messages<'_>,
+    ready: &mut bool,
+) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mountpoint = device::shown(&a.mountpoint);
+    let fsname = std::fs::canonicalize(&a.image)
+        .unwrap_or_else(|_| a.image.clone())
+        .display()
+        .to_string()
+        .replace(',', "_");
+    let session = fuser::Session::new(volume.filesystem(), &a.mountpoint, &options.config(&fsname));
+    let mut session = match session {
+        Ok(s) => s,
+        Err(e) => {
+            let why = fuse_error(e);
+            volume.close()?;
+            return Err(why.context(format!("cannot mount on {mountpoint}")));
+        }
+    };
+    // Signals unmount; the session then ends like on `fusermount3 -u`.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(device::io_error)
+        .context("cannot catch signals")?;
+    let handle = signals.handle();
+    let mut unmounter = session.unmount_callable();
+    let target = a.mountpoint.clone();
+    let watcher = std::thread::spawn(move || {
+        if signals.forever().next().is_some() && unmounter.unmount().is_err() {
+            // Busy (a file still open): detach now, the kernel finishes when it is closed.
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&target)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    });
+    *ready = true;
+    messages.ready();
+    messages.line(&format!("mounted {} on {mountpoint}", a.image.display()));
+    let served = session.run();
+    handle.close();
+    let _ = watcher.join();
+    let closed = volume.close();
+    match (&served, &closed) {
+        (Ok(()), Ok(state)) => {
+            messages.line(&format!(
+                "unmounted {mountpoint}; {} flushed and closed ({state})",
+                a.image.display()
+            ));
+        }
+        (Err(e), _) => messages.line(&format!("the session failed: {e}")),
+        (_, Err(e)) => messages.line(&format!("closing failed: {e:#}")),
+    }
+    served.map_err(fuse_error)?;
+    closed.map(|_| ())
+}
+
+/// A FUSE error in words, with a hint when FUSE is missing.
+fn fuse_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return anyhow!("FUSE is not available (no /dev/fuse, or no fusermount3: install fuse3)");
+    }
+    device::io_error(e)
+}

@@ -1,0 +1,553 @@
+//! Volumes on images: what an image holds (a block device, the native file system, or
+//! nothing yet), the block device opened or formatted on any flash medium, its space and
+//! segment usage in figures, and a copy-on-write view that lets a command mount an image
+//! without changing a byte of it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use flash::spec::DeviceSpec;
+use flash::store::Store;
+use flash::{NandSim, NorSim, NvramSim, Simulated};
+use flashfs::log::segment::SegState;
+use flashfs::log::tag::FORMAT_BLOCK_DEVICE;
+use flashfs::media::HeaderState;
+use flashfs::{BlockDevice, Ftl, FtlConfig, Log, NandSegments, NorSegments, Segments};
+use serde::Serialize;
+
+use crate::device::{self, AtPath};
+use crate::units;
+
+/// Sector size of the block device on NOR flash unless `mkfs --sector-size` says otherwise
+/// (on NAND a sector is a page).
+pub const NOR_SECTOR: u32 = 512;
+
+/// What an image holds, found from its segment headers without mounting anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// No volume: a fresh device, or one whose headers are all gone.
+    Unformatted,
+    /// The block device (FTL) with sectors of `sector_size` bytes.
+    BlockDevice {
+        /// Bytes per sector.
+        sector_size: u32,
+    },
+    /// A log volume of another format: the native file system.
+    Native {
+        /// The volume's format code.
+        code: u8,
+        /// Bytes per slot.
+        slot_size: u32,
+    },
+}
+
+impl Format {
+    /// `ftl`, `native` or `unformatted`, for JSON.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Format::Unformatted => "unformatted",
+            Format::BlockDevice { .. } => "ftl",
+            Format::Native { .. } => "native",
+        }
+    }
+}
+
+/// The medium of an image seen the way the log sees it: segments of slots. NVRAM has no
+/// segments (the log runs on NOR and NAND flash).
+pub enum Media<S: Store> {
+    /// NOR flash, with slots of a chosen size.
+    Nor(NorSegments<NorSim<S>>),
+    /// NAND flash, SLC or MLC: a slot is a page.
+    Nand(NandSegments<NandSim<S>>),
+    /// NVRAM.
+    Nvram(NvramSim<S>),
+}
+
+impl<S: Store> Media<S> {
+    /// Opens the image in `store`; on NOR, slots are `nor_slot` bytes.
+    pub fn open(store: S, nor_slot: u32) -> anyhow::Result<Self> {
+        let (spec, _) = flash::image::read_header(&store).map_err(device::explain)?;
+        device::check_ram(&spec)?;
+        Ok(match spec {
+            DeviceSpec::Nor(_) => {
+                let sim = NorSim::open(store).map_err(device::explain)?;
+                Media::Nor(NorSegments::new(sim, nor_slot).map_err(anyhow::Error::new)?)
+            }
+            DeviceSpec::Nand(_) => {
+                let sim = NandSim::open(store).map_err(device::explain)?;
+                Media::Nand(NandSegments::new(sim).map_err(anyhow::Error::new)?)
+            }
+            DeviceSpec::Nvram(_) => Media::Nvram(NvramSim::open(store).map_err(device::explain)?),
+        })
+    }
+
+    /// Opens the image in `store` and finds what it holds; on NOR the slots are then the
+    /// size the volume was formatted with.
+    pub fn open_probed(store: S) -> anyhow::Result<(Self, Format)> {
+        let mut media = Self::open(store, NOR_SECTOR)?;
+        let format = media.probe()?;
+        if let (Media::Nor(seg), Format::BlockDevice { sector_size: size })
+        | (
+            Media::Nor(seg),
+            Format::Native {
+                slot_size: size, ..
+            },
+        ) = (&media, format)
+        {
+            if seg.geometry().slot_size != size {
+                let Media::Nor(seg) = media else {
+                    unreachable!("matched above")
+                };
+                let sim = seg.into_inner();
+                media = Media::Nor(NorSegments::new(sim, size).map_err(|_| {
+                    anyhow!("the volume's slot size ({size} B) does not fit the device")
+                })?);
+            }
+        }
+        Ok((media, format))
+    }
+
+    /// What the segment headers say the image holds: the newest valid header names the
+    /// volume, as at mount.
+    pub fn probe(&mut self) -> anyhow::Result<Format> {
+        let newest = match self {
+            Media::Nor(s) => newest_volume(s)?,
+            Media::Nand(s) => newest_volume(s)?,
+            Media::Nvram(_) => None,
+        };
+        Ok(match newest {
+            None => Format::Unformatted,
+            Some(v) => {
+                let slot_size = 1u32
+                    .checked_shl(v.slot_shift as u32)
+                    .filter(|&s| s >= 64)
+                    .ok_or_else(|| anyhow!("corrupt volume: impossible slot size"))?;
+                if v.format == FORMAT_BLOCK_DEVICE {
+                    Format::BlockDevice {
+                        sector_size: slot_size,
+                    }
+                } else {
+                    Format::Native {
+                        code: v.format,
+                        slot_size,
+                    }
+                }
+            }
+        })
+    }
+
+    /// The simulator underneath.
+    pub fn sim(&self) -> &dyn Simulated {
+        match self {
+            Media::Nor(s) => s.flash(),
+            Media::Nand(s) => s.flash(),
+            Media::Nvram(s) => s,
+        }
+    }
+
+    /// Blocks marked bad (factory or later); `None` on NOR and NVRAM, which have no marks.
+    pub fn bad_blocks(&mut self) -> flash::Result<Option<u64>> {
+        use flash::NandFlash;
+        match self {
+            Media::Nand(s) => {
+                let mut bad = 0;
+                for b in 0..s.flash().spec().blocks {
+                    bad += s.flash_mut().is_bad(b)? as u64;
+                }
+                Ok(Some(bad))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The volume named by the newest valid segment header, if any.
+fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<flashfs::log::tag::Volume>> {
+    let mut newest: Option<(u64, flashfs::log::tag::Volume)> = None;
+    for seg in 0..dev.geometry().segments {
+        if let HeaderState::Valid(h) = dev.read_header(seg).map_err(anyhow::Error::new)? {
+            if newest.is_none_or(|(seq, _)| h.open_seq > seq) {
+                newest = Some((h.open_seq, h.volume));
+            }
+        }
+    }
+    Ok(newest.map(|(_, v)| v))
+}
+
+/// The block device on either kind of flash.
+pub enum AnyFtl<S: Store> {
+    /// On NOR flash.
+    Nor(Ftl<NorSegments<NorSim<S>>>),
+    /// On NAND flash.
+    Nand(Ftl<NandSegments<NandSim<S>>>),
+}
+
+/// Calls `$f` with the block device inside `$ftl`, whatever the medium.
+macro_rules! with_ftl {
+    ($ftl:expr, $f:ident => $body:expr) => {
+        match $ftl {
+            AnyFtl::Nor($f) => $body,
+            AnyFtl::Nand($f) => $body,
+        }
+    };
+}
+
+impl<S: Store> AnyFtl<S> {
+    /// Formats the block device on `media`.
+    pub fn format(media: Media<S>, config: FtlConfig) -> anyhow::Result<Self> {
+        Ok(match media {
+            Media::Nor(s) => AnyFtl::Nor(Ftl::format(s, config)?),
+            Media::Nand(s) => AnyFtl::Nand(Ftl::format(s, config)?),
+            Media::Nvram(_) => return Err(nvram()),
+        })
+    }
+
+    /// Mounts the block device on `media`.
+    pub fn mount(media: Media<S>, config: FtlConfig) -> anyhow::Result<Self> {
+        Ok(match media {
+            Media::Nor(s) => AnyFtl::Nor(Ftl::mount(s, config)?),
+            Media::Nand(s) => AnyFtl::Nand(Ftl::mount(s, config)?),
+            Media::Nvram(_) => return Err(nvram()),
+        })
+    }
+
+    /// Space and log usage now.
+    pub fn usage(&self) -> (Space, LogUsage) {
+        with_ftl!(self, f => ftl_usage(f))
+    }
+
+    /// Makes what was written durable on the device and in the host file.
+    pub fn sync(&mut self) -> anyhow::Result<()> {
+        with_ftl!(self, f => {
+            f.flush()?;
+            Simulated::flush(f.log_mut().device_mut().flash_mut()).map_err(device::explain)
+        })
+    }
+
+    /// Flushes, lets every background erase finish and gives the store back, flushed.
+    pub fn close(mut self) -> anyhow::Result<S> {
+        self.flush()?;
+        let mut store = match self {
+            AnyFtl::Nor(f) => f.into_device().into_inner().into_store(),
+            AnyFtl::Nand(f) => f.into_device().into_inner().into_store(),
+        };
+        store.flush().map_err(device::explain)?;
+        Ok(store)
+    }
+}
+
+impl<S: Store> BlockDevice for AnyFtl<S> {
+    fn sector_size(&self) -> usize {
+        with_ftl!(self, f => f.sector_size())
+    }
+
+    fn sectors(&self) -> u64 {
+        with_ftl!(self, f => f.sectors())
+    }
+
+    fn read(&mut self, sector: u64, buf: &mut [u8]) -> flashfs::Result<()> {
+        with_ftl!(self, f => f.read(sector, buf))
+    }
+
+    fn write(&mut self, sector: u64, data: &[u8]) -> flashfs::Result<()> {
+        with_ftl!(self, f => f.write(sector, data))
+    }
+
+    fn flush(&mut self) -> flashfs::Result<()> {
+        with_ftl!(self, f => f.flush())
+    }
+
+    fn trim(&mut self, sector: u64, count: u64) -> flashfs::Result<()> {
+        with_ftl!(self, f => f.trim(sector, count))
+    }
+}
+
+fn nvram() -> anyhow::Error {
+    anyhow!("the device is NVRAM: the block device needs NOR or NAND flash")
+}
+
+/// A volume's space as its user sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Space {
+    /// Bytes the volume offers.
+    pub capacity_bytes: u64,
+    /// Bytes holding data.
+    pub used_bytes: u64,
+    /// Bytes free.
+    pub free_bytes: u64,
+    /// The same in the volume's own units, e.g. `6,000 of 61,000 sectors of 2,048 B in use`.
+    pub detail: String,
+}
+
+/// The log underneath a volume: segments, live and dead data, wear of the order of writes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogUsage {
+    /// Bytes per slot.
+    pub slot_bytes: u64,
+    /// Segments (erase blocks).
+    pub segments: u64,
+    /// Slots per segment.
+    pub slots_per_segment: u64,
+    /// Segments free for writing (erased, or waiting for their erase).
+    pub free_segments: u64,
+    /// Segments holding data or open for writing.
+    pub segments_in_use: u64,
+    /// Segments retired as bad.
+    pub bad_segments: u64,
+    /// Live slots.
+    pub live_slots: u64,
+    /// Slots that cleaning every segment holding dead data would free.
+    pub reclaimable_slots: u64,
+    /// The log's newest sequence number: one is used per slot the volume writes (about the
+    /// slots written since the format; the cleaner's copies keep the number they copy).
+    pub newest_sequence: u64,
+    /// Segments in use by live fraction, in tenths: bin i counts segments whose live
+    /// fraction lies in [i/10, (i+1)/10) (the last bin includes 1).
+    pub utilization_histogram: [u64; 10],
+}
+
+/// The usage of `log`.
+pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
+    let geo = log.geometry();
+    let segs = log.segments();
+    let mut hist = [0u64; 10];
+    let (mut live, mut reclaimable, mut in_use) = (0, 0, 0);
+    for s in segs {
+        live += s.live as u64;
+        if s.in_use() {
+            in_use += 1;
+            let fraction = s.live as f64 / geo.slots.max(1) as f64;
+            hist[((fraction * 10.0) as usize).min(9)] += 1;
+        }
+        if s.cleanable() {
+            reclaimable += geo.slots.saturating_sub(s.live) as u64;
+        }
+    }
+    LogUsage {
+        slot_bytes: geo.slot_size as u64,
+        segments: geo.segments as u64,
+        slots_per_segment: geo.slots as u64,
+        free_segments: log.free_segments() as u64,
+        segments_in_use: in_use,
+        bad_segments: segs.iter().filter(|s| s.state == SegState::Bad).count() as u64,
+        live_slots: live,
+        reclaimable_slots: reclaimable,
+        newest_sequence: log.last_seq(),
+        utilization_histogram: hist,
+    }
+}
+
+fn ftl_usage<D: Segments>(ftl: &Ftl<D>) -> (Space, LogUsage) {
+    let ss = ftl.sector_size() as u64;
+    let (n, used) = (ftl.sectors(), ftl.mapped_sectors());
+    let space = Space {
+        capacity_bytes: n * ss,
+        used_bytes: used * ss,
+        free_bytes: (n - used) * ss,
+        detail: format!(
+            "{} of {} sectors of {} B in use",
+            units::count(used),
+            units::count(n),
+            units::count(ss)
+        ),
+    };
+    (space, log_usage(ftl.log()))
+}
+
+/// An image opened for a command: written through to the file, or read from the file with
+/// whatever is written kept in RAM (the file never changes).
+#[derive(Debug)]
+pub enum ImageStore {
+    /// Read and written.
+    File(flash::store::FileStore),
+    /// Only read.
+    ReadOnly(Overlay<device::ReadOnlyFile>),
+}
+
+impl ImageStore {
+    /// Opens the image at `path`, for writing or not.
+    pub fn open(path: &Path, writable: bool) -> anyhow::Result<Self> {
+        let shown = device::shown(path);
+        let file = device::ReadOnlyFile::open(path).with_context(|| shown.clone())?;
+        if writable {
+            drop(file);
+            Ok(ImageStore::File(
+                flash::store::FileStore::open(path).at(path)?,
+            ))
+        } else {
+            Ok(ImageStore::ReadOnly(Overlay::new(file)))
+        }
+    }
+}
+
+impl ImageStore {
+    /// Bytes the image takes on the host disk.
+    pub fn allocated_bytes(&self) -> anyhow::Result<u64> {
+        match self {
+            ImageStore::File(s) => s.allocated_bytes().map_err(device::explain),
+            ImageStore::ReadOnly(s) => s.base().allocated_bytes(),
+        }
+    }
+}
+
+impl Store for ImageStore {
+    fn len(&self) -> u64 {
+        match self {
+            ImageStore::File(s) => s.len(),
+            ImageStore::ReadOnly(s) => s.len(),
+        }
+    }
+
+    fn read(&self, off: u64, buf: &mut [u8]) -> flash::Result<()> {
+        match self {
+            ImageStore::File(s) => s.read(off, buf),
+            ImageStore::ReadOnly(s) => s.read(off, buf),
+        }
+    }
+
+    fn write(&mut self, off: u64, data: &[u8]) -> flash::Result<()> {
+        match self {
+            ImageStore::File(s) => s.write(off, data),
+            ImageStore::ReadOnly(s) => s.write(off, data),
+        }
+    }
+
+    fn zero(&mut self, off: u64, len: u64) -> flash::Result<()> {
+        match self {
+            ImageStore::File(s) => s.zero(off, len),
+            ImageStore::ReadOnly(s) => s.zero(off, len),
+        }
+    }
+
+    fn flush(&mut self) -> flash::Result<()> {
+        match self {
+            ImageStore::File(s) => s.flush(),
+            ImageStore::ReadOnly(s) => s.flush(),
+        }
+    }
+}
+
+const CHUNK: u64 = 4096;
+
+/// A store that never writes to the one beneath: what is written is kept in RAM, over it.
+/// A read-only command can so mount an image (a mount may record what it finds) and leave
+/// every byte of the file as it was.
+#[derive(Debug)]
+pub struct Overlay<S> {
+    base: S,
+    chunks: BTreeMap<u64, Box<[u8]>>,
+}
+
+impl<S: Store> Overlay<S> {
+    /// A view of `base` that keeps writes to itself.
+    pub fn new(base: S) -> Self {
+        Overlay {
+            base,
+            chunks: BTreeMap::new(),
+        }
+    }
+
+    /// Pieces of `off..off + n`: (chunk, offset in chunk, offset in buffer, length).
+    fn pieces(off: u64, n: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+        let end = off + n as u64;
+        let mut at = off;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let chunk = at / CHUNK;
+            let within = (at % CHUNK) as usize;
+            let len = ((CHUNK - at % CHUNK).min(end - at)) as usize;
+            let piece = (chunk, within, (at - off) as usize, len);
+            at += len as u64;
+            Some(piece)
+        })
+    }
+
+    fn check(&self, off: u64, n: u64) -> flash::Result<()> {
+        match off.checked_add(n) {
+            Some(end) if end <= self.base.len() => Ok(()),
+            _ => Err(flash::FlashError::OutOfRange { addr: off, len: n }),
+        }
+    }
+
+    fn chunk_mut(&mut self, chunk: u64) -> flash::Result<&mut [u8]> {
+        if !self.chunks.contains_key(&chunk) {
+            let start = chunk * CHUNK;
+            let len = CHUNK.min(self.base.len() - start) as usize;
+            let mut b = vec![0u8; len].into_boxed_slice();
+            self.base.read(start, &mut b)?;
+            self.chunks.insert(chunk, b);
+        }
+        Ok(self.chunks.get_mut(&chunk).expect("inserted above"))
+    }
+}
+
+impl<S> Overlay<S> {
+    /// The store underneath, as it was.
+    pub fn base(&self) -> &S {
+        &self.base
+    }
+}
+
+impl<S: Store> Store for Overlay<S> {
+    fn len(&self) -> u64 {
+        self.base.len()
+    }
+
+    fn read(&self, off: u64, buf: &mut [u8]) -> flash::Result<()> {
+        self.check(off, buf.len() as u64)?;
+        for (chunk, within, at, len) in Self::pieces(off, buf.len()) {
+            match self.chunks.get(&chunk) {
+                Some(c) => buf[at..at + len].copy_from_slice(&c[within..within + len]),
+                None => self
+                    .base
+                    .read(chunk * CHUNK + within as u64, &mut buf[at..at + len])?,
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, off: u64, data: &[u8]) -> flash::Result<()> {
+        self.check(off, data.len() as u64)?;
+        for (chunk, within, at, len) in Self::pieces(off, data.len()) {
+            self.chunk_mut(chunk)?[within..within + len].copy_from_slice(&data[at..at + len]);
+        }
+        Ok(())
+    }
+
+    fn zero(&mut self, off: u64, len: u64) -> flash::Result<()> {
+        self.check(off, len)?;
+        let mut at = off;
+        while at < off + len {
+            let n = (CHUNK - at % CHUNK).min(off + len - at);
+            let within = (at % CHUNK) as usize;
+            self.chunk_mut(at / CHUNK)?[within..within + n as usize].fill(0);
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::store::RamStore;
+
+    #[test]
+    fn overlay_keeps_writes_to_itself() {
+        let mut base = RamStore::new(3 * CHUNK + 100);
+        base.write(CHUNK - 2, &[1, 2, 3, 4]).unwrap();
+        let mut o = Overlay::new(base.clone());
+        o.write(CHUNK - 1, &[9, 9]).unwrap();
+        o.zero(3 * CHUNK + 50, 50).unwrap();
+        let mut buf = [0u8; 4];
+        o.read(CHUNK - 2, &mut buf).unwrap();
+        assert_eq!(buf, [1, 9, 9, 4]);
+        base.read(CHUNK - 2, &mut buf).unwrap();
+        assert_eq!(buf, [1, 2, 3, 4]);
+        assert!(o.write(3 * CHUNK + 99, &[1, 2]).is_err());
+        assert!(o.read(u64::MAX, &mut buf).is_err());
+    }
+}

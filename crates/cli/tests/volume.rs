@@ -1,0 +1,450 @@
+//! End-to-end tests of `flashfs mkfs`, `info` and `fsck`: volumes on image files, bad input,
+//! and images that must come out of a failed or read-only command exactly as they went in.
+
+use std::hash::{DefaultHasher, Hasher};
+use std::io::Read;
+use std::path::Path;
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use assert_cmd::Command;
+use flash::store::FileStore;
+use flash::{NandSim, PageAddr};
+use flashfs::{BlockDevice, Ftl, FtlConfig, NandSegments};
+use predicates::prelude::*;
+use tempfile::TempDir;
+
+fn flashfs() -> Command {
+    let mut cmd = cargo_bin_cmd!("flashfs");
+    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
+    cmd
+}
+
+/// Runs a command that must fail with one line on stderr; returns that line.
+fn fails(cmd: &mut Command, code: i32) -> String {
+    let out = cmd.assert().failure().code(code).get_output().clone();
+    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one line on stderr, got {stderr:?}"
+    );
+    assert!(lines[0].starts_with("flashfs: "), "{stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr:?}");
+    lines[0].to_string()
+}
+
+/// A digest of a file's bytes.
+fn digest(path: &Path) -> (u64, u64) {
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut h = DefaultHasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut len = 0;
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        h.write(&buf[..n]);
+        len += n as u64;
+    }
+    (len, h.finish())
+}
+
+fn mkfs(image: &Path, preset: &str, extra: &[&str]) {
+    flashfs()
+        .args(["mkfs", "--ftl", "--preset", preset])
+        .args(extra)
+        .arg(image)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("formatted"));
+}
+
+fn info_json(image: &Path) -> serde_json::Value {
+    let out = flashfs()
+        .args(["info", "--json"])
+        .arg(image)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn fsck(image: &Path, repair: bool) -> (i32, String) {
+    let mut cmd = flashfs();
+    cmd.arg("fsck").arg(image);
+    if repair {
+        cmd.arg("--repair");
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+/// The block device of a NAND image, mounted in this process.
+fn open_nand(image: &Path) -> Ftl<NandSegments<NandSim<FileStore>>> {
+    let sim = NandSim::open(FileStore::open(image).unwrap()).unwrap();
+    Ftl::mount(NandSegments::new(sim).unwrap(), FtlConfig::default()).unwrap()
+}
+
+fn close_nand(mut ftl: Ftl<NandSegments<NandSim<FileStore>>>) {
+    ftl.flush().unwrap();
+    let mut store = ftl.into_device().into_inner().into_store();
+    flash::store::Store::flush(&mut store).unwrap();
+}
+
+fn pattern(sector: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (sector as usize * 31 + i * 7 + 1) as u8)
+        .collect()
+}
+
+#[test]
+fn mkfs_ftl_makes_a_clean_volume_that_info_describes() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("nor.img");
+    mkfs(&img, "w25q64jv", &["--sectors", "4000"]);
+    let before = digest(&img);
+    let j = info_json(&img);
+    assert_eq!(j["preset"], "w25q64jv");
+    assert_eq!(j["format"], "ftl");
+    assert_eq!(j["space"]["capacity_bytes"], 4000 * 512);
+    assert_eq!(j["space"]["used_bytes"], 0);
+    assert_eq!(j["log"]["slot_bytes"], 512);
+    assert!(j["write_amplification"].is_null());
+    assert!(j["write_amplification_note"]
+        .as_str()
+        .unwrap()
+        .contains("erase count"));
+    // The format erased every unit once.
+    assert_eq!(j["erase_counts"]["min"], 1);
+    assert_eq!(j["erase_counts"]["max"], 1);
+    let used: u64 = j["segment_utilization_histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(used, j["log"]["segments_in_use"].as_u64().unwrap());
+    flashfs()
+        .arg("info")
+        .arg(&img)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "block device (FTL), 512 B sectors",
+        ))
+        .stdout(predicate::str::contains("segment-utilization histogram"))
+        .stdout(predicate::str::contains("erase-count histogram"));
+    assert_eq!(
+        fsck(&img, false),
+        (
+            0,
+            format!(
+                "{}: clean, 0 of 4,000 sectors in use, 2,047 of 2,048 segments free\n",
+                img.display()
+            )
+        )
+    );
+    assert_eq!(j["log"]["free_segments"], 2047);
+    assert_eq!(fsck(&img, true).0, 0);
+    // Neither info nor fsck changed a byte.
+    assert_eq!(digest(&img), before);
+}
+
+#[test]
+fn mkfs_on_nor_takes_a_sector_size_and_a_reserve() {
+    let dir = TempDir::new().unwrap();
+    let small = dir.path().join("a.img");
+    let big = dir.path().join("b.img");
+    mkfs(
+        &small,
+        "28f008sa",
+        &["--sector-size", "4096", "--reserve", "8"],
+    );
+    mkfs(&big, "28f008sa", &["--sector-size", "4096"]);
+    let (a, b) = (info_json(&small), info_json(&big));
+    assert_eq!(a["log"]["slot_bytes"], 4096);
+    // Six more segments held back, of 63 slots each.
+    assert_eq!(
+        b["space"]["capacity_bytes"].as_u64().unwrap()
+            - a["space"]["capacity_bytes"].as_u64().unwrap(),
+        6 * 63 * 4096
+    );
+    assert_eq!(fsck(&small, false).0, 0);
+}
+
+#[test]
+fn info_reports_what_was_written_and_plots_both_histograms() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("nand.img");
+    mkfs(&img, "nand-128m", &["--sectors", "2048"]);
+    let mut ftl = open_nand(&img);
+    for round in 0..3u64 {
+        for s in 0..2048u64 {
+            ftl.write(s, &pattern(s + round, 512)).unwrap();
+        }
+    }
+    close_nand(ftl);
+    let before = digest(&img);
+    let plots = dir.path().join("plots");
+    let j = {
+        let out = flashfs()
+            .args(["info", "--json", "--plot"])
+            .arg(&plots)
+            .arg(&img)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+    };
+    assert_eq!(j["space"]["used_bytes"], 2048 * 512);
+    assert_eq!(j["space"]["free_bytes"], 0);
+    assert_eq!(j["log"]["live_slots"], 2048);
+    // The data fills at least 2048 / 31 segments; segments left with nothing live are free
+    // after the mount, and dead slots beside live ones are reclaimable.
+    assert!(j["log"]["segments_in_use"].as_u64().unwrap() >= 2048 / 31);
+    assert!(j["log"]["reclaimable_slots"].as_u64().unwrap() < 2 * 2048);
+    assert!(j["log"]["newest_sequence"].as_u64().unwrap() >= 3 * 2048);
+    assert_eq!(j["plots"].as_array().unwrap().len(), 4);
+    for name in ["erase-counts", "segment-utilization"] {
+        let png = std::fs::read(plots.join(format!("{name}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let svg = std::fs::read_to_string(plots.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.contains("<svg"), "{name}.svg");
+    }
+    assert_eq!(digest(&img), before, "info --plot changed the image");
+}
+
+#[test]
+fn mkfs_refuses_an_existing_image_without_force() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    mkfs(&img, "st10f280", &[]);
+    let before = digest(&img);
+    let line = fails(
+        flashfs()
+            .args(["mkfs", "--ftl", "--preset", "w25q64jv"])
+            .arg(&img),
+        1,
+    );
+    assert!(
+        line.contains("exists") && line.contains("--force"),
+        "{line}"
+    );
+    assert_eq!(digest(&img), before);
+    // A failing format does not replace the image, even with --force.
+    let line = fails(
+        flashfs()
+            .args([
+                "mkfs",
+                "--ftl",
+                "--force",
+                "--preset",
+                "w25q64jv",
+                "--sectors",
+                "99999999",
+            ])
+            .arg(&img),
+        1,
+    );
+    assert!(
+        line.contains("more sectors than the flash can hold"),
+        "{line}"
+    );
+    assert_eq!(digest(&img), before);
+    mkfs(&img, "w25q64jv", &["--force"]);
+    assert_eq!(info_json(&img)["preset"], "w25q64jv");
+    // Nothing but the image is left in the directory.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("dev.img")]);
+}
+
+#[test]
+fn mkfs_refuses_bad_options_in_one_line_and_writes_nothing() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    for (args, expect) in [
+        (
+            &["--ftl", "--preset", "nand-2g"][..],
+            "unknown preset 'nand-2g'",
+        ),
+        (&["--ftl", "--preset", "fram-8m"][..], "NVRAM"),
+        (
+            &["--ftl", "--preset", "nand-128m", "--sector-size", "4096"][..],
+            "a sector is a page",
+        ),
+        (
+            &["--ftl", "--preset", "w25q64jv", "--sector-size", "1000"][..],
+            "power of two",
+        ),
+        (
+            &["--ftl", "--preset", "w25q64jv", "--reserve", "1"][..],
+            "at least 2",
+        ),
+        (
+            &["--ftl", "--preset", "w25q64jv", "--sectors", "0"][..],
+            "at least one sector",
+        ),
+        (
+            &["--ftl", "--preset", "w25q64jv", "--sectors", "99999999"][..],
+            "more sectors",
+        ),
+        (
+            &["--preset", "w25q64jv", "--sectors", "10"][..],
+            "add --ftl",
+        ),
+        (&["--preset", "w25q64jv"][..], "block device"),
+    ] {
+        let line = fails(flashfs().arg("mkfs").args(args).arg(&img), 1);
+        assert!(line.contains(expect), "{args:?}: {line}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{args:?} left a file"
+        );
+    }
+    let line = fails(
+        flashfs()
+            .args(["mkfs", "--ftl", "--preset", "w25q64jv"])
+            .arg(dir.path().join("no/such/dev.img")),
+        1,
+    );
+    assert!(line.contains("no such file or directory"), "{line}");
+    fails(flashfs().args(["mkfs", "dev.img"]), 2);
+}
+
+#[test]
+fn missing_images_fail_in_one_line() {
+    let dir = TempDir::new().unwrap();
+    let missing = dir.path().join("missing.img");
+    let line = fails(flashfs().arg("info").arg(&missing), 1);
+    assert!(
+        line.contains("missing.img: no such file or directory"),
+        "{line}"
+    );
+    let line = fails(flashfs().arg("fsck").arg(&missing), 8);
+    assert!(
+        line.contains("missing.img: no such file or directory"),
+        "{line}"
+    );
+    let line = fails(flashfs().arg("fsck").arg(dir.path()), 8);
+    assert!(line.contains("not a regular file"), "{line}");
+    fails(flashfs().args(["fsck", "--bogus"]), 16);
+    assert!(!missing.exists());
+}
+
+#[test]
+fn corrupt_images_fail_in_one_line_and_stay_as_they_were() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    mkfs(&img, "st10f280", &[]);
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[12] ^= 0x10;
+    std::fs::write(&img, &bytes).unwrap();
+    let before = digest(&img);
+    let line = fails(flashfs().arg("info").arg(&img), 1);
+    assert!(line.contains("bad device image"), "{line}");
+    let line = fails(flashfs().arg("fsck").arg(&img), 8);
+    assert!(line.contains("bad device image"), "{line}");
+    let line = fails(flashfs().args(["fsck", "--repair"]).arg(&img), 8);
+    assert!(line.contains("bad device image"), "{line}");
+    assert_eq!(digest(&img), before);
+    // Not an image at all.
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "keep me").unwrap();
+    let line = fails(flashfs().arg("info").arg(&text), 1);
+    assert!(line.contains("bad device image"), "{line}");
+    fails(flashfs().arg("fsck").arg(&text), 8);
+    assert_eq!(std::fs::read_to_string(&text).unwrap(), "keep me");
+}
+
+#[test]
+fn an_unformatted_image_is_described_but_not_checked() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    flashfs()
+        .args(["sim", "create", "--preset", "w25q64jv"])
+        .arg(&img)
+        .assert()
+        .success();
+    let before = digest(&img);
+    let j = info_json(&img);
+    assert_eq!(j["format"], "unformatted");
+    assert!(j["space"].is_null() && j["log"].is_null());
+    let line = fails(flashfs().arg("fsck").arg(&img), 8);
+    assert!(line.contains("no flashfs volume"), "{line}");
+    assert_eq!(digest(&img), before);
+}
+
+#[test]
+fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("nand.img");
+    mkfs(&img, "nand-128m", &["--sectors", "256"]);
+    let mut ftl = open_nand(&img);
+    for s in 0..256u64 {
+        ftl.write(s, &pattern(s, 512)).unwrap();
+    }
+    // The first slot of a segment holding data decays while mounted: reading it fails, and
+    // the block device records the sector as lost (it keeps failing after a remount).
+    let seg = ftl
+        .log()
+        .segments()
+        .iter()
+        .position(|s| s.live == 31)
+        .expect("a full segment") as u32;
+    ftl.log_mut()
+        .device_mut()
+        .flash_mut()
+        .inject_bit_errors(PageAddr::new(seg, 1), 8)
+        .unwrap();
+    let mut buf = vec![0u8; 512];
+    let failing: Vec<u64> = (0..256u64)
+        .filter(|&s| ftl.read(s, &mut buf).is_err())
+        .collect();
+    assert_eq!(failing.len(), 1);
+    close_nand(ftl);
+
+    let before = digest(&img);
+    let (code, out) = fsck(&img, false);
+    assert_eq!(code, 4, "{out}");
+    assert!(
+        out.contains("1 unreadable sector (data lost)") && out.contains("--repair"),
+        "{out}"
+    );
+    assert_eq!(
+        digest(&img),
+        before,
+        "fsck without --repair changed the image"
+    );
+    let (code, out) = fsck(&img, true);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("now read as zeros"), "{out}");
+    let (code, out) = fsck(&img, false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("clean, 255 of 256 sectors in use"), "{out}");
+    assert_eq!(fsck(&img, true).0, 0);
+    // Every other sector kept its data; the lost one reads as zeros.
+    let mut ftl = open_nand(&img);
+    for s in 0..256u64 {
+        ftl.read(s, &mut buf).unwrap();
+        if s == failing[0] {
+            assert!(buf.iter().all(|&b| b == 0), "sector {s} reads as zeros");
+        } else {
+            assert_eq!(buf, pattern(s, 512), "sector {s}");
+        }
+    }
+}
