@@ -1,6 +1,8 @@
 //! Benchmarks of flashfs that reproduce the papers' experiments on simulated flash.
 //!
 //! - [`workload`]: deterministic generators of the papers' access patterns.
+//! - [`fswork`]: file-system workloads, their model, and the check of what survives a
+//!   power cut.
 //! - [`kawaguchi`]: Kawaguchi et al. 1995 §3 on the block device (FTL): sequential, random
 //!   and hot-and-cold overwrites at several utilizations, every cleaning policy, with and
 //!   without a separate cleaning head, and 4 KB reads; measured in device time.
@@ -21,6 +23,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod fswork;
 pub mod kawaguchi;
 pub mod plot;
 pub mod report;

@@ -1,0 +1,821 @@
+//! File-system workloads, a model of what they leave, and the check after a power cut.
+//!
+//! A workload is a list of [`FsOp`]s on paths. [`Tree`] is the model: what every path holds.
+//! After a power cut the file system must show the state at its last acknowledged `sync` or
+//! `fsync`, or the state after some later operations, in order, each whole: [`Durable`]
+//! keeps that state and the operations since, and [`Durable::check`] compares a remounted
+//! file system against every state it may show.
+
+use std::collections::BTreeMap;
+
+use flashfs::fs::{FileType, ROOT_INO};
+use flashfs::{Error, Fs, Segments};
+
+/// What a path holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// A directory.
+    Dir,
+    /// A regular file and its bytes.
+    File(Vec<u8>),
+}
+
+/// The whole namespace: path (without the leading `/`) to what it holds.
+pub type Tree = BTreeMap<String, Node>;
+
+/// One file-system operation of a workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsOp {
+    /// Write `len` bytes of content `seed` at `off`, creating the file if needed.
+    Write {
+        /// The file.
+        path: String,
+        /// Offset.
+        off: u64,
+        /// Bytes.
+        len: u32,
+        /// Content seed (see [`content`]).
+        seed: u32,
+    },
+    /// Append `len` bytes of content `seed`.
+    Append {
+        /// The file.
+        path: String,
+        /// Bytes.
+        len: u32,
+        /// Content seed.
+        seed: u32,
+    },
+    /// Set the size.
+    Truncate {
+        /// The file.
+        path: String,
+        /// New size.
+        size: u64,
+    },
+    /// Create a directory.
+    Mkdir {
+        /// The directory.
+        path: String,
+    },
+    /// Remove a file.
+    Unlink {
+        /// The file.
+        path: String,
+    },
+    /// Remove an empty directory.
+    Rmdir {
+        /// The directory.
+        path: String,
+    },
+    /// Rename, replacing the target.
+    Rename {
+        /// From.
+        from: String,
+        /// To.
+        to: String,
+    },
+    /// Make everything so far durable.
+    Sync,
+}
+
+/// Deterministic bytes: content `seed` at file offset `off`, so overlapping writes of one
+/// seed agree and different seeds differ.
+pub fn content(seed: u32, off: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| {
+            let x = (off + i).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ u64::from(seed).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            (x >> 29) as u8 ^ (x >> 51) as u8
+        })
+        .collect()
+}
+
+fn parent(path: &str) -> Option<&str> {
+    path.rfind('/').map(|i| &path[..i])
+}
+
+/// Applies `op` to the model; `false` if the file system must refuse it.
+pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
+    let dir_ok = |tree: &Tree, p: &str| parent(p).is_none_or(|d| tree.get(d) == Some(&Node::Dir));
+    match op {
+        FsOp::Write {
+            path,
+            off,
+            len,
+            seed,
+        } => {
+            if !dir_ok(tree, path) || tree.get(path) == Some(&Node::Dir) {
+                return false;
+            }
+            let Node::File(data) = tree.entry(path.clone()).or_insert(Node::File(Vec::new()))
+            else {
+                return false;
+            };
+            let end = (*off + u64::from(*len)) as usize;
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+            data[*off as usize..end].copy_from_slice(&content(*seed, *off, *len as usize));
+            true
+        }
+        FsOp::Append { path, len, seed } => match tree.get_mut(path) {
+            Some(Node::File(data)) => {
+                let off = data.len() as u64;
+                data.extend(content(*seed, off, *len as usize));
+                true
+            }
+            _ => false,
+        },
+        FsOp::Truncate { path, size } => match tree.get_mut(path) {
+            Some(Node::File(data)) => {
+                data.resize(*size as usize, 0);
+                true
+            }
+            _ => false,
+        },
+        FsOp::Mkdir { path } => {
+            if !dir_ok(tree, path) || tree.contains_key(path) {
+                return false;
+            }
+            tree.insert(path.clone(), Node::Dir);
+            true
+        }
+        FsOp::Unlink { path } => match tree.get(path) {
+            Some(Node::File(_)) => {
+                tree.remove(path);
+                true
+            }
+            _ => false,
+        },
+        FsOp::Rmdir { path } => {
+            let prefix = format!("{path}/");
+            if tree.get(path) != Some(&Node::Dir) || tree.keys().any(|k| k.starts_with(&prefix)) {
+                return false;
+            }
+            tree.remove(path);
+            true
+        }
+        FsOp::Rename { from, to } => {
+            // Files only in the workloads: directories move in the model tests.
+            let (Some(Node::File(_)), true) = (tree.get(from), dir_ok(tree, to)) else {
+                return false;
+            };
+            if tree.get(to) == Some(&Node::Dir) {
+                return false;
+            }
+            let node = tree.remove(from).expect("checked above");
+            tree.insert(to.clone(), node);
+            true
+        }
+        FsOp::Sync => true,
+    }
+}
+
+fn slash(p: &str) -> Vec<u8> {
+    format!("/{p}").into_bytes()
+}
+
+/// Applies `op` to the file system.
+pub fn apply_fs<D: Segments>(fs: &mut Fs<D>, op: &FsOp) -> flashfs::Result<()> {
+    match op {
+        FsOp::Write {
+            path,
+            off,
+            len,
+            seed,
+        } => {
+            let p = slash(path);
+            let (dir, name) = fs.resolve_parent(&p)?;
+            let ino = match fs.lookup(dir, name) {
+                Ok(a) => a.ino,
+                Err(Error::NotFound) => fs.create(dir, name, 0o644, 0, 0)?.ino,
+                Err(e) => return Err(e),
+            };
+            // A new file and its first write are two operations; the model counts one.
+            fs.write(ino, *off, &content(*seed, *off, *len as usize))
+                .map(drop)
+        }
+        FsOp::Append { path, len, seed } => {
+            let ino = fs.resolve(&slash(path))?;
+            let off = fs.getattr(ino)?.inode.size;
+            fs.write(ino, off, &content(*seed, off, *len as usize))
+                .map(drop)
+        }
+        FsOp::Truncate { path, size } => {
+            let ino = fs.resolve(&slash(path))?;
+            fs.setattr(
+                ino,
+                flashfs::fs::SetAttr {
+                    size: Some(*size),
+                    ..Default::default()
+                },
+            )
+            .map(drop)
+        }
+        FsOp::Mkdir { path } => fs.mkdir_path(&slash(path)).map(drop),
+        FsOp::Unlink { path } => {
+            let p = slash(path);
+            let (dir, name) = fs.resolve_parent(&p)?;
+            fs.unlink(dir, name)
+        }
+        FsOp::Rmdir { path } => {
+            let p = slash(path);
+            let (dir, name) = fs.resolve_parent(&p)?;
+            fs.rmdir(dir, name)
+        }
+        FsOp::Rename { from, to } => fs.rename_path(&slash(from), &slash(to)),
+        FsOp::Sync => fs.sync(),
+    }
+}
+
+/// Reads the whole namespace of a file system into a [`Tree`]; also returns the bytes read.
+pub fn snapshot<D: Segments>(fs: &mut Fs<D>) -> flashfs::Result<(Tree, u64)> {
+    let mut tree = Tree::new();
+    let mut bytes = 0;
+    let mut stack = vec![(ROOT_INO, String::new())];
+    while let Some((dir, path)) = stack.pop() {
+        let mut cookie = 2;
+        loop {
+            let batch = fs.readdir(dir, cookie, 128)?;
+            let Some(last) = batch.last() else { break };
+            cookie = last.cookie;
+            for e in batch {
+                let name = String::from_utf8_lossy(&e.name).into_owned();
+                let p = if path.is_empty() {
+                    name
+                } else {
+                    format!("{path}/{name}")
+                };
+                match e.kind {
+                    FileType::Directory => {
+                        tree.insert(p.clone(), Node::Dir);
+                        stack.push((e.ino, p));
+                    }
+                    _ => {
+                        let size = fs.getattr(e.ino)?.inode.size as usize;
+                        let mut data = vec![0; size];
+                        let n = fs.read(e.ino, 0, &mut data)?;
+                        data.truncate(n);
+                        bytes += n as u64;
+                        tree.insert(p, Node::File(data));
+                    }
+                }
+            }
+        }
+    }
+    Ok((tree, bytes))
+}
+
+/// What must survive a power cut: the state at the last acknowledged sync, and the
+/// operations acknowledged since (any prefix of which may survive too).
+#[derive(Debug, Clone, Default)]
+pub struct Durable {
+    /// The state at the last sync.
+    pub base: Tree,
+    /// Operations that succeeded since.
+    pub since: Vec<FsOp>,
+}
+
+impl Durable {
+    /// A file system whose whole state is durable.
+    pub fn new(base: Tree) -> Self {
+        Durable {
+            base,
+            since: Vec::new(),
+        }
+    }
+
+    /// Records an operation the file system acknowledged (a sync makes the state durable).
+    pub fn acknowledged(&mut self, op: &FsOp) {
+        if *op == FsOp::Sync {
+            let mut t = core::mem::take(&mut self.base);
+            for o in self.since.drain(..) {
+                apply_model(&mut t, &o);
+            }
+            apply_model(&mut t, op);
+            self.base = t;
+        } else {
+            self.since.push(op.clone());
+        }
+    }
+
+    /// The state now, as the model sees it.
+    pub fn current(&self) -> Tree {
+        let mut t = self.base.clone();
+        for o in &self.since {
+            apply_model(&mut t, o);
+        }
+        t
+    }
+
+    /// Which state `found` is (how many operations since the sync it holds), or a
+    /// description of how it differs from the durable one.
+    pub fn check(&self, found: &Tree) -> Result<usize, String> {
+        let mut t = self.base.clone();
+        if *found == t {
+            return Ok(0);
+        }
+        for (i, o) in self.since.iter().enumerate() {
+            apply_model(&mut t, o);
+            if *found == t {
+                return Ok(i + 1);
+            }
+        }
+        Err(describe_difference(&self.base, found))
+    }
+}
+
+/// The first difference between two trees, in words.
+pub fn describe_difference(want: &Tree, found: &Tree) -> String {
+    for (p, n) in want {
+        match found.get(p) {
+            None => return format!("/{p} is missing"),
+            Some(f) if f != n => {
+                return match (n, f) {
+                    (Node::File(a), Node::File(b)) if a.len() != b.len() => {
+                        format!("/{p} has {} bytes instead of {}", b.len(), a.len())
+                    }
+                    (Node::File(a), Node::File(b)) => {
+                        let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
+                        format!("/{p} differs at byte {at}")
+                    }
+                    _ => format!("/{p} has the wrong type"),
+                };
+            }
+            _ => {}
+        }
+    }
+    match found.keys().find(|p| !want.contains_key(*p)) {
+        Some(p) => format!("/{p} should not exist"),
+        None => "no state matches, though each path matches the durable one".into(),
+    }
+}
+
+/// Workloads on the file system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsWorkload {
+    /// A mix of every operation on a few directories and files.
+    Mixed,
+    /// Many small files: write to `tmp/`, fsync, rename into `new/`; old ones deleted.
+    MailSpool,
+    /// One log file appended to, fsynced every few appends, rotated now and then.
+    AppendLog,
+    /// Random in-place overwrites of one large file, fsynced often.
+    Database,
+}
+
+impl FsWorkload {
+    /// Every workload.
+    pub const ALL: [FsWorkload; 4] = [
+        FsWorkload::Mixed,
+        FsWorkload::MailSpool,
+        FsWorkload::AppendLog,
+        FsWorkload::Database,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsWorkload::Mixed => "fs-mixed",
+            FsWorkload::MailSpool => "mail-spool",
+            FsWorkload::AppendLog => "fs-append-log",
+            FsWorkload::Database => "fs-database",
+        }
+    }
+
+    /// The workload of a name.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == s)
+    }
+
+    /// `n` operations from `seed`, writing at most `max_write` bytes at once; files stay
+    /// within `max_file` bytes.
+    pub fn ops(self, seed: u64, n: usize, max_write: u32, max_file: u64) -> Vec<FsOp> {
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m.max(1)
+        };
+        let mut ops = Vec::with_capacity(n);
+        let mut version = (seed as u32).wrapping_mul(1_000_003);
+        let mut v = || {
+            version = version.wrapping_add(1);
+            version
+        };
+        match self {
+            FsWorkload::Mixed => {
+                ops.push(FsOp::Mkdir { path: "a".into() });
+                ops.push(FsOp::Mkdir { path: "b".into() });
+                while ops.len() < n {
+                    let dir = ["a", "b", "a/c"][next(3) as usize];
+                    let file = format!("{dir}/f{}", next(6));
+                    let op = match next(16) {
+                        0..=5 => FsOp::Write {
+                            path: file,
+                            off: next(max_file / 2),
+                            len: 1 + next(u64::from(max_write)) as u32,
+                            seed: v(),
+                        },
+                        6 => FsOp::Truncate {
+                            path: file,
+                            size: next(max_file),
+                        },
+                        7 => FsOp::Unlink { path: file },
+                        8 | 9 => FsOp::Rename {
+                            from: file,
+                            to: format!("{}/f{}", ["a", "b", "a/c"][next(3) as usize], next(6)),
+                        },
+                        10 => FsOp::Mkdir { path: "a/c".into() },
+                        11 => FsOp::Rmdir { path: "a/c".into() },
+                        12 => FsOp::Append {
+                            path: file,
+                            len: 1 + next(u64::from(max_write) / 4) as u32,
+                            seed: v(),
+                        },
+                        _ => FsOp::Sync,
+                    };
+                    ops.push(op);
+                }
+            }
+            FsWorkload::MailSpool => {
+                ops.push(FsOp::Mkdir { path: "tmp".into() });
+                ops.push(FsOp::Mkdir { path: "new".into() });
+                let mut m = 0u32;
+                while ops.len() < n {
+                    m += 1;
+                    let tmp = format!("tmp/{m}");
+                    ops.push(FsOp::Write {
+                        path: tmp.clone(),
+                        off: 0,
+                        len: 200 + next(u64::from(max_write)) as u32,
+                        seed: v(),
+                    });
+                    ops.push(FsOp::Sync);
+                    ops.push(FsOp::Rename {
+                        from: tmp,
+                        to: format!("new/{m}"),
+                    });
+                    if m > 6 && next(2) == 0 {
+                        ops.push(FsOp::Unlink {
+                            path: format!("new/{}", m - 6),
+                        });
+                    }
+                }
+            }
+            FsWorkload::AppendLog => {
+                let mut k = 0;
+                ops.push(FsOp::Write {
+                    path: "log".into(),
+                    off: 0,
+                    len: 1,
+                    seed: v(),
+                });
+                while ops.len() < n {
+                    ops.push(FsOp::Append {
+                        path: "log".into(),
+                        len: 20 + next(u64::from(max_write) / 2) as u32,
+                        seed: v(),
+                    });
+                    k += 1;
+                    if k % 4 == 0 {
+                        ops.push(FsOp::Sync);
+                    }
+                    if k % 40 == 0 {
+                        ops.push(FsOp::Rename {
+                            from: "log".into(),
+                            to: "log.1".into(),
+                        });
+                        ops.push(FsOp::Write {
+                            path: "log".into(),
+                            off: 0,
+                            len: 1,
+                            seed: v(),
+                        });
+                    }
+                }
+            }
+            FsWorkload::Database => {
+                let size = max_file.max(4096);
+                ops.push(FsOp::Write {
+                    path: "db".into(),
+                    off: 0,
+                    len: size.min(u64::from(max_write)) as u32,
+                    seed: v(),
+                });
+                ops.push(FsOp::Truncate {
+                    path: "db".into(),
+                    size,
+                });
+                ops.push(FsOp::Sync);
+                while ops.len() < n {
+                    let len = 512 * (1 + next(u64::from(max_write) / 512).min(7)) as u32;
+                    let off = next(size.saturating_sub(u64::from(len)) / 512 + 1) * 512;
+                    ops.push(FsOp::Write {
+                        path: "db".into(),
+                        off,
+                        len,
+                        seed: v(),
+                    });
+                    if next(3) == 0 {
+                        ops.push(FsOp::Sync);
+                    }
+                }
+            }
+        }
+        ops.truncate(n);
+        ops
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_follows_operations_and_checks_prefixes() {
+        let mut d = Durable::default();
+        let ops = [
+            FsOp::Mkdir { path: "a".into() },
+            FsOp::Write {
+                path: "a/f".into(),
+                off: 3,
+                len: 4,
+                seed: 1,
+            },
+            FsOp::Sync,
+            FsOp::Rename {
+                from: "a/f".into(),
+                to: "g".into(),
+            },
+            FsOp::Truncate {
+                path: "g".into(),
+                size: 2,
+            },
+        ];
+        let mut t = Tree::new();
+        for op in &ops {
+            assert!(apply_model(&mut t, op));
+            d.acknowledged(op);
+        }
+        assert!(!apply_model(&mut t, &FsOp::Rmdir { path: "zz".into() }));
+        assert_eq!(d.current(), t);
+        assert_eq!(d.since.len(), 2);
+        assert_eq!(d.check(&t), Ok(2));
+        assert_eq!(d.check(&d.base.clone()), Ok(0));
+        let mut wrong = d.base.clone();
+        wrong.insert("a/f".into(), Node::File(vec![0; 7]));
+        assert!(d.check(&wrong).unwrap_err().contains("differs at byte"));
+        assert_eq!(content(1, 3, 4)[1..], content(1, 4, 3)[..]);
+        for w in FsWorkload::ALL {
+            let ops = w.ops(5, 200, 4096, 1 << 16);
+            assert_eq!(ops.len(), 200);
+            assert_eq!(FsWorkload::from_name(w.name()), Some(w));
+            let mut t = Tree::new();
+            let ok = ops.iter().filter(|o| apply_model(&mut t, o)).count();
+            assert!(ok > 100, "{} applies only {ok} of 200", w.name());
+        }
+    }
+}
+
+/// What a run of a file-system workload under power cuts found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CutReport {
+    /// Power cuts made (including second cuts during recovery mounts).
+    pub cuts: u64,
+    /// Of which tore the operation they fell on.
+    pub torn: u64,
+    /// Mounts after a cut.
+    pub remounts: u64,
+    /// File bytes compared against the model after remounts.
+    pub bytes_verified: u64,
+    /// Operations the file system acknowledged.
+    pub ops_acknowledged: u64,
+    /// Operations refused for lack of space (left out of the model, as they must change
+    /// nothing).
+    pub no_space: u64,
+    /// Operations after which the remounted state held some operations past the last sync.
+    pub kept_unsynced: u64,
+    /// Everything that broke a rule, in words.
+    pub violations: Vec<String>,
+}
+
+/// How a run cuts the power.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CutPlan {
+    /// Cuts to make, spread over the workload.
+    pub cuts: u64,
+    /// Share of cuts that tear the operation they hit.
+    pub torn_share: f64,
+    /// Share of recovery mounts that are themselves cut once.
+    pub recovery_cut_share: f64,
+    /// Seed of the cut points.
+    pub seed: u64,
+}
+
+/// Runs `ops` on the file system formatted on `dev`, cutting the power at random device
+/// operations as `plan` says; after each cut reboots, remounts (sometimes cut again during
+/// the mount), checks the volume with fsck and compares it with the model. Ends with a
+/// clean unmount, a remount and an exact comparison, then deletes everything and checks
+/// that the free space is what the empty volume had. `progress` hears each operation index.
+pub fn run_with_cuts<D: crate::torture::SimSegments>(
+    dev: D,
+    config: flashfs::FsConfig,
+    ops: &[FsOp],
+    plan: CutPlan,
+    progress: &mut dyn FnMut(usize),
+) -> Result<(CutReport, D), Error> {
+    let mut fs = Fs::format(dev, config)?;
+    let empty_free = fs.statfs().blocks_free;
+    let mut report = CutReport::default();
+    let mut durable = Durable::default();
+    let mut rng = plan.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+    let mut next = move |m: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % m.max(1)
+    };
+    let sim_ops = |fs: &Fs<D>| fs.ftl().log().device().sim().ops();
+    // Device operations per workload operation, measured on the way, spread the cuts.
+    let mut per_op = 8u64;
+    let mut armed = false;
+    let mut armed_torn = false;
+    let start_ops = sim_ops(&fs);
+    let mut i = 0;
+    while i < ops.len() {
+        progress(i);
+        if !armed && report.cuts < plan.cuts {
+            let left = (plan.cuts - report.cuts).max(1);
+            let span = ((ops.len() - i) as u64 * per_op / left).max(2);
+            let torn = (next(1000) as f64) < plan.torn_share * 1000.0;
+            fs.ftl_mut()
+                .log_mut()
+                .device_mut()
+                .sim_mut()
+                .schedule_cut(1 + next(2 * span), torn);
+            armed = true;
+            armed_torn = torn;
+        }
+        let op = &ops[i];
+        let mut model = durable.current();
+        let must = apply_model(&mut model, op);
+        match apply_fs(&mut fs, op) {
+            Ok(()) if must => {
+                durable.acknowledged(op);
+                report.ops_acknowledged += 1;
+            }
+            Ok(()) => report
+                .violations
+                .push(format!("op {i} ({op:?}) succeeded; the model refuses it")),
+            Err(Error::Flash(flash::FlashError::PowerLoss)) => {
+                report.torn += u64::from(armed_torn);
+                let dev = fs.into_device();
+                let (next_fs, verified) =
+                    recover(dev, config, &mut durable, &mut report, plan, &mut next, i)?;
+                report.bytes_verified += verified;
+                fs = next_fs;
+                armed = false;
+            }
+            Err(Error::NoSpace) => report.no_space += 1,
+            Err(_) if !must => {}
+            Err(e) => report
+                .violations
+                .push(format!("op {i} ({op:?}) failed: {e}")),
+        }
+        i += 1;
+        per_op = ((sim_ops(&fs).saturating_sub(start_ops)) / i as u64).max(1);
+    }
+    // Disarm any pending cut (rescheduling far away), then finish cleanly.
+    fs.ftl_mut()
+        .log_mut()
+        .device_mut()
+        .sim_mut()
+        .schedule_cut(u64::MAX / 2, false);
+    let dev = fs.unmount()?;
+    let mut fs = Fs::mount(dev, config)?;
+    let (found, bytes) = snapshot(&mut fs)?;
+    report.bytes_verified += bytes;
+    if found != durable.current() {
+        report.violations.push(format!(
+            "after a clean unmount: {}",
+            describe_difference(&durable.current(), &found)
+        ));
+    }
+    let check = fs.check(false)?;
+    if !check.is_clean() {
+        report
+            .violations
+            .push(format!("fsck after the run: {:?}", check.problems));
+    }
+    // No space leaks: delete everything, and the free space is the empty volume's.
+    let mut paths: Vec<(String, Node)> = found.into_iter().collect();
+    paths.reverse();
+    for (p, n) in paths {
+        let op = match n {
+            Node::Dir => FsOp::Rmdir { path: p },
+            Node::File(_) => FsOp::Unlink { path: p },
+        };
+        apply_fs(&mut fs, &op)?;
+    }
+    fs.sync()?;
+    if fs.statfs().blocks_free != empty_free {
+        report.violations.push(format!(
+            "space leak: {} blocks free after deleting everything, {empty_free} when empty",
+            fs.statfs().blocks_free
+        ));
+    }
+    Ok((report, fs.unmount()?))
+}
+
+/// Reboots after a cut and remounts (once more if a second cut falls in the mount), then
+/// checks the volume against the model and makes what it found the new durable state.
+fn recover<D: crate::torture::SimSegments>(
+    mut dev: D,
+    config: flashfs::FsConfig,
+    durable: &mut Durable,
+    report: &mut CutReport,
+    plan: CutPlan,
+    next: &mut dyn FnMut(u64) -> u64,
+    at: usize,
+) -> Result<(Fs<D>, u64), Error> {
+    report.cuts += 1;
+    dev.sim_mut().reboot();
+    if (next(1000) as f64) < plan.recovery_cut_share * 1000.0 {
+        dev.sim_mut().schedule_cut(1 + next(64), false);
+        match Fs::mount(dev.clone(), config) {
+            Ok(fs) => {
+                dev = fs.into_device();
+            }
+            Err(Error::Flash(flash::FlashError::PowerLoss)) => {
+                report.cuts += 1;
+            }
+            Err(e) => report
+                .violations
+                .push(format!("mount cut during recovery after op {at}: {e}")),
+        }
+        dev.sim_mut().schedule_cut(u64::MAX / 2, false);
+        dev.sim_mut().reboot();
+    }
+    let mut fs = match Fs::mount(dev, config) {
+        Ok(fs) => fs,
+        Err(e) => {
+            report
+                .violations
+                .push(format!("mount after a cut at op {at} failed: {e}"));
+            return Err(e);
+        }
+    };
+    report.remounts += 1;
+    let check = fs.check(false)?;
+    if !check.is_clean() {
+        report
+            .violations
+            .push(format!("fsck after a cut at op {at}: {:?}", check.problems));
+    }
+    let (found, bytes) = snapshot(&mut fs)?;
+    match durable.check(&found) {
+        Ok(k) => {
+            if k > 0 {
+                report.kept_unsynced += 1;
+            }
+        }
+        Err(why) => report
+            .violations
+            .push(format!("after a cut at op {at}: {why}")),
+    }
+    *durable = Durable::new(found);
+    Ok((fs, bytes))
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::*;
+    use flash::{ImageMeta, NorSim};
+    use flashfs::{FsConfig, NorSegments};
+
+    #[test]
+    fn every_workload_survives_cuts_on_a_small_nor() {
+        let spec = crate::torture::torture_device("28f008sa").unwrap().spec;
+        let flash::DeviceSpec::Nor(spec) = spec else {
+            panic!("NOR preset")
+        };
+        for w in FsWorkload::ALL {
+            let dev =
+                NorSegments::new(NorSim::new(spec, ImageMeta::new("t", 1)).unwrap(), 512).unwrap();
+            let ops = w.ops(3, 150, 2048, 16 * 1024);
+            let plan = CutPlan {
+                cuts: 12,
+                torn_share: 0.5,
+                recovery_cut_share: 0.3,
+                seed: 9,
+            };
+            let (r, _) = run_with_cuts(dev, FsConfig::default(), &ops, plan, &mut |_| {}).unwrap();
+            assert!(r.violations.is_empty(), "{}: {:?}", w.name(), r.violations);
+            assert!(r.cuts >= 6, "{}: only {} cuts", w.name(), r.cuts);
+            assert!(r.bytes_verified > 0 && r.remounts > 0);
+        }
+    }
+}
