@@ -615,22 +615,39 @@ pub struct CutPlan {
     pub seed: u64,
 }
 
-/// Runs `ops` on the file system formatted on `dev`, cutting the power at random device
-/// operations as `plan` says; after each cut reboots, remounts (sometimes cut again during
-/// the mount), checks the volume with fsck and compares it with the model. Ends with a
-/// clean unmount, a remount and an exact comparison, then deletes everything and checks
-/// that the free space is what the empty volume had. `progress` hears each operation index.
-pub fn run_with_cuts<D: crate::torture::SimSegments>(
+/// Formats `dev`, runs `ops` under power cuts ([`run_with_cuts`]), then checks a clean
+/// remount ([`check_clean_remount`]) and that deleting everything gives back all the space
+/// ([`check_no_leak`]).
+pub fn torture_fs<D: crate::torture::SimSegments>(
     dev: D,
     config: flashfs::FsConfig,
     ops: &[FsOp],
     plan: CutPlan,
     progress: &mut dyn FnMut(usize),
 ) -> Result<(CutReport, D), Error> {
-    let mut fs = Fs::format(dev, config)?;
+    let fs = Fs::format(dev, config)?;
     let empty_free = fs.statfs().blocks_free;
+    let (mut report, fs, model) = run_with_cuts(fs, Tree::new(), config, ops, plan, progress)?;
+    let fs = check_clean_remount(fs, config, &model, &mut report)?;
+    let dev = check_no_leak(fs, &model, empty_free, &mut report)?;
+    Ok((report, dev))
+}
+
+/// Runs `ops` on the mounted file system `fs`, whose whole state is `base` and durable,
+/// cutting the power at random device operations as `plan` says. After each cut it reboots,
+/// remounts (sometimes cut again during the mount), checks the volume with fsck and compares
+/// it with the model. Returns the file system and what the model says it holds now.
+/// `progress` hears each operation's index.
+pub fn run_with_cuts<D: crate::torture::SimSegments>(
+    mut fs: Fs<D>,
+    base: Tree,
+    config: flashfs::FsConfig,
+    ops: &[FsOp],
+    plan: CutPlan,
+    progress: &mut dyn FnMut(usize),
+) -> Result<(CutReport, Fs<D>, Tree), Error> {
     let mut report = CutReport::default();
-    let mut durable = Durable::default();
+    let mut durable = Durable::new(base);
     let mut rng = plan.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
     let mut next = move |m: u64| {
         rng ^= rng << 13;
@@ -688,20 +705,32 @@ pub fn run_with_cuts<D: crate::torture::SimSegments>(
         i += 1;
         per_op = ((sim_ops(&fs).saturating_sub(start_ops)) / i as u64).max(1);
     }
-    // Disarm any pending cut (rescheduling far away), then finish cleanly.
+    // A cut still pending is moved out of reach.
     fs.ftl_mut()
         .log_mut()
         .device_mut()
         .sim_mut()
         .schedule_cut(u64::MAX / 2, false);
+    let model = durable.current();
+    Ok((report, fs, model))
+}
+
+/// Unmounts cleanly, remounts, and checks that the volume holds exactly `model` and that
+/// fsck finds it clean.
+pub fn check_clean_remount<D: Segments>(
+    fs: Fs<D>,
+    config: flashfs::FsConfig,
+    model: &Tree,
+    report: &mut CutReport,
+) -> Result<Fs<D>, Error> {
     let dev = fs.unmount()?;
     let mut fs = Fs::mount(dev, config)?;
     let (found, bytes) = snapshot(&mut fs)?;
     report.bytes_verified += bytes;
-    if found != durable.current() {
+    if found != *model {
         report.violations.push(format!(
             "after a clean unmount: {}",
-            describe_difference(&durable.current(), &found)
+            describe_difference(model, &found)
         ));
     }
     let check = fs.check(false)?;
@@ -710,24 +739,32 @@ pub fn run_with_cuts<D: crate::torture::SimSegments>(
             .violations
             .push(format!("fsck after the run: {:?}", check.problems));
     }
-    // No space leaks: delete everything, and the free space is the empty volume's.
-    let mut paths: Vec<(String, Node)> = found.into_iter().collect();
-    paths.reverse();
-    for (p, n) in paths {
+    Ok(fs)
+}
+
+/// Deletes everything `model` lists and checks that the free space is back to
+/// `empty_free`, what the volume had when empty.
+pub fn check_no_leak<D: Segments>(
+    mut fs: Fs<D>,
+    model: &Tree,
+    empty_free: u64,
+    report: &mut CutReport,
+) -> Result<D, Error> {
+    for (p, n) in model.iter().rev() {
         let op = match n {
-            Node::Dir => FsOp::Rmdir { path: p },
-            Node::File(_) => FsOp::Unlink { path: p },
+            Node::Dir => FsOp::Rmdir { path: p.clone() },
+            Node::File(_) => FsOp::Unlink { path: p.clone() },
         };
         apply_fs(&mut fs, &op)?;
     }
     fs.sync()?;
-    if fs.statfs().blocks_free != empty_free {
+    let free = fs.statfs().blocks_free;
+    if free != empty_free {
         report.violations.push(format!(
-            "space leak: {} blocks free after deleting everything, {empty_free} when empty",
-            fs.statfs().blocks_free
+            "space leak: {free} blocks free after deleting everything, {empty_free} when empty"
         ));
     }
-    Ok((report, fs.unmount()?))
+    fs.unmount()
 }
 
 /// Reboots after a cut and remounts (once more if a second cut falls in the mount), then
@@ -812,7 +849,7 @@ mod cut_tests {
                 recovery_cut_share: 0.3,
                 seed: 9,
             };
-            let (r, _) = run_with_cuts(dev, FsConfig::default(), &ops, plan, &mut |_| {}).unwrap();
+            let (r, _) = torture_fs(dev, FsConfig::default(), &ops, plan, &mut |_| {}).unwrap();
             assert!(r.violations.is_empty(), "{}: {:?}", w.name(), r.violations);
             assert!(r.cuts >= 6, "{}: only {} cuts", w.name(), r.cuts);
             assert!(r.bytes_verified > 0 && r.remounts > 0);

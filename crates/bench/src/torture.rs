@@ -11,11 +11,19 @@
 //! - [`Target`]: a system under test. [`FtlTarget`] is the block device ([`flashfs::Ftl`]) on
 //!   a simulated NOR or NAND part; a file-system target plugs in the same way, with its own
 //!   operations and model.
+//! - [`Fault`]: what a case injects besides its power cut — a second cut during the recovery
+//!   mount, bit errors within and beyond the ECC, silent program and erase failures, blocks
+//!   wearing out mid-run, factory bad blocks.
 //! - [`run_case`]: one case — a workload, a first cut, a chained second cut during the
 //!   continued run, a little more writing and a final remount — checked after each remount.
-//! - [`run`]: cases over presets and workloads, exhaustively over every cut point or at random
-//!   ones, summed up as [`Report`]s, with every [`Violation`] and the command line that
-//!   replays it.
+//! - [`run`]: cases over presets, fault kinds and workloads, exhaustively over every cut
+//!   point or at random ones, summed up as [`Report`]s, with every [`Violation`] and the
+//!   command line that replays it.
+//!
+//! Under faults that damage the medium ([`Fault::damages_media`]) a typed error is not a
+//! violation but media damage, counted: a sector read failing with EIO, an operation or a
+//! mount failing with a typed error, a sector whose newest copy the damage destroyed coming
+//! back with an older value. Bytes no write put there are always a violation.
 //!
 //! ```
 //! use flashfs_bench::torture::{run, TortureOptions, Workload};
@@ -30,13 +38,24 @@
 //! # Ok::<(), flashfs_bench::BenchError>(())
 //! ```
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
+use std::rc::Rc;
 
-use flash::{DeviceSpec, FlashError, ImageMeta, NandSim, NandSpec, NorSim, NorSpec, Simulated};
+use flash::{
+    DeviceSpec, FaultConfig, FlashError, ImageMeta, NandFlash, NandSim, NandSpec, NorSim, NorSpec,
+    PageAddr, Simulated, Timebomb,
+};
+use flashfs::log::tag::{Kind, TagState};
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
 use crate::error::{BenchError, Context, Result};
+
+mod fault;
+
+pub use fault::{Fault, Interruptible};
 
 /// One block-device operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,8 +279,21 @@ pub fn versions(ops: &[Op], sectors: u64) -> Vec<Vec<u32>> {
     v
 }
 
-/// Content a sector holds: `None` for zeros (never written, or trimmed), else the version.
+/// Content a sector holds: `None` for zeros (never written, or trimmed), else the version
+/// ([`UNREADABLE`] when the read failed with EIO).
 pub type Content = Option<u32>;
+
+/// What a sector whose read failed with a typed I/O error (EIO) is observed as.
+pub const UNREADABLE: Content = Some(u32::MAX);
+
+/// Media damage an observation shows and the model tolerates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tolerated {
+    /// Units (sectors) whose read failed with a typed error.
+    pub unreadable: u64,
+    /// Units whose newest copy the damage destroyed and that show an older value.
+    pub rolled_back: u64,
+}
 
 /// What a target may show after a power cut, given what was issued and acknowledged.
 pub trait Oracle {
@@ -277,6 +309,16 @@ pub trait Oracle {
     fn check(&self, seen: &Self::Observation) -> std::result::Result<(), String>;
     /// Pins the model to what was observed: the target's state is now that.
     fn settle(&mut self, seen: &Self::Observation);
+    /// Records that media damage destroyed stored copies of these units (sectors, for the
+    /// block device): they may fail to read or come back older until written again.
+    fn damaged(&mut self, units: &[u64]) {
+        let _ = units;
+    }
+    /// The media damage an observation shows (that [`check`](Oracle::check) accepted).
+    fn tolerated(&self, seen: &Self::Observation) -> Tolerated {
+        let _ = seen;
+        Tolerated::default()
+    }
 }
 
 /// What each sector of a block device may hold: the value at the last acknowledged flush, or
@@ -291,6 +333,13 @@ pub struct Model {
     history: Vec<Vec<u32>>,
     /// The value if nothing is lost.
     pub current: Vec<Content>,
+    /// Sectors whose newest copy media damage may have destroyed since they were last
+    /// written and flushed: any value once written to them, zeros, or EIO.
+    lenient: Vec<bool>,
+    /// Sectors written or trimmed since damage made them lenient.
+    rewritten: Vec<bool>,
+    /// Whether a read failing with EIO is media damage rather than a violation.
+    unreadable_ok: bool,
 }
 
 impl Model {
@@ -302,7 +351,43 @@ impl Model {
             since: vec![Vec::new(); n],
             history: vec![Vec::new(); n],
             current: vec![None; n],
+            lenient: vec![false; n],
+            rewritten: vec![false; n],
+            unreadable_ok: false,
         }
+    }
+
+    /// Accepts reads failing with EIO as media damage (for faults that damage the medium).
+    pub fn tolerate_unreadable(&mut self) {
+        self.unreadable_ok = true;
+    }
+
+    /// Records that media damage destroyed a stored copy of each of `sectors`.
+    pub fn damaged(&mut self, sectors: &[u64]) {
+        for &k in sectors {
+            if let Some(l) = self.lenient.get_mut(k as usize) {
+                *l = true;
+                self.rewritten[k as usize] = false;
+            }
+        }
+    }
+
+    /// Counts the sectors of `read` that show media damage: EIO, or an older value of a
+    /// damaged sector.
+    pub fn tolerated(&self, read: &[Content]) -> Tolerated {
+        let mut t = Tolerated::default();
+        for (k, got) in read.iter().enumerate() {
+            if *got == UNREADABLE {
+                t.unreadable += 1;
+            } else if self.lenient.get(k) == Some(&true) && !self.strictly_ok(k, got) {
+                t.rolled_back += 1;
+            }
+        }
+        t
+    }
+
+    fn strictly_ok(&self, k: usize, got: &Content) -> bool {
+        *got == self.flushed[k] || self.since[k].contains(got)
     }
 
     /// Records that `op` was issued (before knowing whether it completed).
@@ -314,6 +399,7 @@ impl Model {
                 version,
             } => {
                 for k in sector..sector + count {
+                    self.rewritten[k as usize] = true;
                     self.since[k as usize].push(Some(version));
                     self.history[k as usize].push(version);
                     self.current[k as usize] = Some(version);
@@ -321,6 +407,7 @@ impl Model {
             }
             Op::Trim { sector, count } => {
                 for k in sector..sector + count {
+                    self.rewritten[k as usize] = true;
                     self.since[k as usize].push(None);
                     self.current[k as usize] = None;
                 }
@@ -333,6 +420,12 @@ impl Model {
     pub fn flushed(&mut self) {
         self.flushed.clone_from(&self.current);
         self.since.iter_mut().for_each(Vec::clear);
+        // A write issued after the damage and now durable supersedes the destroyed copy.
+        for (lenient, rewritten) in self.lenient.iter_mut().zip(&self.rewritten) {
+            if *rewritten {
+                *lenient = false;
+            }
+        }
     }
 
     /// Every version issued to each sector so far.
@@ -350,7 +443,17 @@ impl Model {
             ));
         }
         for (k, got) in read.iter().enumerate() {
-            if *got != self.flushed[k] && !self.since[k].contains(got) {
+            if *got == UNREADABLE {
+                if self.unreadable_ok || self.lenient[k] {
+                    continue;
+                }
+                return Err(format!(
+                    "sector {k}: read failed with EIO, and no media damage explains it"
+                ));
+            }
+            // A damaged sector may show any value once written to it: the content itself was
+            // recognised when it was read, so it is not torn or misplaced.
+            if !self.lenient[k] && !self.strictly_ok(k, got) {
                 return Err(format!(
                     "sector {k}: read {got:?}, flushed {:?}, written since {:?}",
                     self.flushed[k], self.since[k]
@@ -364,6 +467,7 @@ impl Model {
     pub fn settle(&mut self, read: &[Content]) {
         self.current = read.to_vec();
         self.flushed();
+        self.lenient.iter_mut().for_each(|l| *l = false);
     }
 }
 
@@ -383,6 +487,12 @@ impl Oracle for Model {
     }
     fn settle(&mut self, seen: &Vec<Content>) {
         Model::settle(self, seen);
+    }
+    fn damaged(&mut self, units: &[u64]) {
+        Model::damaged(self, units);
+    }
+    fn tolerated(&self, seen: &Vec<Content>) -> Tolerated {
+        Model::tolerated(self, seen)
     }
 }
 
@@ -412,12 +522,28 @@ pub fn read_all<B: BlockDevice>(
     dev: &mut B,
     versions: &[Vec<u32>],
 ) -> std::result::Result<Vec<Content>, String> {
+    read_sectors(dev, versions, false)
+}
+
+/// [`read_all`], but with `eio_ok` a read failing with EIO is [`UNREADABLE`] rather than an
+/// error.
+pub fn read_sectors<B: BlockDevice>(
+    dev: &mut B,
+    versions: &[Vec<u32>],
+    eio_ok: bool,
+) -> std::result::Result<Vec<Content>, String> {
     let ss = dev.sector_size();
     let mut buf = vec![0u8; ss];
     let mut out = Vec::new();
     for k in 0..dev.sectors() {
-        dev.read(k, &mut buf)
-            .map_err(|e| format!("read of sector {k}: {e}"))?;
+        match dev.read(k, &mut buf) {
+            Ok(()) => {}
+            Err(Error::Io) if eio_ok => {
+                out.push(UNREADABLE);
+                continue;
+            }
+            Err(e) => return Err(format!("read of sector {k}: {e}")),
+        }
         if buf.iter().all(|&b| b == 0) {
             out.push(None);
             continue;
@@ -445,6 +571,9 @@ pub fn read_all<B: BlockDevice>(
 pub enum Failure {
     /// The power went (the cut fired).
     PowerLoss,
+    /// A typed error that damage done to the medium explains (EIO, a worn-out device, no
+    /// space left once blocks retired): media damage, counted, not a violation.
+    Media(String),
     /// Any other error, as text.
     Error(String),
 }
@@ -453,12 +582,15 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::PowerLoss => f.write_str("power loss"),
-            Failure::Error(e) => f.write_str(e),
+            Failure::Media(e) | Failure::Error(e) => f.write_str(e),
         }
     }
 }
 
 /// A system under test, mounted on a simulated device whose power can be cut.
+///
+/// Only the power-cut methods are required; the fault methods have defaults for targets that
+/// inject nothing but power cuts.
 pub trait Target {
     /// Operations of its workloads.
     type Op: Copy + fmt::Debug;
@@ -466,7 +598,7 @@ pub trait Target {
     type Model: Oracle<Op = Self::Op>;
     /// What reports call it ("ftl"; a file system would be "fs").
     fn kind(&self) -> &'static str;
-    /// A model of the freshly formatted target.
+    /// A model of the freshly formatted target (and of the fault it was armed with).
     fn model(&self) -> Self::Model;
     /// Mutating device operations so far: the unit of cut points.
     fn device_ops(&self) -> u64;
@@ -489,6 +621,31 @@ pub trait Target {
     /// A few operations for after a recovery, ending with what makes them durable; `round`
     /// makes their content differ from everything written before.
     fn more_ops(&self, round: u32) -> Vec<Self::Op>;
+
+    /// Arms a fault for the rest of the case, its random choices drawn from `seed`; `ops` is
+    /// the length of the workload. Returns whether the target can inject it (by default only
+    /// the power-cut kinds, which need nothing armed).
+    fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
+        let _ = (seed, ops);
+        matches!(fault, Fault::PowerCut | Fault::MountCut)
+    }
+    /// Units (sectors) whose stored copies the armed fault destroyed since the last call.
+    fn damaged(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
+    /// Like [`remount`](Target::remount), but the power goes again `at` device accesses into
+    /// the mount (torn: the next mutating operation from there is torn). `Err(PowerLoss)`
+    /// when it did; `Ok` when the mount finished first (the cut is then dropped). The default
+    /// cannot cut a mount and simply remounts.
+    fn remount_cut(&mut self, at: u64, torn: bool) -> std::result::Result<(), Failure> {
+        let _ = (at, torn);
+        self.remount()
+    }
+    /// Device accesses a mount takes, about: the range [`remount_cut`](Target::remount_cut)
+    /// points are drawn from.
+    fn mount_accesses(&self) -> u64 {
+        1
+    }
 }
 
 /// Segments on a simulated part: what [`FtlTarget`] needs for fault control.
@@ -497,6 +654,16 @@ pub trait SimSegments: Segments + Clone {
     fn sim(&self) -> &dyn Simulated;
     /// The simulator underneath, mutably.
     fn sim_mut(&mut self) -> &mut dyn Simulated;
+    /// Bit errors the ECC corrects per codeword (`None`: no ECC, e.g. NOR).
+    fn ecc_correctable(&self) -> Option<u32> {
+        None
+    }
+    /// Makes `bits` bit errors persist in the page of a slot (see
+    /// [`NandSim::inject_bit_errors`]); `false` when the medium cannot.
+    fn inject_bit_errors(&mut self, seg: u32, slot: u32, bits: u8) -> bool {
+        let _ = (seg, slot, bits);
+        false
+    }
 }
 
 impl SimSegments for NorSegments<NorSim> {
@@ -515,6 +682,15 @@ impl SimSegments for NandSegments<NandSim> {
     fn sim_mut(&mut self) -> &mut dyn Simulated {
         self.flash_mut()
     }
+    fn ecc_correctable(&self) -> Option<u32> {
+        Some(self.flash().spec().ecc.correctable)
+    }
+    fn inject_bit_errors(&mut self, seg: u32, slot: u32, bits: u8) -> bool {
+        // Slot s of a segment is page s + 1 of its block (page 0 holds the header).
+        self.flash_mut()
+            .inject_bit_errors(PageAddr::new(seg, slot + 1), bits)
+            .is_ok()
+    }
 }
 
 /// Version base of the writes [`FtlTarget::more_ops`] makes (above any workload's).
@@ -523,22 +699,46 @@ pub const MORE_VERSION: u32 = 1 << 30;
 /// The block device on simulated flash.
 #[derive(Debug)]
 pub struct FtlTarget<D: SimSegments> {
-    /// `None` once a mount failed: the device is gone with it.
-    ftl: Option<Ftl<D>>,
+    /// `None` once a mount failed.
+    ftl: Option<Ftl<Interruptible<D>>>,
+    /// The device after a mount that the power cut: the next remount uses it.
+    parked: Option<Interruptible<D>>,
+    /// Where [`Interruptible`] leaves the device when the power goes during a mount.
+    kept: Rc<RefCell<Option<D>>>,
     config: FtlConfig,
     sectors: u64,
     sector_size: usize,
+    /// Device accesses of the last mount.
+    mount_accesses: u64,
+    /// The fault armed, its generator, and how often (one operation in so many) it strikes.
+    fault: Fault,
+    rng: Rng,
+    every: u64,
+    /// Sectors whose copies damage destroyed, not yet reported.
+    damaged: Vec<u64>,
+    /// Pages given stuck bit errors within the ECC: (segment, slot, erase count).
+    stuck: HashSet<(u32, u32, u32)>,
 }
 
 impl<D: SimSegments> FtlTarget<D> {
     /// Mounts the block device formatted on `dev`.
     pub fn mount(dev: D, config: FtlConfig) -> Result<Self> {
-        let ftl = Ftl::mount(dev, config).context(|| "mounting the formatted device".into())?;
+        let kept = Rc::new(RefCell::new(None));
+        let ftl = Ftl::mount(Interruptible::new(dev, kept.clone()), config)
+            .context(|| "mounting the formatted device".into())?;
         Ok(FtlTarget {
             sectors: ftl.sectors(),
             sector_size: ftl.sector_size(),
+            mount_accesses: ftl.log().device().accesses(),
             ftl: Some(ftl),
+            parked: None,
+            kept,
             config,
+            fault: Fault::PowerCut,
+            rng: Rng::new(0),
+            every: 1,
+            damaged: Vec::new(),
+            stuck: HashSet::new(),
         })
     }
 
@@ -553,19 +753,112 @@ impl<D: SimSegments> FtlTarget<D> {
     }
 
     /// The block device, while mounted.
-    pub fn ftl_mut(&mut self) -> Option<&mut Ftl<D>> {
+    pub fn ftl_mut(&mut self) -> Option<&mut Ftl<Interruptible<D>>> {
         self.ftl.as_mut()
+    }
+
+    /// The device, mounted or not.
+    fn device(&self) -> Option<&Interruptible<D>> {
+        match &self.ftl {
+            Some(f) => Some(f.log().device()),
+            None => self.parked.as_ref(),
+        }
+    }
+
+    fn device_mut(&mut self) -> Option<&mut Interruptible<D>> {
+        match &mut self.ftl {
+            Some(f) => Some(f.log_mut().device_mut()),
+            None => self.parked.as_mut(),
+        }
     }
 
     fn gone() -> Failure {
         Failure::Error("the device is not mounted (an earlier mount failed)".into())
     }
-}
 
-fn failure(e: Error) -> Failure {
-    match e {
-        Error::Flash(FlashError::PowerLoss) => Failure::PowerLoss,
-        e => Failure::Error(e.to_string()),
+    /// Turns an error into a failure: typed errors are media damage under faults that
+    /// damage the medium.
+    fn failure(&self, e: Error) -> Failure {
+        match e {
+            Error::Flash(FlashError::PowerLoss) => Failure::PowerLoss,
+            Error::InvalidArgument(_) | Error::NotFormatted(_) => Failure::Error(e.to_string()),
+            e if self.fault.damages_media() => Failure::Media(format!("{e} (errno {})", e.errno())),
+            e => Failure::Error(e.to_string()),
+        }
+    }
+
+    /// A random slot of the log holding a valid tag, with the sectors its loss would touch.
+    fn pick_slot(&mut self) -> Option<(u32, u32, Vec<u64>)> {
+        let sectors = self.sectors;
+        let pick = self.rng.below(1 << 32);
+        let ftl = self.ftl.as_mut()?;
+        let dev = ftl.log_mut().device_mut().inner_mut();
+        let geo = dev.geometry();
+        let seg = (pick % geo.segments as u64) as u32;
+        let mut tags = vec![TagState::Erased; geo.slots as usize];
+        dev.read_tags(seg, &mut tags).ok()?;
+        let valid: Vec<(u32, flashfs::log::tag::Tag)> = tags
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| match t {
+                TagState::Valid(t) => Some((i as u32, *t)),
+                _ => None,
+            })
+            .collect();
+        if valid.is_empty() {
+            return None;
+        }
+        let (slot, tag) = valid[(pick >> 8) as usize % valid.len()];
+        let touched = match tag.kind {
+            Kind::Sector => vec![tag.key as u64],
+            Kind::Trim | Kind::Lost => {
+                let mut buf = vec![0u8; geo.slot_size as usize];
+                dev.read_slot(seg, slot, &mut buf).ok()?;
+                fault::record_sectors(&buf, sectors)
+            }
+        };
+        Some((seg, slot, touched))
+    }
+
+    /// Strikes with the armed fault before an operation, now and then.
+    fn strike(&mut self) {
+        if !matches!(self.fault, Fault::EccWithin | Fault::EccBeyond)
+            || self.rng.below(self.every) != 0
+        {
+            return;
+        }
+        let Some(t) = self.device().and_then(|d| d.inner().ecc_correctable()) else {
+            return;
+        };
+        if self.fault == Fault::EccWithin {
+            if t == 0 {
+                return;
+            }
+            // A few pages get stuck errors, each page at most once per erase, so that no
+            // codeword ever holds more than the ECC corrects.
+            for _ in 0..4 {
+                let Some((seg, slot, _)) = self.pick_slot() else {
+                    continue;
+                };
+                let bits = 1 + self.rng.below(t as u64) as u8;
+                let erases = self
+                    .device()
+                    .and_then(|d| d.inner().sim().erase_counts().get(seg as usize).copied())
+                    .unwrap_or(0);
+                if self.stuck.insert((seg, slot, erases)) {
+                    if let Some(dev) = self.device_mut() {
+                        dev.inner_mut().inject_bit_errors(seg, slot, bits);
+                    }
+                }
+            }
+        } else if let Some((seg, slot, touched)) = self.pick_slot() {
+            let bits = (t as u64 + 1 + self.rng.below(4)).min(u8::MAX as u64) as u8;
+            if let Some(dev) = self.device_mut() {
+                if dev.inner_mut().inject_bit_errors(seg, slot, bits) {
+                    self.damaged.extend(touched);
+                }
+            }
+        }
     }
 }
 
@@ -578,24 +871,27 @@ impl<D: SimSegments> Target for FtlTarget<D> {
     }
 
     fn model(&self) -> Model {
-        Model::new(self.sectors)
+        let mut m = Model::new(self.sectors);
+        if self.fault.damages_media() {
+            m.tolerate_unreadable();
+        }
+        m
     }
 
     fn device_ops(&self) -> u64 {
-        self.ftl
-            .as_ref()
-            .map_or(0, |f| f.log().device().sim().ops())
+        self.device().map_or(0, |d| d.inner().sim().ops())
     }
 
     fn schedule_cut(&mut self, ops: u64, torn: bool) {
-        if let Some(f) = self.ftl.as_mut() {
-            f.log_mut().device_mut().sim_mut().schedule_cut(ops, torn);
+        if let Some(d) = self.device_mut() {
+            d.inner_mut().sim_mut().schedule_cut(ops, torn);
         }
     }
 
     fn cancel_cut(&mut self) {
-        if let Some(f) = self.ftl.as_mut() {
-            let sim = f.log_mut().device_mut().sim_mut();
+        if let Some(d) = self.device_mut() {
+            d.disarm();
+            let sim = d.inner_mut().sim_mut();
             let mut faults = sim.faults().clone();
             faults.cut = None;
             sim.set_faults(faults);
@@ -603,37 +899,23 @@ impl<D: SimSegments> Target for FtlTarget<D> {
     }
 
     fn powered(&self) -> bool {
-        self.ftl
-            .as_ref()
-            .is_some_and(|f| f.log().device().sim().is_powered())
+        self.ftl.is_some() && self.device().is_some_and(|d| d.inner().sim().is_powered())
     }
 
     fn apply(&mut self, op: Op) -> std::result::Result<(), Failure> {
+        self.strike();
         let ftl = self.ftl.as_mut().ok_or_else(Self::gone)?;
-        apply(ftl, op).map_err(failure)
+        apply(ftl, op).map_err(|e| self.failure(e))
     }
 
     fn remount(&mut self) -> std::result::Result<(), Failure> {
-        let mut dev = self.ftl.take().ok_or_else(Self::gone)?.into_device();
-        dev.sim_mut().reboot();
-        let ftl =
-            Ftl::mount(dev, self.config).map_err(|e| Failure::Error(format!("mount: {e}")))?;
-        if ftl.sectors() != self.sectors || ftl.sector_size() != self.sector_size {
-            return Err(Failure::Error(format!(
-                "mount: the device now has {} sectors of {} bytes, not {} of {}",
-                ftl.sectors(),
-                ftl.sector_size(),
-                self.sectors,
-                self.sector_size
-            )));
-        }
-        self.ftl = Some(ftl);
-        Ok(())
+        self.remount_cut(u64::MAX, false)
     }
 
     fn observe(&mut self, model: &Model) -> std::result::Result<(Vec<Content>, u64), String> {
+        let eio_ok = self.fault.damages_media();
         let ftl = self.ftl.as_mut().ok_or_else(|| Self::gone().to_string())?;
-        let read = read_all(ftl, model.history())?;
+        let read = read_sectors(ftl, model.history(), eio_ok)?;
         Ok((read, self.sectors * self.sector_size as u64))
     }
 
@@ -649,78 +931,242 @@ impl<D: SimSegments> Target for FtlTarget<D> {
         v.push(Op::Flush);
         v
     }
+
+    fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
+        self.fault = fault;
+        self.rng = Rng::new(mix(seed, 0xFA17));
+        // About two strikes per workload.
+        self.every = (ops as u64 / 2).max(1);
+        let Some(dev) = self.device_mut() else {
+            return false;
+        };
+        let sim = dev.inner_mut().sim_mut();
+        let mut faults = FaultConfig {
+            seed: mix(seed, 0x5EED),
+            ..sim.faults().clone()
+        };
+        match fault {
+            Fault::PowerCut | Fault::MountCut | Fault::BadBlocks => {}
+            Fault::EccWithin | Fault::EccBeyond => {
+                if dev.inner().ecc_correctable().is_none() {
+                    return false;
+                }
+            }
+            Fault::Silent => {
+                // About one silent program and one silent erase per workload (a write of a
+                // few sectors takes a few programs).
+                faults.silent_program_rate = 1.0 / (ops as f64 * 2.0).max(1.0);
+                faults.silent_erase_rate = 0.05;
+            }
+            Fault::WearOut => {
+                // Two blocks fail within their next few erases.
+                let counts = sim.erase_counts();
+                let n = counts.len() as u64;
+                let mut rng = Rng::new(mix(seed, 0xB0B));
+                for _ in 0..2 {
+                    let block = rng.below(n) as u32;
+                    let at = counts.get(block as usize).copied().unwrap_or(0);
+                    faults.timebombs.push(Timebomb {
+                        block,
+                        at_erases: at + 1 + rng.below(3) as u32,
+                    });
+                }
+            }
+        }
+        let sim = self.device_mut().map(|d| d.inner_mut().sim_mut());
+        if let Some(sim) = sim {
+            sim.set_faults(faults);
+        }
+        true
+    }
+
+    fn damaged(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.damaged)
+    }
+
+    fn remount_cut(&mut self, at: u64, torn: bool) -> std::result::Result<(), Failure> {
+        let mut dev = match self.ftl.take() {
+            Some(f) => f.into_device(),
+            None => self.parked.take().ok_or_else(Self::gone)?,
+        };
+        dev.inner_mut().sim_mut().reboot();
+        let start = dev.accesses();
+        if at != u64::MAX {
+            dev.arm(at, torn);
+        }
+        match Ftl::mount(dev, self.config) {
+            Ok(mut ftl) => {
+                let d = ftl.log_mut().device_mut();
+                self.mount_accesses = d.accesses() - start;
+                d.disarm();
+                // A torn cut waiting for a mutating operation the mount never made.
+                let sim = d.inner_mut().sim_mut();
+                if sim.faults().cut.is_some() && at != u64::MAX {
+                    let mut faults = sim.faults().clone();
+                    faults.cut = None;
+                    sim.set_faults(faults);
+                }
+                if ftl.sectors() != self.sectors || ftl.sector_size() != self.sector_size {
+                    return Err(Failure::Error(format!(
+                        "mount: the device now has {} sectors of {} bytes, not {} of {}",
+                        ftl.sectors(),
+                        ftl.sector_size(),
+                        self.sectors,
+                        self.sector_size
+                    )));
+                }
+                self.ftl = Some(ftl);
+                Ok(())
+            }
+            Err(e) => {
+                let kept = self.kept.borrow_mut().take();
+                if let Some(d) = kept {
+                    self.parked = Some(Interruptible::new(d, self.kept.clone()));
+                }
+                match self.failure(e) {
+                    Failure::PowerLoss if self.parked.is_some() => Err(Failure::PowerLoss),
+                    Failure::PowerLoss => Err(Failure::Error(
+                        "mount: power loss with no cut scheduled".into(),
+                    )),
+                    Failure::Media(e) => Err(Failure::Media(format!("mount: {e}"))),
+                    Failure::Error(e) => Err(Failure::Error(format!("mount: {e}"))),
+                }
+            }
+        }
+    }
+
+    fn mount_accesses(&self) -> u64 {
+        self.mount_accesses
+    }
 }
 
-/// One case: a workload seed, the first cut and whether it tears its operation.
+/// One case: a workload seed, the first cut and whether it tears its operation, and the
+/// fault injected besides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Case {
-    /// Seed of the workload (and of the chained second cut).
+    /// Seed of the workload (and of the chained second cut and the fault's choices).
     pub seed: u64,
     /// Device operations that complete before the first cut.
     pub cut: u64,
     /// Whether the operation at the cut is torn (left half done) rather than not started.
     pub torn: bool,
+    /// The fault injected besides the cut.
+    pub fault: Fault,
 }
 
 /// What one case measured.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CaseResult {
-    /// Power cuts that fired (0–2).
+    /// Power cuts that fired (0–3).
     pub cuts: u64,
     /// Mounts after a cut or a clean unmount.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
     pub bytes_verified: u64,
+    /// Media damage: sector reads that failed with EIO, over every check.
+    pub media_errors: u64,
+    /// Media damage: sectors whose newest copy was destroyed that came back older.
+    pub rolled_back: u64,
+    /// Media damage: workload operations that failed with a typed error (the case then stops
+    /// writing, remounts and checks).
+    pub typed_errors: u64,
+    /// Media damage: mounts that failed with a typed error (the case ends there).
+    pub mount_errors: u64,
     /// The first violation of rule 3, if any (the case stops there).
     pub violation: Option<String>,
 }
 
-/// Runs `ops` on `target` from `*at` until they end or the power goes; `Ok(true)` when the
-/// power went.
+/// How a run of operations ended.
+enum Stop {
+    /// Every operation ran.
+    Done,
+    /// The power went.
+    PowerLoss,
+    /// An operation failed with a typed error that media damage explains.
+    Media,
+}
+
+/// Runs `ops` on `target` from `*at` until they end, the power goes or the damaged medium
+/// fails an operation with a typed error.
 fn run_ops<T: Target>(
     target: &mut T,
     model: &mut T::Model,
     ops: &[T::Op],
     at: &mut usize,
-) -> std::result::Result<bool, String> {
+    res: &mut CaseResult,
+) -> std::result::Result<Stop, String> {
     while *at < ops.len() {
         let op = ops[*at];
         model.issue(&op);
         *at += 1;
-        match target.apply(op) {
+        let r = target.apply(op);
+        let damaged = target.damaged();
+        if !damaged.is_empty() {
+            model.damaged(&damaged);
+        }
+        match r {
             Ok(()) => model.acknowledge(&op),
-            Err(Failure::PowerLoss) => return Ok(true),
+            Err(Failure::PowerLoss) => return Ok(Stop::PowerLoss),
+            Err(Failure::Media(_)) => {
+                res.typed_errors += 1;
+                return Ok(Stop::Media);
+            }
             Err(Failure::Error(e)) => {
                 return Err(format!("operation {} ({op:?}) failed: {e}", *at - 1))
             }
         }
         if !target.powered() {
-            return Ok(true);
+            return Ok(Stop::PowerLoss);
         }
     }
-    Ok(false)
+    Ok(Stop::Done)
 }
 
-/// Remounts, reads everything back and checks it against the model, then pins the model.
-fn remount_and_check<T: Target>(
+/// Checks what the target shows against the model, then pins the model.
+fn check_and_settle<T: Target>(
     target: &mut T,
     model: &mut T::Model,
     res: &mut CaseResult,
     when: &str,
 ) -> std::result::Result<(), String> {
-    target.remount().map_err(|e| format!("{when}: {e}"))?;
-    res.remounts += 1;
     let (seen, bytes) = target.observe(model).map_err(|e| format!("{when}: {e}"))?;
     model.check(&seen).map_err(|e| format!("{when}: {e}"))?;
+    let t = model.tolerated(&seen);
+    res.media_errors += t.unreadable;
+    res.rolled_back += t.rolled_back;
     res.bytes_verified += bytes;
     model.settle(&seen);
     Ok(())
 }
 
-/// Runs one case on a freshly mounted `target`: `ops` with the power cut after `case.cut`
-/// device operations (torn or clean); remount and check; continue the workload with a second
-/// cut at a point drawn from the case; remount and check; write a little more, remount
-/// cleanly and check that it all reads back.
+/// Remounts, reads everything back and checks it against the model, then pins the model.
+/// `Ok(false)` when the mount failed with a typed error that media damage explains.
+fn remount_and_check<T: Target>(
+    target: &mut T,
+    model: &mut T::Model,
+    res: &mut CaseResult,
+    when: &str,
+) -> std::result::Result<bool, String> {
+    match target.remount() {
+        Ok(()) => {}
+        Err(Failure::Media(_)) => {
+            res.mount_errors += 1;
+            return Ok(false);
+        }
+        Err(e) => return Err(format!("{when}: {e}")),
+    }
+    res.remounts += 1;
+    check_and_settle(target, model, res, when)?;
+    Ok(true)
+}
+
+/// Runs one case on a freshly mounted `target`: arm the case's fault; `ops` with the power
+/// cut after `case.cut` device operations (torn or clean); remount and check (for
+/// [`Fault::MountCut`], first a mount cut again part-way, or the first writes after it);
+/// continue the workload with a second cut at a point drawn from the case; remount and
+/// check; write a little more, remount cleanly and check that it all reads back. Under a
+/// fault that damages the medium, an operation or a mount failing with a typed error ends
+/// the case (after a remount and check, for an operation), counted as media damage.
 pub fn run_case<T: Target>(mut target: T, ops: &[T::Op], case: Case) -> CaseResult {
     let mut res = CaseResult::default();
     res.violation = case_steps(&mut target, ops, case, &mut res).err();
@@ -734,40 +1180,100 @@ fn case_steps<T: Target>(
     case: Case,
     res: &mut CaseResult,
 ) -> std::result::Result<(), String> {
-    let mut model = target.model();
     let mut rng = Rng::new(mix(mix(case.seed, case.cut), case.torn as u64));
+    let fault_seed = mix(
+        mix(case.seed, case.cut),
+        case.fault.code() << 1 | case.torn as u64,
+    );
+    if !target.arm(case.fault, fault_seed, ops.len()) {
+        return Err(format!(
+            "the {} target cannot inject {}",
+            target.kind(),
+            case.fault
+        ));
+    }
+    let mut model = target.model();
     let start = target.device_ops();
     let mut at = 0;
+    // After an operation failed with a typed error: remount, check, and end the case.
+    let media_stop = |target: &mut T, model: &mut T::Model, res: &mut CaseResult, when: &str| {
+        target.cancel_cut();
+        remount_and_check(target, model, res, &format!("remount after {when}")).map(|_| ())
+    };
     target.schedule_cut(case.cut, case.torn);
-    if run_ops(target, &mut model, ops, &mut at)? {
-        res.cuts += 1;
+    match run_ops(target, &mut model, ops, &mut at, res)? {
+        Stop::PowerLoss => res.cuts += 1,
+        Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
+        Stop::Done => {}
     }
     target.cancel_cut();
     let first = format!("remount after the cut at {}", case.cut);
-    remount_and_check(target, &mut model, res, &first)?;
+    if case.fault == Fault::MountCut {
+        // The recovery is cut again: somewhere in the mount, or in its first writes (where
+        // the deferred erases of a recovery happen).
+        let span = 2 * target.mount_accesses() + 4;
+        let (k, torn) = (rng.below(span), rng.below(2) == 1);
+        let when = format!("{first}, cut again {k} device accesses into the mount (torn {torn})");
+        match target.remount_cut(k, torn) {
+            Err(Failure::PowerLoss) => res.cuts += 1,
+            Err(Failure::Media(_)) => {
+                res.mount_errors += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(format!("{when}: {e}")),
+            Ok(()) => {
+                res.remounts += 1;
+                check_and_settle(target, &mut model, res, &when)?;
+                let more = target.more_ops(0);
+                let mut i = 0;
+                let (k, torn) = (rng.below(8), rng.below(2) == 1);
+                target.schedule_cut(k, torn);
+                match run_ops(target, &mut model, &more, &mut i, res)
+                    .map_err(|e| format!("{when}, writing: {e}"))?
+                {
+                    Stop::PowerLoss => res.cuts += 1,
+                    Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
+                    Stop::Done => {}
+                }
+                target.cancel_cut();
+            }
+        }
+        let again = "remount after the cut during the recovery";
+        if !remount_and_check(target, &mut model, res, again)? {
+            return Ok(());
+        }
+    } else if !remount_and_check(target, &mut model, res, &first)? {
+        return Ok(());
+    }
     if at < ops.len() {
         // The chained cut: somewhere in what the rest of the workload should take.
         let spent = target.device_ops().saturating_sub(start).max(1);
         let left = (spent * (ops.len() - at) as u64 / at.max(1) as u64).max(1);
         let (k, torn) = (rng.below(left), rng.below(2) == 1);
         target.schedule_cut(k, torn);
-        if run_ops(target, &mut model, ops, &mut at)
+        match run_ops(target, &mut model, ops, &mut at, res)
             .map_err(|e| format!("after the first cut: {e}"))?
         {
-            res.cuts += 1;
+            Stop::PowerLoss => res.cuts += 1,
+            Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
+            Stop::Done => {}
         }
         target.cancel_cut();
         let second = format!("remount after the chained cut {k} operations later (torn {torn})");
-        remount_and_check(target, &mut model, res, &second)?;
+        if !remount_and_check(target, &mut model, res, &second)? {
+            return Ok(());
+        }
     }
     let more = target.more_ops(1);
     let mut at = 0;
-    if run_ops(target, &mut model, &more, &mut at)
+    match run_ops(target, &mut model, &more, &mut at, res)
         .map_err(|e| format!("writing after recovery: {e}"))?
     {
-        return Err("the power went with no cut scheduled".into());
+        Stop::PowerLoss => return Err("the power went with no cut scheduled".into()),
+        Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
+        Stop::Done => {}
     }
-    remount_and_check(target, &mut model, res, "clean remount after writing more")
+    remount_and_check(target, &mut model, res, "clean remount after writing more").map(|_| ())
 }
 
 /// The derived, smaller geometry the torture runs a preset with.
@@ -868,9 +1374,12 @@ impl TortureDevice {
 pub struct TortureOptions {
     /// Presets to run on (NOR or NAND).
     pub presets: Vec<String>,
+    /// Fault kinds to inject (each where it applies to the preset's medium).
+    pub faults: Vec<Fault>,
     /// Workloads to run.
     pub workloads: Vec<Workload>,
-    /// Random cases per preset and workload (each with a first and a chained cut).
+    /// Random cases per preset, fault kind and workload (each with a first and a chained
+    /// cut).
     pub cuts: u64,
     /// Base seed: random case `i` uses workload seed `seed + i`; exhaustive runs use `seed`.
     pub seed: u64,
@@ -894,6 +1403,7 @@ impl Default for TortureOptions {
     fn default() -> Self {
         TortureOptions {
             presets: DEFAULT_PRESETS.iter().map(|s| s.to_string()).collect(),
+            faults: Fault::ALL.to_vec(),
             workloads: Workload::ALL.to_vec(),
             cuts: 100,
             seed: 1,
@@ -905,13 +1415,15 @@ impl Default for TortureOptions {
     }
 }
 
-/// Totals per preset, kind and workload.
+/// Totals per preset, fault kind and workload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// Preset.
     pub preset: String,
-    /// Target kind ("ftl").
-    pub kind: String,
+    /// Target ("ftl").
+    pub target: String,
+    /// Fault kind injected.
+    pub kind: Fault,
     /// Workload.
     pub workload: Workload,
     /// The geometry actually simulated.
@@ -928,10 +1440,25 @@ pub struct Report {
     pub remounts: u64,
     /// Bytes read back and checked against the model.
     pub bytes_verified: u64,
+    /// Media damage: sector reads that failed with EIO.
+    pub media_errors: u64,
+    /// Media damage: sectors whose newest copy was destroyed that came back older.
+    pub rolled_back: u64,
+    /// Media damage: workload operations that failed with a typed error.
+    pub typed_errors: u64,
+    /// Media damage: mounts that failed with a typed error.
+    pub mount_errors: u64,
     /// Cases that broke rule 3.
     pub violations: u64,
     /// Device operations the whole workload takes without a cut.
     pub workload_device_ops: u64,
+}
+
+impl Report {
+    /// Every count of media damage together.
+    pub fn media_damage(&self) -> u64 {
+        self.media_errors + self.rolled_back + self.typed_errors + self.mount_errors
+    }
 }
 
 /// A case that broke rule 3.
@@ -939,13 +1466,13 @@ pub struct Report {
 pub struct Violation {
     /// Preset.
     pub preset: String,
-    /// Target kind.
-    pub kind: String,
+    /// Target.
+    pub target: String,
     /// Workload.
     pub workload: Workload,
     /// Operations per workload.
     pub ops: usize,
-    /// The case.
+    /// The case (with its fault kind).
     pub case: Case,
     /// What went wrong.
     pub message: String,
@@ -955,8 +1482,8 @@ impl Violation {
     /// The command line that replays exactly this case.
     pub fn reproducer(&self) -> String {
         let mut s = format!(
-            "flashfs torture --preset {} --workload {} --seed {} --cut {}",
-            self.preset, self.workload, self.case.seed, self.case.cut
+            "flashfs torture --preset {} --fault {} --workload {} --seed {} --cut {}",
+            self.preset, self.case.fault, self.workload, self.case.seed, self.case.cut
         );
         if self.case.torn {
             s.push_str(" --torn");
@@ -972,9 +1499,10 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} {} {} seed {} cut {} torn {}: {}",
+            "{} {} {} {} seed {} cut {} torn {}: {}",
             self.preset,
-            self.kind,
+            self.target,
+            self.case.fault,
             self.workload,
             self.case.seed,
             self.case.cut,
@@ -984,13 +1512,26 @@ impl fmt::Display for Violation {
     }
 }
 
+/// A fault kind left out for a preset because it does not apply to its medium.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Preset.
+    pub preset: String,
+    /// Fault kind.
+    pub fault: Fault,
+    /// Why not.
+    pub why: &'static str,
+}
+
 /// The whole run.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
-    /// One per preset and workload, in the order run.
+    /// One per preset, fault kind and workload, in the order run.
     pub reports: Vec<Report>,
     /// The devices run on, one per preset.
     pub devices: Vec<TortureDevice>,
+    /// Fault kinds that do not apply to a preset's medium.
+    pub skipped: Vec<Skipped>,
     /// Every violation found.
     pub violations: Vec<Violation>,
 }
@@ -1007,7 +1548,13 @@ pub fn torture<T: Target>(
     let start = dry.device_ops();
     let mut model = dry.model();
     let mut at = 0;
-    let _ = run_ops(&mut dry, &mut model, ops, &mut at);
+    let _ = run_ops(
+        &mut dry,
+        &mut model,
+        ops,
+        &mut at,
+        &mut CaseResult::default(),
+    );
     let total = dry.device_ops() - start;
     let mut out = Vec::with_capacity(cases.len());
     for (i, &case) in cases.iter().enumerate() {
@@ -1017,50 +1564,78 @@ pub fn torture<T: Target>(
     Ok((out, total))
 }
 
-/// A formatted block device on the torture geometry of `dev`.
-enum Formatted {
-    Nor(NorSegments<NorSim>),
-    Nand(NandSegments<NandSim>),
-}
-
-fn format(dev: &TortureDevice) -> Result<Formatted> {
-    let meta = ImageMeta::new(dev.preset, 1);
+/// The block device formatted on NOR.
+fn format_nor(dev: &TortureDevice, spec: NorSpec) -> Result<NorSegments<NorSim>> {
     let what = || format!("formatting the block device on {}", dev.preset);
-    Ok(match dev.spec {
-        DeviceSpec::Nor(s) => {
-            let sim = NorSim::new(s, meta).context(what)?;
-            let seg = NorSegments::new(sim, NOR_SECTOR).context(what)?;
-            Formatted::Nor(
-                Ftl::format(seg, FtlConfig::default())
-                    .context(what)?
-                    .into_device(),
-            )
-        }
-        DeviceSpec::Nand(s) => {
-            let sim = NandSim::new(s, meta).context(what)?;
-            let seg = NandSegments::new(sim).context(what)?;
-            Formatted::Nand(
-                Ftl::format(seg, FtlConfig::default())
-                    .context(what)?
-                    .into_device(),
-            )
-        }
-        DeviceSpec::Nvram(_) => {
-            return Err(BenchError::InvalidOptions(format!(
-                "{} is NVRAM: the block device needs NOR or NAND flash",
-                dev.preset
-            )))
-        }
-    })
+    let sim = NorSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
+    let seg = NorSegments::new(sim, NOR_SECTOR).context(what)?;
+    Ok(Ftl::format(seg, FtlConfig::default())
+        .context(what)?
+        .into_device())
 }
 
-/// The cases of one preset and workload, given the device operations the workload takes.
-fn cases(opts: &TortureOptions, total: u64) -> Vec<Case> {
+/// The block device formatted on NAND whose factory bad blocks follow from `meta_seed`.
+fn format_nand(
+    dev: &TortureDevice,
+    spec: NandSpec,
+    meta_seed: u64,
+) -> Result<NandSegments<NandSim>> {
+    let what = || format!("formatting the block device on {}", dev.preset);
+    let sim = NandSim::new(spec, ImageMeta::new(dev.preset, meta_seed)).context(what)?;
+    let seg = NandSegments::new(sim).context(what)?;
+    Ok(Ftl::format(seg, FtlConfig::default())
+        .context(what)?
+        .into_device())
+}
+
+/// Factory bad blocks per thousand on the parts of [`Fault::BadBlocks`] (the most a
+/// specification allows).
+pub const BAD_BLOCK_PERMILLE: u32 = 100;
+
+/// The NAND part of [`Fault::BadBlocks`] for a case seed: a tenth of its blocks (never block
+/// 0) left the factory bad, at least one; the same seed gives the same blocks.
+pub fn bad_block_device(
+    dev: &TortureDevice,
+    seed: u64,
+) -> Result<(NandSegments<NandSim>, Vec<u32>)> {
+    let DeviceSpec::Nand(spec) = dev.spec else {
+        return Err(BenchError::InvalidOptions(format!(
+            "{}: {}",
+            dev.preset,
+            Fault::BadBlocks
+                .not_applicable(&dev.spec)
+                .unwrap_or("no bad blocks")
+        )));
+    };
+    let spec = NandSpec {
+        factory_bad_permille: BAD_BLOCK_PERMILLE,
+        ..spec
+    };
+    let mut last = Vec::new();
+    for i in 0..64 {
+        let meta_seed = mix(seed, 0xBAD0 + i);
+        let mut sim = NandSim::new(spec, ImageMeta::new(dev.preset, meta_seed))
+            .context(|| format!("the bad-block part of {}", dev.preset))?;
+        last = (0..spec.blocks)
+            .filter(|&b| sim.is_bad(b).unwrap_or(false))
+            .collect();
+        if !last.is_empty() {
+            return Ok((format_nand(dev, spec, meta_seed)?, last));
+        }
+    }
+    // Cannot happen with a tenth of the blocks bad; a part without any is still a part.
+    Ok((format_nand(dev, spec, mix(seed, 0xBAD0))?, last))
+}
+
+/// The cases of one preset, fault kind and workload, given the device operations the
+/// workload takes.
+fn cases(opts: &TortureOptions, fault: Fault, total: u64) -> Vec<Case> {
     if let Some(cut) = opts.cut {
         return vec![Case {
             seed: opts.seed,
             cut,
             torn: opts.torn,
+            fault,
         }];
     }
     if opts.exhaustive {
@@ -1070,6 +1645,7 @@ fn cases(opts: &TortureOptions, total: u64) -> Vec<Case> {
                     seed: opts.seed,
                     cut,
                     torn,
+                    fault,
                 })
             })
             .collect();
@@ -1082,29 +1658,33 @@ fn cases(opts: &TortureOptions, total: u64) -> Vec<Case> {
                 seed,
                 cut: rng.below(total),
                 torn: rng.below(2) == 1,
+                fault,
             }
         })
         .collect()
 }
 
-/// Runs one preset and workload on the block device.
+/// Runs one preset, fault kind and workload on the block device; `base` gives the formatted
+/// device for a workload seed.
 fn run_ftl<D: SimSegments>(
-    base: &D,
+    base: &dyn Fn(u64) -> Result<D>,
     dev: &TortureDevice,
+    fault: Fault,
     workload: Workload,
     opts: &TortureOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Report, Vec<Violation>)> {
-    let fresh = || FtlTarget::mount(base.clone(), FtlConfig::default());
-    let probe = fresh()?;
+    let probe = FtlTarget::mount(base(opts.seed)?, FtlConfig::default())?;
     let (sectors, ss) = (probe.sectors(), probe.sector_size());
     let ops_of = |seed| workload.ops(seed, sectors, ss, opts.ops);
     // Device operations of the base seed's workload: the range random cuts are drawn from.
+    let fresh = || FtlTarget::mount(base(opts.seed)?, FtlConfig::default());
     let (_, total) = torture(&fresh, &ops_of(opts.seed), &[], &mut |_| {})?;
-    let cases = cases(opts, total);
+    let cases = cases(opts, fault, total);
     let mut report = Report {
         preset: dev.preset.to_string(),
-        kind: probe.kind().to_string(),
+        target: probe.kind().to_string(),
+        kind: fault,
         workload,
         device: dev.geometry(),
         sectors,
@@ -1113,18 +1693,25 @@ fn run_ftl<D: SimSegments>(
         cuts: 0,
         remounts: 0,
         bytes_verified: 0,
+        media_errors: 0,
+        rolled_back: 0,
+        typed_errors: 0,
+        mount_errors: 0,
         violations: 0,
         workload_device_ops: total,
     };
     let mut violations = Vec::new();
     let n = cases.len() as u64;
     let mut done = 0;
-    // Cases that share a seed share a workload: generate each once.
+    // Cases that share a seed share a workload (and device): generate each once.
     let mut i = 0;
     while i < cases.len() {
         let seed = cases[i].seed;
         let j = i + cases[i..].iter().take_while(|c| c.seed == seed).count();
-        let ops = ops_of(seed);
+        let dev_of_seed = base(seed)?;
+        let fresh = || FtlTarget::mount(dev_of_seed.clone(), FtlConfig::default());
+        // Parts with factory bad blocks differ in capacity from seed to seed.
+        let ops = workload.ops(seed, fresh()?.sectors(), ss, opts.ops);
         let (results, _) = torture(&fresh, &ops, &cases[i..j], &mut |k| {
             progress(done + k, n);
         })?;
@@ -1132,11 +1719,15 @@ fn run_ftl<D: SimSegments>(
             report.cuts += r.cuts;
             report.remounts += r.remounts;
             report.bytes_verified += r.bytes_verified;
+            report.media_errors += r.media_errors;
+            report.rolled_back += r.rolled_back;
+            report.typed_errors += r.typed_errors;
+            report.mount_errors += r.mount_errors;
             if let Some(message) = r.violation {
                 report.violations += 1;
                 violations.push(Violation {
                     preset: dev.preset.to_string(),
-                    kind: report.kind.clone(),
+                    target: report.target.clone(),
                     workload,
                     ops: opts.ops,
                     case: *case,
@@ -1150,12 +1741,13 @@ fn run_ftl<D: SimSegments>(
     Ok((report, violations))
 }
 
-/// Runs the torture over every preset and workload of `opts`. `progress` hears the label of
-/// the (preset, workload) running, cases done and cases in it.
+/// Runs the torture over every preset, fault kind and workload of `opts` (fault kinds that
+/// do not apply to a preset's medium are skipped and listed). `progress` hears the label of
+/// the (preset, fault, workload) running, cases done and cases in it.
 pub fn run(opts: &TortureOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<Outcome> {
-    if opts.presets.is_empty() || opts.workloads.is_empty() {
+    if opts.presets.is_empty() || opts.workloads.is_empty() || opts.faults.is_empty() {
         return Err(BenchError::InvalidOptions(
-            "no preset or no workload to run".into(),
+            "no preset, no fault kind or no workload to run".into(),
         ));
     }
     if opts.ops == 0 {
@@ -1176,20 +1768,72 @@ pub fn run(opts: &TortureOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> R
     let mut outcome = Outcome::default();
     for preset in &opts.presets {
         let dev = torture_device(preset)?;
-        let formatted = format(&dev)?;
         outcome.devices.push(dev);
-        for &w in &opts.workloads {
-            let label = format!("{} {}", dev.preset, w);
-            let mut tick = |done, total| progress(&label, done, total);
-            let (report, violations) = match &formatted {
-                Formatted::Nor(base) => run_ftl(base, &dev, w, opts, &mut tick)?,
-                Formatted::Nand(base) => run_ftl(base, &dev, w, opts, &mut tick)?,
-            };
-            outcome.reports.push(report);
-            outcome.violations.extend(violations);
+        let mut formatted = None;
+        for &fault in &opts.faults {
+            if let Some(why) = fault.not_applicable(&dev.spec) {
+                outcome.skipped.push(Skipped {
+                    preset: dev.preset.to_string(),
+                    fault,
+                    why,
+                });
+                continue;
+            }
+            for &w in &opts.workloads {
+                let label = format!("{} {} {}", dev.preset, fault, w);
+                let mut tick = |done, total| progress(&label, done, total);
+                let (report, violations) = match dev.spec {
+                    DeviceSpec::Nor(s) => {
+                        if formatted.is_none() {
+                            formatted = Some(format_nor(&dev, s).map(Formatted::Nor)?);
+                        }
+                        let Some(Formatted::Nor(base)) = &formatted else {
+                            unreachable!("a NOR preset is formatted on NOR")
+                        };
+                        run_ftl(&|_| Ok(base.clone()), &dev, fault, w, opts, &mut tick)?
+                    }
+                    DeviceSpec::Nand(_) if fault == Fault::BadBlocks => run_ftl(
+                        &|seed| bad_block_device(&dev, seed).map(|(d, _)| d),
+                        &dev,
+                        fault,
+                        w,
+                        opts,
+                        &mut tick,
+                    )?,
+                    DeviceSpec::Nand(s) => {
+                        if formatted.is_none() {
+                            formatted = Some(format_nand(&dev, s, 1).map(Formatted::Nand)?);
+                        }
+                        let Some(Formatted::Nand(base)) = &formatted else {
+                            unreachable!("a NAND preset is formatted on NAND")
+                        };
+                        run_ftl(&|_| Ok(base.clone()), &dev, fault, w, opts, &mut tick)?
+                    }
+                    DeviceSpec::Nvram(_) => continue,
+                };
+                outcome.reports.push(report);
+                outcome.violations.extend(violations);
+            }
         }
     }
+    if outcome.reports.is_empty() {
+        let why: Vec<String> = outcome
+            .skipped
+            .iter()
+            .map(|s| format!("{} {}: {}", s.preset, s.fault, s.why))
+            .collect();
+        return Err(BenchError::InvalidOptions(format!(
+            "no selected fault kind applies to the selected presets ({})",
+            why.join("; ")
+        )));
+    }
     Ok(outcome)
+}
+
+/// A formatted block device on the torture geometry of a preset.
+enum Formatted {
+    Nor(NorSegments<NorSim>),
+    Nand(NandSegments<NandSim>),
 }
 
 #[cfg(test)]

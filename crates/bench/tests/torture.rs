@@ -4,7 +4,7 @@
 use flash::{ImageMeta, NandSim};
 use flashfs::{Ftl, FtlConfig, NandSegments};
 use flashfs_bench::torture::{
-    run, run_case, torture, torture_device, Case, Failure, FtlTarget, Model, Op, Target,
+    run, run_case, torture, torture_device, Case, Failure, Fault, FtlTarget, Model, Op, Target,
     TortureOptions, Workload,
 };
 
@@ -89,6 +89,7 @@ fn cases(n: u64, total: u64) -> Vec<Case> {
             seed: 5,
             cut: i * total / n,
             torn: i % 2 == 1,
+            fault: Fault::PowerCut,
         })
         .collect()
 }
@@ -185,6 +186,7 @@ fn a_device_that_rolls_back_a_flushed_sector_is_caught() {
         seed: 1,
         cut: 1 << 40,
         torn: false,
+        fault: Fault::PowerCut,
     };
     let r = run_case(Rollback(t), &ops, case);
     assert_eq!(r.cuts, 0);
@@ -203,13 +205,15 @@ fn exhaustive_cuts_every_operation_clean_and_torn() {
     let opts = TortureOptions {
         presets: vec!["w25q64jv".into()],
         workloads: vec![Workload::Mixed],
+        faults: vec![Fault::PowerCut],
         ops: 12,
         exhaustive: true,
         ..TortureOptions::default()
     };
     let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
     let r = &outcome.reports[0];
-    assert_eq!(r.kind, "ftl");
+    assert_eq!(r.target, "ftl");
+    assert_eq!(r.kind, Fault::PowerCut);
     assert!(r.workload_device_ops > 12, "{r:?}");
     assert_eq!(r.cases, 2 * r.workload_device_ops);
     // Every first cut fires (each is within the workload); chained ones may not.
@@ -224,6 +228,7 @@ fn a_replayed_case_is_the_same_case() {
     let opts = TortureOptions {
         presets: vec!["28f008sa".into()],
         workloads: vec![Workload::AppendLog],
+        faults: vec![Fault::MountCut],
         cut: Some(37),
         torn: true,
         seed: 11,

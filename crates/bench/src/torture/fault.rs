@@ -1,0 +1,257 @@
+//! The faults the torture injects besides plain power cuts, and the device wrapper that cuts
+//! the power in the middle of a mount.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use flash::{DeviceSpec, FlashError};
+use flashfs::log::tag::{SegHeader, Tag, TagState};
+use flashfs::media::HeaderState;
+use flashfs::{Error, SegGeometry, Segments};
+use serde::Serialize;
+
+use super::SimSegments;
+
+/// A kind of fault a torture case injects. Every case cuts the power at least once; the
+/// kinds other than [`Fault::PowerCut`] add a fault of the medium or of the recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// A power cut at a device operation (clean or torn), then a chained second cut.
+    PowerCut,
+    /// A power cut, then another one while mounting after it (at any device access of the
+    /// mount, reads included) or in the first writes of the recovery; then mount again.
+    MountCut,
+    /// Stuck bit errors within what the ECC corrects, on pages the log holds: invisible.
+    EccWithin,
+    /// Bit errors beyond what the ECC corrects, on pages the log holds: reads may fail with
+    /// EIO, a sector whose newest copy was destroyed may come back older; never wrong bytes.
+    EccBeyond,
+    /// Programs and erases that report success and do nothing.
+    Silent,
+    /// Blocks that wear out during the run (program and erase fail from then on).
+    WearOut,
+    /// A part with factory bad blocks (10%): they must never be used.
+    BadBlocks,
+}
+
+impl Fault {
+    /// Every kind, in report order.
+    pub const ALL: [Fault; 7] = [
+        Fault::PowerCut,
+        Fault::MountCut,
+        Fault::EccWithin,
+        Fault::EccBeyond,
+        Fault::Silent,
+        Fault::WearOut,
+        Fault::BadBlocks,
+    ];
+
+    /// Name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::PowerCut => "power-cut",
+            Fault::MountCut => "mount-cut",
+            Fault::EccWithin => "ecc-within",
+            Fault::EccBeyond => "ecc-beyond",
+            Fault::Silent => "silent",
+            Fault::WearOut => "wear-out",
+            Fault::BadBlocks => "bad-blocks",
+        }
+    }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// Why the fault does not apply to a medium, or `None` when it does.
+    pub fn not_applicable(self, spec: &DeviceSpec) -> Option<&'static str> {
+        match (self, spec) {
+            (Fault::EccWithin | Fault::EccBeyond, DeviceSpec::Nor(_)) => {
+                Some("NOR has no ECC: the simulator models no bit errors it would correct")
+            }
+            (Fault::BadBlocks, DeviceSpec::Nor(_)) => Some("NOR has no factory bad blocks"),
+            (_, DeviceSpec::Nvram(_)) => Some("NVRAM carries no block device"),
+            _ => None,
+        }
+    }
+
+    /// Whether the fault damages the medium, so that typed errors (EIO, a worn-out device,
+    /// no space left once blocks retire) are expected and counted rather than violations.
+    pub fn damages_media(self) -> bool {
+        matches!(self, Fault::EccBeyond | Fault::Silent | Fault::WearOut)
+    }
+
+    /// A small number identifying the kind in seeds.
+    pub(super) fn code(self) -> u64 {
+        Fault::ALL.iter().position(|&f| f == self).unwrap_or(0) as u64
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Segments whose power can be cut at any device access, reads included, so that a mount
+/// (which only reads) can be interrupted. A clean cut goes at the access itself; a torn one
+/// tears the next mutating operation from there. When the power goes while `keep` is set,
+/// a copy of the device as the cut left it is kept, because a failed mount consumes the
+/// device it was given.
+#[derive(Debug)]
+pub struct Interruptible<D> {
+    inner: D,
+    accesses: u64,
+    cut: Option<(u64, bool)>,
+    keep: bool,
+    kept: Rc<RefCell<Option<D>>>,
+}
+
+impl<D: SimSegments> Interruptible<D> {
+    /// Wraps `inner`; a device kept at a cut goes to `kept`.
+    pub fn new(inner: D, kept: Rc<RefCell<Option<D>>>) -> Self {
+        Interruptible {
+            inner,
+            accesses: 0,
+            cut: None,
+            keep: false,
+            kept,
+        }
+    }
+
+    /// The device underneath.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// The device underneath, mutably.
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    /// Device accesses so far.
+    pub fn accesses(&self) -> u64 {
+        self.accesses
+    }
+
+    /// Cuts the power once `after` more accesses have been made (torn: tears the next
+    /// mutating operation instead), keeping a copy of the device when it goes.
+    pub fn arm(&mut self, after: u64, torn: bool) {
+        self.cut = Some((self.accesses + after, torn));
+        self.keep = true;
+    }
+
+    /// Forgets an armed cut that has not fired.
+    pub fn disarm(&mut self) {
+        self.cut = None;
+        self.keep = false;
+    }
+
+    fn tick(&mut self) -> flashfs::Result<()> {
+        self.accesses += 1;
+        match self.cut {
+            Some((at, torn)) if self.accesses > at => {
+                self.cut = None;
+                if torn {
+                    self.inner.sim_mut().schedule_cut(0, true);
+                    Ok(())
+                } else {
+                    // A host I/O failure of the simulator's store shows at the next access.
+                    let _ = self.inner.sim_mut().power_cut();
+                    self.watch();
+                    Err(Error::Flash(FlashError::PowerLoss))
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn watch(&mut self) {
+        if self.keep && !self.inner.sim().is_powered() {
+            self.keep = false;
+            *self.kept.borrow_mut() = Some(self.inner.clone());
+        }
+    }
+
+    fn access<T>(&mut self, f: impl FnOnce(&mut D) -> flashfs::Result<T>) -> flashfs::Result<T> {
+        self.tick()?;
+        let r = f(&mut self.inner);
+        self.watch();
+        r
+    }
+}
+
+impl<D: SimSegments> Segments for Interruptible<D> {
+    fn geometry(&self) -> SegGeometry {
+        self.inner.geometry()
+    }
+    fn bank_of(&self, seg: u32) -> u32 {
+        self.inner.bank_of(seg)
+    }
+    fn read_header(&mut self, seg: u32) -> flashfs::Result<HeaderState> {
+        self.access(|d| d.read_header(seg))
+    }
+    fn write_header(&mut self, seg: u32, header: &SegHeader) -> flashfs::Result<()> {
+        self.access(|d| d.write_header(seg, header))
+    }
+    fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
+        self.access(|d| d.read_tags(seg, out))
+    }
+    fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<()> {
+        self.access(|d| d.read_slot(seg, slot, buf))
+    }
+    fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> flashfs::Result<()> {
+        self.access(|d| d.write_slot(seg, slot, tag, data))
+    }
+    fn slot_erased(&mut self, seg: u32, slot: u32) -> flashfs::Result<bool> {
+        self.access(|d| d.slot_erased(seg, slot))
+    }
+    fn risks_earlier_slot(&self, slot: u32) -> bool {
+        self.inner.risks_earlier_slot(slot)
+    }
+    fn reserved_slots(&self) -> u32 {
+        self.inner.reserved_slots()
+    }
+    fn erase(&mut self, seg: u32, background: bool) -> flashfs::Result<()> {
+        self.access(|d| d.erase(seg, background))
+    }
+    fn is_bad(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.access(|d| d.is_bad(seg))
+    }
+    fn mark_bad(&mut self, seg: u32) -> flashfs::Result<()> {
+        self.access(|d| d.mark_bad(seg))
+    }
+    fn sync(&mut self) -> flashfs::Result<()> {
+        self.access(|d| d.sync())
+    }
+    fn now(&self) -> Duration {
+        self.inner.now()
+    }
+    fn idle(&mut self, d: Duration) {
+        self.inner.idle(d)
+    }
+    fn erase_time(&self) -> Duration {
+        self.inner.erase_time()
+    }
+}
+
+/// Sectors a trim or loss record names: its payload is a count (u16 LE), then (start u32 LE,
+/// count u32 LE) ranges (SPEC.md). Ranges are clipped to `sectors`.
+pub(super) fn record_sectors(payload: &[u8], sectors: u64) -> Vec<u64> {
+    let n = match payload.get(..2) {
+        Some(b) => u16::from_le_bytes([b[0], b[1]]) as usize,
+        None => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    for c in payload.get(2..).unwrap_or(&[]).chunks_exact(8).take(n) {
+        let start = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64;
+        let count = u32::from_le_bytes([c[4], c[5], c[6], c[7]]) as u64;
+        let end = start.saturating_add(count).min(sectors);
+        out.extend(start.min(end)..end);
+    }
+    out
+}

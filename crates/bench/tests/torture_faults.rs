@@ -1,0 +1,361 @@
+//! The torture's fault kinds: each runs clean on the block device where it should, counts
+//! media damage where the medium is damaged, and catches a target that mishandles it.
+
+use flash::{ImageMeta, NandSim};
+use flashfs::{Ftl, FtlConfig, NandSegments};
+use flashfs_bench::torture::{
+    bad_block_device, run, run_case, torture_device, Case, CaseResult, Failure, Fault, FtlTarget,
+    Model, Op, SimSegments, Target, TortureOptions, Workload,
+};
+
+type Nand = NandSegments<NandSim>;
+
+/// The block device formatted on the torture geometry of nand-128m.
+fn formatted_nand() -> Nand {
+    let dev = torture_device("nand-128m").unwrap();
+    let flash::DeviceSpec::Nand(spec) = dev.spec else {
+        panic!("nand-128m is NAND")
+    };
+    let sim = NandSim::new(spec, ImageMeta::new("nand-128m", 1)).unwrap();
+    Ftl::format(NandSegments::new(sim).unwrap(), FtlConfig::default())
+        .unwrap()
+        .into_device()
+}
+
+/// Runs `n` cases of `fault` on targets `make` builds, with the database workload.
+fn cases_of<T: Target<Op = Op>>(
+    make: &dyn Fn() -> T,
+    fault: Fault,
+    n: u64,
+    ops: usize,
+) -> Vec<CaseResult> {
+    cases_with(make, fault, Workload::Database, n, ops)
+}
+
+/// Runs `n` cases of `fault` and `workload` on targets `make` builds.
+fn cases_with<T: Target<Op = Op>>(
+    make: &dyn Fn() -> T,
+    fault: Fault,
+    workload: Workload,
+    n: u64,
+    ops: usize,
+) -> Vec<CaseResult> {
+    let sectors = FtlTarget::mount(formatted_nand(), FtlConfig::default())
+        .unwrap()
+        .sectors();
+    (0..n)
+        .map(|i| {
+            let ops = workload.ops(i, sectors, 512, ops);
+            let case = Case {
+                seed: i,
+                cut: 20 + i * 37 % 300,
+                torn: i % 2 == 1,
+                fault,
+            };
+            run_case(make(), &ops, case)
+        })
+        .collect()
+}
+
+fn violations(results: &[CaseResult]) -> Vec<String> {
+    results.iter().filter_map(|r| r.violation.clone()).collect()
+}
+
+/// Forwards everything to the block device, with a few things changed.
+struct Wrapped {
+    inner: FtlTarget<Nand>,
+    /// Arms this fault instead of the one asked for.
+    arm_instead: Option<Fault>,
+    /// Reports no typed errors: media damage comes back as plain errors.
+    untyped: bool,
+    /// Trims every sector after a mount that follows a cut during a mount.
+    relapse: bool,
+    mount_was_cut: bool,
+}
+
+impl Wrapped {
+    fn new() -> Self {
+        Wrapped {
+            inner: FtlTarget::mount(formatted_nand(), FtlConfig::default()).unwrap(),
+            arm_instead: None,
+            untyped: false,
+            relapse: false,
+            mount_was_cut: false,
+        }
+    }
+
+    fn typed(&self, r: Result<(), Failure>) -> Result<(), Failure> {
+        match r {
+            Err(Failure::Media(e)) if self.untyped => Err(Failure::Error(e)),
+            r => r,
+        }
+    }
+}
+
+impl Target for Wrapped {
+    type Op = Op;
+    type Model = Model;
+    fn kind(&self) -> &'static str {
+        "wrapped"
+    }
+    fn model(&self) -> Model {
+        // A model told nothing about the fault armed.
+        Model::new(self.inner.sectors())
+    }
+    fn device_ops(&self) -> u64 {
+        self.inner.device_ops()
+    }
+    fn schedule_cut(&mut self, ops: u64, torn: bool) {
+        self.inner.schedule_cut(ops, torn)
+    }
+    fn cancel_cut(&mut self) {
+        self.inner.cancel_cut()
+    }
+    fn powered(&self) -> bool {
+        self.inner.powered()
+    }
+    fn apply(&mut self, op: Op) -> Result<(), Failure> {
+        let r = self.inner.apply(op);
+        self.typed(r)
+    }
+    fn remount(&mut self) -> Result<(), Failure> {
+        let r = self.inner.remount();
+        let r = self.typed(r);
+        if r.is_ok() && self.relapse && self.mount_was_cut {
+            self.mount_was_cut = false;
+            let n = self.inner.sectors();
+            self.inner.apply(Op::Trim {
+                sector: 0,
+                count: n,
+            })?;
+        }
+        r
+    }
+    fn observe(&mut self, model: &Model) -> Result<(Vec<Option<u32>>, u64), String> {
+        self.inner.observe(model)
+    }
+    fn more_ops(&self, round: u32) -> Vec<Op> {
+        self.inner.more_ops(round)
+    }
+    fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
+        self.inner.arm(self.arm_instead.unwrap_or(fault), seed, ops)
+    }
+    fn damaged(&mut self) -> Vec<u64> {
+        // Swallowed: the model never hears which sectors the damage touched.
+        self.inner.damaged();
+        Vec::new()
+    }
+    fn remount_cut(&mut self, at: u64, torn: bool) -> Result<(), Failure> {
+        let r = self.inner.remount_cut(at, torn);
+        if r == Err(Failure::PowerLoss) {
+            self.mount_was_cut = true;
+        }
+        r
+    }
+    fn mount_accesses(&self) -> u64 {
+        self.inner.mount_accesses()
+    }
+}
+
+fn honest() -> FtlTarget<Nand> {
+    FtlTarget::mount(formatted_nand(), FtlConfig::default()).unwrap()
+}
+
+#[test]
+fn every_fault_but_silent_failures_runs_clean() {
+    let opts = TortureOptions {
+        presets: vec!["nand-128m".into(), "w25q64jv".into()],
+        faults: Fault::ALL
+            .into_iter()
+            .filter(|&f| f != Fault::Silent)
+            .collect(),
+        workloads: vec![Workload::Mixed],
+        cuts: 6,
+        ops: 100,
+        ..TortureOptions::default()
+    };
+    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    // NOR has no ECC and no factory bad blocks: those kinds are skipped there, listed.
+    let skipped: Vec<_> = outcome.skipped.iter().map(|s| s.fault).collect();
+    assert_eq!(
+        skipped,
+        [Fault::EccWithin, Fault::EccBeyond, Fault::BadBlocks]
+    );
+    assert_eq!(outcome.reports.len(), 6 + 3);
+    for r in &outcome.reports {
+        assert_eq!(r.cases, 6, "{r:?}");
+        assert!(r.cuts >= 6 && r.remounts >= 6, "{r:?}");
+        if !r.kind.damages_media() {
+            assert_eq!(r.media_damage(), 0, "{r:?}");
+        }
+    }
+    let mount_cut = |p: &str| {
+        outcome
+            .reports
+            .iter()
+            .find(|r| r.preset == p && r.kind == Fault::MountCut)
+            .unwrap()
+            .cuts
+    };
+    // A third cut in most mount-cut cases.
+    assert!(mount_cut("nand-128m") > 12, "{:?}", outcome.reports);
+}
+
+#[test]
+fn errors_beyond_the_ecc_are_media_damage_and_a_model_not_told_catches_them() {
+    let results = cases_of(&honest, Fault::EccBeyond, 16, 120);
+    assert!(
+        violations(&results).is_empty(),
+        "{:?}",
+        violations(&results)
+    );
+    let damage: u64 = results.iter().map(|r| r.media_errors + r.rolled_back).sum();
+    assert!(damage > 0, "no damage showed in 16 cases: {results:?}");
+    // The same damage, the model neither told which sectors it hit nor that reads may fail.
+    let blind = || Wrapped::new();
+    let caught = violations(&cases_of(&blind, Fault::EccBeyond, 16, 120));
+    assert!(!caught.is_empty(), "damage went unnoticed");
+    // Damage beyond the ECC labelled as within it fails the stricter check too.
+    let mislabelled = || Wrapped {
+        arm_instead: Some(Fault::EccBeyond),
+        ..Wrapped::new()
+    };
+    let caught = violations(&cases_of(&mislabelled, Fault::EccWithin, 16, 120));
+    assert!(
+        !caught.is_empty(),
+        "errors beyond the ECC passed for corrected ones"
+    );
+}
+
+#[test]
+fn errors_within_the_ecc_are_invisible() {
+    let results = cases_of(&honest, Fault::EccWithin, 12, 120);
+    assert!(
+        violations(&results).is_empty(),
+        "{:?}",
+        violations(&results)
+    );
+    for r in &results {
+        assert_eq!((r.media_errors, r.rolled_back, r.typed_errors), (0, 0, 0));
+    }
+    // The errors are there: a device armed the same way corrects bits on its reads.
+    let mut t = honest();
+    assert!(t.arm(Fault::EccWithin, 5, 40));
+    let sectors = t.sectors();
+    let mut model = t.model();
+    for op in Workload::Database.ops(5, sectors, 512, 400) {
+        model.issue(op);
+        t.apply(op).unwrap();
+    }
+    let (seen, _) = t.observe(&model).unwrap();
+    model.check_after_cut(&seen).unwrap();
+    let ftl = t.ftl_mut().unwrap();
+    let corrected = ftl.log().device().inner().sim().stats().corrected_bits;
+    assert!(corrected > 0, "no stuck bit was ever corrected");
+}
+
+#[test]
+fn a_cut_during_the_recovery_mount_is_survived_and_a_relapse_caught() {
+    let results = cases_of(&honest, Fault::MountCut, 12, 120);
+    assert!(
+        violations(&results).is_empty(),
+        "{:?}",
+        violations(&results)
+    );
+    assert!(
+        results.iter().any(|r| r.cuts == 3),
+        "no case cut three times: {results:?}"
+    );
+    // A device that loses everything when a mount is interrupted.
+    let relapsing = || Wrapped {
+        relapse: true,
+        ..Wrapped::new()
+    };
+    let caught = violations(&cases_of(&relapsing, Fault::MountCut, 12, 120));
+    assert!(
+        !caught.is_empty(),
+        "the loss after a cut mount went unnoticed"
+    );
+}
+
+#[test]
+fn worn_out_blocks_fail_with_typed_errors_only() {
+    let w = Workload::KawaguchiRandom;
+    let results = cases_with(&honest, Fault::WearOut, w, 12, 200);
+    assert!(
+        violations(&results).is_empty(),
+        "{:?}",
+        violations(&results)
+    );
+    let typed: u64 = results
+        .iter()
+        .map(|r| r.typed_errors + r.mount_errors)
+        .sum();
+    // The same run through a target that does not type its errors breaks the checks, if
+    // any error surfaced at all.
+    let untyped = || Wrapped {
+        untyped: true,
+        ..Wrapped::new()
+    };
+    let caught = violations(&cases_with(&untyped, Fault::WearOut, w, 12, 200));
+    assert!(typed > 0, "no block wore out in 12 cases");
+    assert!(!caught.is_empty(), "untyped errors passed: {typed} typed");
+}
+
+#[test]
+fn silent_failures_do_not_pass_unnoticed() {
+    // The block device does not read back its programs: a program that reports success and
+    // does nothing loses data, which the checks report (or it surfaces as a typed error).
+    let results = cases_of(&honest, Fault::Silent, 12, 200);
+    let noticed = results
+        .iter()
+        .filter(|r| r.violation.is_some() || r.typed_errors + r.mount_errors > 0)
+        .count();
+    assert!(noticed > 0, "{results:?}");
+}
+
+#[test]
+fn factory_bad_blocks_are_never_touched() {
+    let dev = torture_device("nand-128m").unwrap();
+    let (base, bad) = bad_block_device(&dev, 3).unwrap();
+    assert!(!bad.is_empty() && !bad.contains(&0), "{bad:?}");
+    // The same seed, the same part.
+    assert_eq!(bad_block_device(&dev, 3).unwrap().1, bad);
+    let mut t = FtlTarget::mount(base.clone(), FtlConfig::default()).unwrap();
+    assert!(t.arm(Fault::BadBlocks, 1, 300));
+    for op in Workload::Mixed.ops(3, t.sectors(), 512, 300) {
+        t.apply(op).unwrap();
+    }
+    let counts = t
+        .ftl_mut()
+        .unwrap()
+        .log()
+        .device()
+        .inner()
+        .sim()
+        .erase_counts();
+    for b in &bad {
+        assert_eq!(counts[*b as usize], 0, "bad block {b} erased");
+    }
+    assert!(counts.iter().filter(|&&c| c > 1).count() > 4, "{counts:?}");
+    // And the torture of that part passes.
+    let results: Vec<_> = (0..6)
+        .map(|i| {
+            let t = FtlTarget::mount(base.clone(), FtlConfig::default()).unwrap();
+            let ops = Workload::Mixed.ops(i, t.sectors(), 512, 150);
+            let case = Case {
+                seed: i,
+                cut: 30 * i + 7,
+                torn: i % 2 == 0,
+                fault: Fault::BadBlocks,
+            };
+            run_case(t, &ops, case)
+        })
+        .collect();
+    assert!(
+        violations(&results).is_empty(),
+        "{:?}",
+        violations(&results)
+    );
+}
