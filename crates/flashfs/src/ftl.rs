@@ -470,6 +470,22 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
+    /// Whether [`Ftl::patch_sector`] works on this medium.
+    pub(crate) fn can_patch(&self) -> bool {
+        self.log.can_patch()
+    }
+
+    /// Programs `bytes` at `offset` inside the sector's current slot, in place, clearing bits
+    /// only (reprogrammable NOR; see [`Log::patch`]). The sector must hold data.
+    pub(crate) fn patch_sector(&mut self, sector: u64, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.check(sector, 0)?;
+        let at = self
+            .map
+            .slot(sector as usize)
+            .ok_or(Error::InvalidArgument("patch of a sector without data"))?;
+        self.log.patch(at, offset, bytes)
+    }
+
     /// Drops a sector's data from the map without a trim record: for an owner that knows,
     /// after every mount, which sectors it uses (the file system, by walking its index), a
     /// record would be flash written for nothing. After a remount the sector may show an

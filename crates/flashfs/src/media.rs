@@ -70,6 +70,21 @@ pub trait Segments {
     fn reserved_slots(&self) -> u32 {
         0
     }
+    /// Whether [`Segments::patch_slot`] works: the medium lets written bytes be programmed
+    /// again, clearing more bits (reprogrammable NOR).
+    fn can_patch(&self) -> bool {
+        false
+    }
+    /// Programs `bytes` at `offset` inside the data of the written slot `slot`, in place. The
+    /// program only clears bits: every bit of `bytes` that is 1 must still be 1 on flash.
+    /// `offset` and the length are whole words of the part. Media without reprogramming
+    /// refuse (`Unsupported`).
+    fn patch_slot(&mut self, seg: u32, slot: u32, offset: usize, bytes: &[u8]) -> Result<()> {
+        let _ = (seg, slot, offset, bytes);
+        Err(Error::Unsupported(
+            "this medium cannot program written bytes again",
+        ))
+    }
     /// Erases a segment, in the background when asked (other banks keep working).
     fn erase(&mut self, seg: u32, background: bool) -> Result<()>;
     /// Whether a segment is marked bad.
@@ -247,6 +262,39 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         t[..TAG_LEN].copy_from_slice(&tag.encode());
         let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
         self.program(base + head + slot as u64 * self.tag_stride as u64, &t)
+    }
+
+    fn can_patch(&self) -> bool {
+        self.flash.spec().reprogrammable
+    }
+
+    fn patch_slot(&mut self, seg: u32, slot: u32, offset: usize, bytes: &[u8]) -> Result<()> {
+        if !self.can_patch() {
+            return Err(Error::Unsupported(
+                "this NOR part cannot program a word twice",
+            ));
+        }
+        let word = self.flash.spec().word_size as usize;
+        if offset % word != 0
+            || bytes.len() % word != 0
+            || offset
+                .checked_add(bytes.len())
+                .is_none_or(|e| e > self.slot_size as usize)
+        {
+            return Err(Error::InvalidArgument(
+                "a patch must be whole words inside one slot",
+            ));
+        }
+        let at = self.base(seg)
+            + self.data_off as u64
+            + slot as u64 * self.slot_size as u64
+            + offset as u64;
+        let mut old = alloc::vec![0u8; bytes.len()];
+        self.read_at(at, &mut old)?;
+        if bytes.iter().zip(&old).any(|(n, o)| n & !o != 0) {
+            return Err(Error::InvalidArgument("a patch may only clear bits"));
+        }
+        self.program(at, bytes)
     }
 
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {

@@ -117,8 +117,16 @@ impl<D: Segments> Fs<D> {
             }
             let end = end.min(inode.size);
             if off < end {
-                // Whole blocks are unmapped; partial ones at the edges zeroed by rewriting.
+                // The partial blocks at the edges take new blocks: find them first, so the
+                // operation does not fail (or commit to make room) half done.
                 let (full0, full1) = (off.div_ceil(bs), end / bs);
+                let edges = if full0 >= full1 {
+                    self.zero_cost(ino, off, end)?
+                } else {
+                    self.zero_cost(ino, off, full0 * bs)? + self.zero_cost(ino, full1 * bs, end)?
+                };
+                self.ensure_free(edges)?;
+                // Whole blocks are unmapped; partial ones at the edges zeroed by rewriting.
                 if full0 >= full1 {
                     self.zero_range(ino, &mut inode, off, end)?;
                 } else {
@@ -187,9 +195,25 @@ impl<D: Segments> Fs<D> {
         Ok(())
     }
 
+    /// New blocks [`Self::zero_range`] takes over `[a, b)`.
+    fn zero_cost(&mut self, ino: Ino, a: u64, b: u64) -> Result<u64> {
+        if a >= b {
+            return Ok(0);
+        }
+        let bs = self.bs();
+        let map = self.mapping(ino, a / bs, b.div_ceil(bs))?;
+        if map.iter().all(|m| !matches!(m, Some((_, false)))) {
+            return Ok(0);
+        }
+        Ok(map.iter().filter(|m| !matches!(m, Some((_, true)))).count() as u64)
+    }
+
     /// Writes zeros over `[a, b)` of a file where it has written data, without changing
     /// its size.
     fn zero_range(&mut self, ino: Ino, inode: &mut Inode, a: u64, b: u64) -> Result<()> {
+        if a >= b {
+            return Ok(());
+        }
         let bs = self.bs();
         let map = self.mapping(ino, a / bs, b.div_ceil(bs))?;
         if map.iter().all(|m| !matches!(m, Some((_, false)))) {

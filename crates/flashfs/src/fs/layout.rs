@@ -65,6 +65,14 @@ pub fn dirent_key(dir: Ino, name: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The name in the rest of a directory entry's key (after its cookie).
+pub fn dirent_name(rest: &[u8]) -> Result<&[u8]> {
+    match rest.get(8..) {
+        Some(name) if !name.is_empty() && name.len() <= 255 => Ok(name),
+        _ => Err(Error::Corrupt("directory entry key without a valid name")),
+    }
+}
+
 /// Splits a key into inode, item type and the rest.
 pub fn split_key(k: &[u8]) -> Result<(Ino, u8, &[u8])> {
     if k.len() < 9 {
@@ -362,6 +370,9 @@ pub struct Superblock {
     pub sectors: u64,
     /// Bytes per block (the sector size).
     pub block_size: u32,
+    /// Generation of the index's last commit (the index's root may outlive many commits
+    /// when spare pointers change it in place, so its own generation does not say).
+    pub index_gen: u32,
 }
 
 /// The superblock's magic: "FFS1".
@@ -369,7 +380,7 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// Format version of everything in this module and of the index nodes.
 pub const FS_VERSION: u8 = 1;
 /// Bytes of the encoded superblock (the rest of the sector is erased).
-pub const SB_LEN: usize = 48;
+pub const SB_LEN: usize = 52;
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -386,8 +397,9 @@ impl Superblock {
         b[24..32].copy_from_slice(&self.next_ino.to_le_bytes());
         b[32..40].copy_from_slice(&self.sectors.to_le_bytes());
         b[40..44].copy_from_slice(&self.block_size.to_le_bytes());
-        let crc = CRC32.checksum(&b[..44]);
-        b[44..48].copy_from_slice(&crc.to_le_bytes());
+        b[44..48].copy_from_slice(&self.index_gen.to_le_bytes());
+        let crc = CRC32.checksum(&b[..48]);
+        b[48..52].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes and checks a superblock.
@@ -401,16 +413,17 @@ impl Superblock {
         if b[4] != FS_VERSION {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
-        if CRC32.checksum(&b[..44]).to_le_bytes() != b[44..48] {
+        if CRC32.checksum(&b[..48]).to_le_bytes() != b[48..52] {
             return Err(Error::Corrupt("superblock checksum mismatch"));
         }
-        let mut r = Reader(&b[8..44]);
+        let mut r = Reader(&b[8..48]);
         Ok(Superblock {
             commit: r.u64(),
             root: NodePtr(r.u64()),
             next_ino: r.u64(),
             sectors: r.u64(),
             block_size: r.u32(),
+            index_gen: r.u32(),
         })
     }
 }
@@ -452,6 +465,7 @@ mod tests {
             next_ino: 12,
             sectors: 1000,
             block_size: 512,
+            index_gen: 3,
         };
         let mut s = [0u8; 512];
         sb.encode(&mut s);

@@ -63,6 +63,10 @@ pub struct FsConfig {
     pub tree: TreeConfig,
     /// Dirty index nodes that trigger a commit; `None` scales with the volume.
     pub dirty_limit: Option<usize>,
+    /// Spare pointers in index nodes (SPEC.md §7.6): a commit sets a node's spare instead of
+    /// copying the path to the root. `None`: wherever the device can patch written bytes
+    /// (reprogrammable NOR); ignored where it cannot. Overrides `tree.spare_pointers`.
+    pub spare_pointers: Option<bool>,
     /// Access-time updates.
     pub atime: Atime,
     /// The wall clock for timestamps.
@@ -77,6 +81,7 @@ impl Default for FsConfig {
             ftl,
             tree: TreeConfig::default(),
             dirty_limit: None,
+            spare_pointers: None,
             atime: Atime::Relative,
             clock: system_clock,
         }
@@ -165,6 +170,8 @@ pub struct FsStats {
     pub commits: u64,
     /// Index nodes written.
     pub node_writes: u64,
+    /// Index nodes changed in place instead (spare pointers set).
+    pub node_patches: u64,
     /// File bytes written by callers.
     pub bytes_written: u64,
 }
@@ -184,6 +191,8 @@ pub struct Fs<D: Segments> {
     dirty_limit: usize,
     commits: u64,
     bytes_written: u64,
+    /// Index nodes the mount found with garbage spares (and copied).
+    garbage_spares: u64,
     buf: Vec<u8>,
 }
 
@@ -203,6 +212,7 @@ impl<D: Segments> Fs<D> {
         FsStats {
             commits: self.commits,
             node_writes: self.tree.store().node_writes,
+            node_patches: self.tree.store().node_patches,
             bytes_written: self.bytes_written,
         }
     }
@@ -298,11 +308,13 @@ impl<D: Segments> Fs<D> {
 
     fn write_commit(&mut self) -> Result<()> {
         let root = self.tree.commit()?;
+        let index_gen = self.tree.committed_generation();
         let store = self.tree.store_mut();
         store.ftl.flush()?;
         let sb = Superblock {
             commit: self.sb.commit + 1,
             root,
+            index_gen,
             ..self.sb
         };
         sb.encode(&mut self.buf);

@@ -14,7 +14,7 @@ use super::store::Store;
 use super::{Fs, FsConfig};
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
-use crate::index::{NodePtr, Tree, MIN_NODE_SIZE};
+use crate::index::{NodePtr, Tree, TreeConfig, MIN_NODE_SIZE};
 use crate::log::tag::FORMAT_FILE_SYSTEM;
 use crate::log::Head;
 use crate::media::Segments;
@@ -67,6 +67,14 @@ impl Usage {
     }
 }
 
+/// The index's settings: spare pointers as configured, or wherever the device can patch.
+fn tree_config<D: Segments>(config: &FsConfig, ftl: &Ftl<D>) -> TreeConfig {
+    TreeConfig {
+        spare_pointers: config.spare_pointers.unwrap_or_else(|| ftl.can_patch()),
+        ..config.tree
+    }
+}
+
 /// Reserve and commit budget for a volume of `sectors`: the reserve holds a commit of a
 /// full budget of dirty nodes plus the nodes one operation can dirty on top.
 fn budgets(sectors: u64, dirty_limit: Option<usize>) -> (u64, usize) {
@@ -90,12 +98,14 @@ impl<D: Segments> Fs<D> {
             return Err(Error::InvalidArgument("device too small for a file system"));
         }
         let space = Space::from_used(sectors, |k| k == 0);
+        let tree_config = tree_config(&config, &ftl);
         let store = Store {
             ftl,
             space,
             node_writes: 0,
+            node_patches: 0,
         };
-        let tree = Tree::open_with(store, None, config.tree)?;
+        let tree = Tree::open_at(store, None, 0, tree_config)?;
         let mut fs = Fs {
             tree,
             sb: Superblock {
@@ -104,6 +114,7 @@ impl<D: Segments> Fs<D> {
                 next_ino: FIRST_INO,
                 sectors,
                 block_size: ss as u32,
+                index_gen: 0,
             },
             config,
             open: Default::default(),
@@ -112,6 +123,7 @@ impl<D: Segments> Fs<D> {
             dirty_limit,
             commits: 0,
             bytes_written: 0,
+            garbage_spares: 0,
             buf: vec![0; ss],
         };
         let now = fs.now();
@@ -139,10 +151,12 @@ impl<D: Segments> Fs<D> {
         let ss = ftl.sector_size();
         let sectors = ftl.sectors();
         let mut buf = vec![0; ss];
+        let tree_config = tree_config(&config, &ftl);
         let mut store = Store {
             ftl,
             space: Space::default(),
             node_writes: 0,
+            node_patches: 0,
         };
         store.read(0, &mut buf)?;
         let sb = Superblock::decode(&buf)?;
@@ -154,7 +168,7 @@ impl<D: Segments> Fs<D> {
         if sb.root.0 == 0 || sb.root.0 >= sectors {
             return Err(Error::Corrupt("superblock root beyond the volume"));
         }
-        let tree = Tree::open_with(store, Some(sb.root), config.tree)?;
+        let tree = Tree::open_at(store, Some(sb.root), sb.index_gen, tree_config)?;
         let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit);
         let mut fs = Fs {
             tree,
@@ -166,16 +180,20 @@ impl<D: Segments> Fs<D> {
             dirty_limit,
             commits: 0,
             bytes_written: 0,
+            garbage_spares: 0,
             buf,
         };
         let orphans = fs.rescan()?;
         if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {
             return Err(Error::Corrupt("no root directory"));
         }
-        if !orphans.is_empty() {
-            for ino in orphans {
-                fs.purge(ino)?;
-            }
+        // Spares a power cut left from an unrecorded commit: the next commit reuses their
+        // generation, so the nodes holding them are copied now (SPEC.md §7.6).
+        fs.garbage_spares = fs.tree.rewrite_garbage()? as u64;
+        for ino in &orphans {
+            fs.purge(*ino)?;
+        }
+        if !orphans.is_empty() || fs.garbage_spares > 0 {
             fs.commit()?;
         }
         Ok(fs)
@@ -226,6 +244,7 @@ impl<D: Segments> Fs<D> {
                     usage.mark(e.start, e.len)?;
                 }
                 item::DIRENT => {
+                    layout::dirent_name(rest)?;
                     layout::decode_dirent(&v)?;
                 }
                 item::ORPHAN if ino == layout::ORPHANS => {

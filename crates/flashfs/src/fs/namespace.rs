@@ -132,9 +132,19 @@ impl<D: Segments> Fs<D> {
         if target.is_empty() {
             return Err(Error::NotFound);
         }
+        // A bad name or an existing entry says so even on a full volume.
+        check_name(name)?;
+        if self.dir_inode(dir)?.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        if self.entry(dir, name)?.is_some() {
+            return Err(Error::Exists);
+        }
         let blocks = (target.len() as u64).div_ceil(u64::from(self.sb.block_size));
         self.ensure_free(blocks)?;
-        let attr = self.create_inode(dir, name, FileType::Symlink, 0o777, 0, uid, gid)?;
+        // No commit between the new inode and its target: a power cut must not leave a
+        // link to nothing.
+        let attr = self.new_inode(dir, name, FileType::Symlink, 0o777, 0, uid, gid)?;
         let mut inode = attr.inode;
         self.write_inode_data(attr.ino, &mut inode, 0, target)?;
         self.put_inode(attr.ino, &inode)?;
@@ -148,6 +158,9 @@ impl<D: Segments> Fs<D> {
         if inode.file_type()? != FileType::Symlink {
             return Err(Error::InvalidArgument("not a symbolic link"));
         }
+        if inode.size > TARGET_MAX as u64 {
+            return Err(Error::Corrupt("symbolic link target longer than allowed"));
+        }
         let mut target = alloc::vec![0; inode.size as usize];
         let n = self.read_inode_data(ino, &inode, 0, &mut target)?;
         target.truncate(n);
@@ -156,6 +169,23 @@ impl<D: Segments> Fs<D> {
 
     #[allow(clippy::too_many_arguments)]
     fn create_inode(
+        &mut self,
+        dir: Ino,
+        name: &[u8],
+        ty: FileType,
+        mode: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let attr = self.new_inode(dir, name, ty, mode, rdev, uid, gid)?;
+        self.maybe_commit()?;
+        Ok(attr)
+    }
+
+    /// Makes a new inode and its entry in the working version, without committing.
+    #[allow(clippy::too_many_arguments)]
+    fn new_inode(
         &mut self,
         dir: Ino,
         name: &[u8],
@@ -203,7 +233,6 @@ impl<D: Segments> Fs<D> {
         parent.ctime = now;
         self.put_inode(dir, &parent)?;
         self.inodes += 1;
-        self.maybe_commit()?;
         self.attr(ino, inode)
     }
 

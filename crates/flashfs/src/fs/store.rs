@@ -18,6 +18,8 @@ pub struct Store<D> {
     pub space: Space,
     /// Index nodes written.
     pub node_writes: u64,
+    /// Index nodes changed in place (spare pointers set).
+    pub node_patches: u64,
 }
 
 impl<D: Segments> Store<D> {
@@ -75,5 +77,18 @@ impl<D: Segments> NodeStore for Store<D> {
 
     fn release(&mut self, at: NodePtr) {
         self.space.release(at.0, 1);
+    }
+
+    fn can_patch(&self) -> bool {
+        self.ftl.can_patch()
+    }
+
+    fn patch(&mut self, at: NodePtr, offset: usize, bytes: &[u8]) -> Result<()> {
+        if at.0 == 0 || at.0 >= self.ftl.sectors() {
+            return Err(Error::Corrupt("file-system pointer beyond the volume"));
+        }
+        self.ftl.patch_sector(at.0, offset, bytes)?;
+        self.node_patches += 1;
+        Ok(())
     }
 }

@@ -6,14 +6,15 @@
 //! and only then releases the nodes they replace. Everything is iterative: no recursion, and
 //! every descent is bounded by the node levels, which [`Node::decode`] and [`Expect`] check.
 
+use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::arena::Arena;
 use super::cache::Cache;
 use super::node::{
-    check_node_size, leaf_size, max_value_len, Body, BranchEntry, LeafEntry, Node, Ref, HEADER_LEN,
-    MAX_KEY_LEN,
+    check_node_size, leaf_size, max_value_len, Body, BranchEntry, LeafEntry, Node, Origin, Ref,
+    Spare, HEADER_LEN, MAX_KEY_LEN, SPARE_LEN,
 };
 use super::split::Limits;
 use super::{NodePtr, NodeStore};
@@ -31,6 +32,12 @@ pub struct TreeConfig {
     /// A node below this share of its bytes (and, with `max_entries`, below half its
     /// entries) merges with or borrows from a sibling. At most 50.
     pub min_fill_percent: u8,
+    /// Spare pointers (TFFS §4.2 "node copying"): nodes are written with a spare area, and a
+    /// commit that changes only one child pointer of a node programs the new pointer into
+    /// the node's spare instead of copying the node and its path to the root. Needs a store
+    /// that can patch nodes in place (reprogrammable NOR); ignored on others. A tree with
+    /// spare pointers must be opened with [`Tree::open_at`].
+    pub spare_pointers: bool,
 }
 
 impl Default for TreeConfig {
@@ -39,6 +46,7 @@ impl Default for TreeConfig {
             cache_bytes: 256 * 1024,
             max_entries: None,
             min_fill_percent: 35,
+            spare_pointers: false,
         }
     }
 }
@@ -74,11 +82,12 @@ impl Expect {
         max_gen: u32::MAX,
     };
 
-    /// A child of `parent`.
+    /// A child of `parent`: written no later than the newest pointer in the parent (its own
+    /// generation, or its spare's).
     pub(super) fn child_of(parent: &Node) -> Expect {
         Expect {
             level: Some(parent.level.saturating_sub(1)),
-            max_gen: parent.gen,
+            max_gen: parent.max_gen(),
         }
     }
 
@@ -128,6 +137,16 @@ pub struct Tree<S: NodeStore> {
     /// Nodes written since the last commit (by a commit that failed part way): released by
     /// an abort, since no committed version references them.
     pub(super) uncommitted_writes: Vec<NodePtr>,
+    /// Whether commits set spare pointers (configured, and the store can patch).
+    pub(super) spares: bool,
+    /// Nodes whose spares were set since the last commit (by a commit that failed part way):
+    /// their spares count for the working version, and become garbage on an abort.
+    pub(super) uncommitted_patches: Vec<NodePtr>,
+    /// Nodes of the committed version found with a garbage spare: copied by the next commit.
+    pub(super) garbage: BTreeSet<NodePtr>,
+    /// Whether every garbage spare of the committed version is known (the whole version was
+    /// read since the tree was opened, or the store cannot patch).
+    pub(super) scanned: bool,
     pub(super) high_water: usize,
     pub(super) buf: Vec<u8>,
 }
@@ -139,8 +158,49 @@ impl<S: NodeStore> Tree<S> {
         Self::open_with(store, root, TreeConfig::default())
     }
 
-    /// Opens a tree with a configuration.
+    /// Opens a tree with a configuration. The committed generation is the root's: right
+    /// for trees written without spare pointers, whose every commit writes a new root. A
+    /// root with a spare area is refused: such a tree opens with [`Tree::open_at`].
     pub fn open_with(store: S, root: Option<NodePtr>, config: TreeConfig) -> Result<Self> {
+        let mut t = Self::open_inner(store, root, config)?;
+        if let Some(p) = root {
+            let node = t.read_raw(p)?;
+            if node.spare != Spare::Absent {
+                return Err(Error::InvalidArgument(
+                    "a tree with spare pointers opens with its committed generation",
+                ));
+            }
+            t.committed_gen = node.gen;
+            t.cache.insert(p, node);
+            t.note_ram();
+        }
+        Ok(t)
+    }
+
+    /// Opens the tree whose root is `root` (`None`: a new, empty tree) and whose last commit
+    /// was generation `committed_gen` (what [`Tree::committed_generation`] said after it;
+    /// 0 for a new tree), which its owner recorded with the root. With spare pointers the
+    /// root may stay the same node across commits, so only the owner knows the generation;
+    /// it decides which spares count (SPEC.md §7.6).
+    pub fn open_at(
+        store: S,
+        root: Option<NodePtr>,
+        committed_gen: u32,
+        config: TreeConfig,
+    ) -> Result<Self> {
+        let mut t = Self::open_inner(store, root, config)?;
+        t.committed_gen = committed_gen;
+        if let Some(p) = root {
+            let exp = Expect {
+                level: None,
+                max_gen: committed_gen,
+            };
+            t.node(Ref::Disk(p), exp)?;
+        }
+        Ok(t)
+    }
+
+    fn open_inner(store: S, root: Option<NodePtr>, config: TreeConfig) -> Result<Self> {
         let node_size = store.node_size();
         check_node_size(node_size)?;
         let max_entries = match config.max_entries {
@@ -153,8 +213,10 @@ impl<S: NodeStore> Tree<S> {
                 "min_fill_percent must be at most 50",
             ));
         }
-        let cap = node_size - HEADER_LEN;
-        let mut t = Tree {
+        let spares = config.spare_pointers && store.can_patch();
+        let cap = node_size - HEADER_LEN - if spares { SPARE_LEN } else { 0 };
+        let scanned = root.is_none() || !store.can_patch();
+        Ok(Tree {
             store,
             lim: Limits { cap, max_entries },
             min_bytes: cap * usize::from(config.min_fill_percent) / 100,
@@ -168,13 +230,31 @@ impl<S: NodeStore> Tree<S> {
             cache: Cache::new(config.cache_bytes),
             pending_release: Vec::new(),
             uncommitted_writes: Vec::new(),
+            spares,
+            uncommitted_patches: Vec::new(),
+            garbage: BTreeSet::new(),
+            scanned,
             high_water: 0,
             buf: vec![0; node_size],
-        };
-        if let Some(p) = root {
-            t.committed_gen = t.node(Ref::Disk(p), Expect::ROOT)?.gen;
-        }
-        Ok(t)
+        })
+    }
+
+    /// Generation of the last commit (or the one the tree was opened at): what the owner
+    /// records with the root and gives back to [`Tree::open_at`].
+    pub fn committed_generation(&self) -> u32 {
+        self.committed_gen
+    }
+
+    /// Whether commits set spare pointers: configured, and the store can patch.
+    pub fn uses_spare_pointers(&self) -> bool {
+        self.spares
+    }
+
+    /// Nodes of the committed version found so far whose spare is garbage (set by a commit
+    /// that was never recorded). The next commit copies them; until then they read as if the
+    /// spare were unused.
+    pub fn garbage_spares(&self) -> usize {
+        self.garbage.len()
     }
 
     /// The store.
@@ -198,9 +278,12 @@ impl<S: NodeStore> Tree<S> {
         self.committed
     }
 
-    /// Whether there are changes not yet committed.
+    /// Whether there are changes not yet committed (copying nodes with garbage spares is
+    /// one).
     pub fn is_dirty(&self) -> bool {
-        self.root != self.committed.map(Ref::Disk) || !self.pending_release.is_empty()
+        self.root != self.committed.map(Ref::Disk)
+            || !self.pending_release.is_empty()
+            || !self.garbage.is_empty()
     }
 
     /// Largest value this tree takes (a quarter of a node).
@@ -266,9 +349,24 @@ impl<S: NodeStore> Tree<S> {
     }
 
     pub(super) fn read_node(&mut self, p: NodePtr, exp: Expect) -> Result<Node> {
-        self.store.read(p, &mut self.buf)?;
-        let node = Node::decode(&self.buf)?;
+        let node = self.read_raw(p)?;
         exp.check(&node)?;
+        Ok(node)
+    }
+
+    /// Reads and decodes the node at `p` and applies its spare: one set by the committed
+    /// version (or by this tree's commit in progress) counts, a newer one is garbage.
+    fn read_raw(&mut self, p: NodePtr) -> Result<Node> {
+        self.store.read(p, &mut self.buf)?;
+        let mut node = Node::decode(&self.buf)?;
+        let limit = if self.uncommitted_patches.contains(&p) {
+            self.dirty_gen()
+        } else {
+            self.committed_gen
+        };
+        if node.apply_spare(limit) {
+            self.garbage.insert(p);
+        }
         Ok(node)
     }
 
@@ -369,13 +467,30 @@ impl<S: NodeStore> Tree<S> {
             Ref::Dirty(id) => return Ok(id),
             Ref::Disk(p) => p,
         };
-        let mut node = match self.cache.take(p) {
+        // With spare pointers the original stays cached: the commit compares the copy with
+        // it, to patch or keep it instead of writing the copy.
+        let cached = if self.spares {
+            self.cache.get(p).cloned()
+        } else {
+            self.cache.take(p)
+        };
+        let mut node = match cached {
             Some(n) => {
                 exp.check(&n)?;
                 n
             }
-            None => self.read_node(p, exp)?,
+            None => {
+                let n = self.read_node(p, exp)?;
+                if self.spares {
+                    self.cache.insert(p, n.clone());
+                }
+                n
+            }
         };
+        node.origin = Some(Origin {
+            at: p,
+            gen: node.gen,
+        });
         node.gen = self.dirty_gen();
         self.pending_release.push(p);
         Ok(self.arena.add(node))

@@ -3,9 +3,10 @@
 
 use alloc::boxed::Box;
 use alloc::vec;
+use alloc::vec::Vec;
 
 use super::btree::{Expect, Tree};
-use super::node::{Body, Node, Ref};
+use super::node::{encode_spare, spare_offset, Body, Diff, Node, Ref, Spare};
 use super::{NodePtr, NodeStore};
 use crate::error::{Error, Result};
 
@@ -14,7 +15,16 @@ impl<S: NodeStore> Tree<S> {
     /// nodes they replace. Returns the new root, which the owner records to make the commit
     /// durable; until it does, the previous root is intact (its nodes are released only now,
     /// and the store keeps released nodes until the owner's record supersedes them).
+    ///
+    /// With spare pointers, a dirty node that differs from the node it copies in one child
+    /// pointer only, where that node's spare is free, is not written: the new pointer goes
+    /// into the spare, and the node stays. A dirty node identical to its original is not
+    /// written either. Nodes with garbage spares are copied first (SPEC.md §7.6).
     pub fn commit(&mut self) -> Result<NodePtr> {
+        if !self.scanned {
+            self.scan_branches()?;
+        }
+        self.rewrite_garbage()?;
         let (root, gen) = match self.root {
             Some(Ref::Disk(p)) if Some(p) == self.committed => (p, self.committed_gen),
             // The tree shrank to a child that was already on flash.
@@ -34,6 +44,8 @@ impl<S: NodeStore> Tree<S> {
             self.store.release(p);
         }
         self.uncommitted_writes.clear();
+        self.uncommitted_patches.clear();
+        self.garbage.clear();
         // Every dirty node hangs off the root and was written; nothing is left behind.
         debug_assert_eq!(self.arena.len(), 0);
         self.arena.clear();
@@ -46,7 +58,7 @@ impl<S: NodeStore> Tree<S> {
     fn write_empty_root(&mut self) -> Result<NodePtr> {
         let gen = self.commit_gen()?;
         let node = Node::empty_leaf(gen);
-        node.encode(gen, &mut self.buf)?;
+        node.encode_as(gen, &mut self.buf, self.spares)?;
         let p = self.store.write(&self.buf)?;
         self.uncommitted_writes.push(p);
         self.cache.insert(p, node);
@@ -71,20 +83,40 @@ impl<S: NodeStore> Tree<S> {
                 continue;
             }
             let mut node = self.arena.take(id)?;
-            node.gen = gen;
-            let written = node
-                .encode(gen, &mut self.buf)
-                .and_then(|()| self.store.write(&self.buf));
-            let p = match written {
-                Ok(p) => p,
+            let kept = match self.keep_origin(&mut node, gen) {
+                Ok(k) => k,
                 Err(e) => {
                     self.arena.put(id, node);
                     return Err(e);
                 }
             };
+            let p = match kept {
+                Some(p) => p,
+                None => {
+                    node.gen = gen;
+                    node.origin = None;
+                    node.spare = if self.spares {
+                        Spare::Free
+                    } else {
+                        Spare::Absent
+                    };
+                    let written = node
+                        .encode_as(gen, &mut self.buf, self.spares)
+                        .and_then(|()| self.store.write(&self.buf));
+                    match written {
+                        Ok(p) => {
+                            self.uncommitted_writes.push(p);
+                            self.cache.insert(p, node);
+                            p
+                        }
+                        Err(e) => {
+                            self.arena.put(id, node);
+                            return Err(e);
+                        }
+                    }
+                }
+            };
             self.arena.free(id);
-            self.uncommitted_writes.push(p);
-            self.cache.insert(p, node);
             stack.pop();
             match stack.last() {
                 Some(&parent) => self.replace_child(parent, id, p)?,
@@ -95,6 +127,129 @@ impl<S: NodeStore> Tree<S> {
             }
         }
         Err(Error::Corrupt("index commit lost its root"))
+    }
+
+    /// With spare pointers: if the dirty `node` can stay in the node it copies (identical,
+    /// or one child pointer away and that node's spare free), keeps that node (setting its
+    /// spare, in generation `gen`, if needed) and returns where it is. `None`: write a copy.
+    fn keep_origin(&mut self, node: &mut Node, gen: u32) -> Result<Option<NodePtr>> {
+        let Some(origin) = node.origin.filter(|_| self.spares) else {
+            return Ok(None);
+        };
+        // A garbage spare would count once this generation is committed: copy the node.
+        if node.spare == Spare::Garbage {
+            return Ok(None);
+        }
+        let orig = match self.cache.get(origin.at) {
+            Some(n) => n.clone(),
+            None => self.read_node(origin.at, Expect::ROOT)?,
+        };
+        if orig.spare == Spare::Garbage {
+            return Ok(None);
+        }
+        let kept = match node.diff(&orig) {
+            Diff::Same => orig,
+            Diff::OneChild(i, child) if node.spare.is_free() && orig.spare.is_free() => {
+                let index = u16::try_from(i)
+                    .map_err(|_| Error::Corrupt("index node with too many children"))?;
+                let bytes = encode_spare(index, gen, child);
+                self.uncommitted_patches.push(origin.at);
+                if let Err(e) = self
+                    .store
+                    .patch(origin.at, spare_offset(self.buf.len()), &bytes)
+                {
+                    // The spare may hold part of the pointer now: never program it again.
+                    node.spare = Spare::Torn;
+                    self.cache.remove(origin.at);
+                    return Err(e);
+                }
+                let mut n = orig;
+                n.spare = Spare::Set { index, gen, child };
+                n.apply_spare(gen);
+                n
+            }
+            _ => return Ok(None),
+        };
+        if let Some(i) = self.pending_release.iter().rposition(|&q| q == origin.at) {
+            self.pending_release.swap_remove(i);
+        }
+        self.cache.insert(origin.at, kept);
+        Ok(Some(origin.at))
+    }
+
+    /// Reads every branch of the committed version, so that every garbage spare in it is
+    /// known before a commit reuses the generation that wrote it.
+    fn scan_branches(&mut self) -> Result<()> {
+        let Some(root) = self.committed else {
+            self.scanned = true;
+            return Ok(());
+        };
+        let mut stack = vec![(root, Expect::ROOT)];
+        while let Some((p, exp)) = stack.pop() {
+            let node = self.node(Ref::Disk(p), exp)?;
+            if let Body::Branch(es) = &node.body {
+                if node.level >= 2 {
+                    let cexp = Expect::child_of(node);
+                    stack.extend(es.iter().filter_map(|e| match e.child {
+                        Ref::Disk(c) => Some((c, cexp)),
+                        Ref::Dirty(_) => None,
+                    }));
+                }
+            }
+        }
+        self.scanned = true;
+        Ok(())
+    }
+
+    /// The keys that lead to the nodes with garbage spares still in the working version:
+    /// each node's lowest key bound (the empty key for the leftmost), which routes to it.
+    fn garbage_routes(&mut self) -> Result<Vec<Box<[u8]>>> {
+        let mut keys = Vec::new();
+        let Some(root) = self.root else {
+            return Ok(keys);
+        };
+        let mut stack: Vec<(Ref, Expect, Box<[u8]>)> = vec![(root, Expect::ROOT, Box::default())];
+        while let Some((r, exp, lo)) = stack.pop() {
+            if matches!(r, Ref::Disk(p) if self.garbage.contains(&p)) {
+                keys.push(lo.clone());
+            }
+            let node = self.node(r, exp)?;
+            let Body::Branch(es) = &node.body else {
+                continue;
+            };
+            // Only branches hold spares: leaves need not be read.
+            if node.level < 2 {
+                continue;
+            }
+            let cexp = Expect::child_of(node);
+            for (i, e) in es.iter().enumerate() {
+                let key = if i == 0 { lo.clone() } else { e.key.clone() };
+                stack.push((e.child, cexp, key));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Copies every node of the working version whose spare is garbage (a spare a power cut
+    /// or an abort left from a commit never recorded): dirties the path to each, so the
+    /// next commit writes it anew with a free spare. Returns how many it found. The commit
+    /// does this itself; an owner calls it to have [`Tree::is_dirty`] reflect the work.
+    pub fn rewrite_garbage(&mut self) -> Result<usize> {
+        if self.garbage.is_empty() {
+            return Ok(0);
+        }
+        let keys = self.garbage_routes()?;
+        for k in &keys {
+            let path = self.dirty_path(k)?;
+            self.fix_path(&path)?;
+        }
+        self.note_ram();
+        if !self.garbage_routes()?.is_empty() {
+            return Err(Error::Corrupt(
+                "index node with a garbage spare out of reach",
+            ));
+        }
+        Ok(keys.len())
     }
 
     fn replace_child(&mut self, parent: u32, id: u32, p: NodePtr) -> Result<()> {
@@ -112,6 +267,11 @@ impl<S: NodeStore> Tree<S> {
     pub fn abort(&mut self) {
         self.arena.clear();
         self.pending_release.clear();
+        // Spares set by the failed commit now belong to no recorded commit: garbage.
+        for p in core::mem::take(&mut self.uncommitted_patches) {
+            self.cache.remove(p);
+            self.garbage.insert(p);
+        }
         for p in core::mem::take(&mut self.uncommitted_writes) {
             self.cache.remove(p);
             self.store.release(p);
@@ -157,6 +317,7 @@ impl<S: NodeStore> Tree<S> {
                 }
             }
         }
+        self.scanned = true;
         Ok(())
     }
 }

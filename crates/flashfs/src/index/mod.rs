@@ -1,10 +1,13 @@
 //! The index layer: copy-on-write B+trees that map byte-string keys to byte-string values
 //! (directories, inodes, file extents).
 //!
-//! A tree never changes a node in place. Modified nodes stay dirty in RAM until
+//! A tree never changes a node's contents in place. Modified nodes stay dirty in RAM until
 //! [`Tree::commit`] writes them bottom-up and returns the new root; the previous root stays
 //! fully readable until then, so a crash before the owner records the new root leaves the old
 //! version intact (TFFS §4.2, "path copying", with every version but the newest pruned).
+//! On a store that can clear bits in place, a tree with spare pointers replaces one child
+//! pointer of a node by programming the node's spare instead of copying it and its path to
+//! the root (TFFS §4.2, "node copying"); the spare counts only once its commit is recorded.
 //!
 //! The tree does not know about the log: it reads and writes whole nodes through a
 //! [`NodeStore`]. The node format is in `SPEC.md`, "Index nodes".
@@ -16,15 +19,17 @@ mod commit;
 mod cursor;
 mod node;
 mod reshape;
+#[cfg(test)]
+mod spare_tests;
 mod split;
 mod store;
 
 pub use btree::{Tree, TreeConfig, TreeStats};
 pub use cursor::Range;
-pub use node::{inspect_node, NodeInfo, MAX_KEY_LEN, MAX_NODE_SIZE, MIN_NODE_SIZE};
+pub use node::{inspect_node, NodeInfo, SpareInfo, MAX_KEY_LEN, MAX_NODE_SIZE, MIN_NODE_SIZE};
 pub use store::{MemStore, MemStoreStats};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Where a node lives in its store. What the number means is the store's business (for the
 /// log: a slot address); the tree only keeps and compares it.
@@ -46,6 +51,17 @@ pub trait NodeStore {
     /// reclaimed once the owner's record of that version is durable, not before: until then
     /// the previous version, which still uses the node, is what a power cut returns to.
     fn release(&mut self, at: NodePtr);
+    /// Whether [`NodeStore::patch`] works: nodes on flash can have bits cleared in place.
+    fn can_patch(&self) -> bool {
+        false
+    }
+    /// Programs `bytes` at `offset` inside the node at `at`, in place, clearing bits only:
+    /// how a tree with spare pointers sets a node's spare (SPEC.md §7.6). A store that
+    /// cannot refuses (`Unsupported`).
+    fn patch(&mut self, at: NodePtr, offset: usize, bytes: &[u8]) -> Result<()> {
+        let _ = (at, offset, bytes);
+        Err(Error::Unsupported("this node store cannot patch nodes"))
+    }
 }
 
 /// A store borrowed by a tree, so that several trees (or a tree and its owner) can share one.
@@ -61,5 +77,11 @@ impl<S: NodeStore + ?Sized> NodeStore for &mut S {
     }
     fn release(&mut self, at: NodePtr) {
         (**self).release(at)
+    }
+    fn can_patch(&self) -> bool {
+        (**self).can_patch()
+    }
+    fn patch(&mut self, at: NodePtr, offset: usize, bytes: &[u8]) -> Result<()> {
+        (**self).patch(at, offset, bytes)
     }
 }

@@ -26,7 +26,13 @@ pub(crate) const HEADER_LEN: usize = 20;
 const MAGIC: [u8; 2] = *b"IX";
 const TYPE_LEAF: u8 = 1;
 const TYPE_BRANCH: u8 = 2;
-const FORMAT_VERSION: u8 = 1;
+/// Node format without a spare area.
+const FORMAT_PLAIN: u8 = 1;
+/// Node format whose last [`SPARE_LEN`] bytes are a spare pointer (SPEC.md §7.6).
+const FORMAT_SPARE: u8 = 2;
+/// Bytes of the spare area at the end of a format-2 node: child index (2), generation (4),
+/// pointer (8), CRC-16 of those 14 bytes (2). All `0xFF` while unused.
+pub(crate) const SPARE_LEN: usize = 16;
 /// Per-entry bytes besides the key and value: key and value lengths (leaf), key length and
 /// child pointer (branch).
 const LEAF_ENTRY_FIXED: usize = 4;
@@ -35,6 +41,8 @@ const BRANCH_ENTRY_FIXED: usize = 10;
 const ENTRY_RAM: usize = core::mem::size_of::<LeafEntry>();
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+/// The spare's own check: it is programmed after the node's CRC-32 was sealed.
+const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_3740);
 
 /// The largest value a tree with nodes of `node_size` bytes takes.
 pub(crate) fn max_value_len(node_size: usize) -> usize {
@@ -72,6 +80,41 @@ pub(crate) enum Body {
     Branch(Vec<BranchEntry>),
 }
 
+/// The spare pointer of a node as read (SPEC.md §7.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spare {
+    /// No spare area: a format-1 node, or a node that is not on flash.
+    Absent,
+    /// Erased: free to be set.
+    Free,
+    /// Valid: child `index` is `child`, since commit `gen`. Once the tree has read the node,
+    /// a spare in this state is applied (the child pointer replaced).
+    Set {
+        index: u16,
+        gen: u32,
+        child: NodePtr,
+    },
+    /// Valid but set by a commit newer than the committed one, which a power cut (or an
+    /// abort) cut short: ignored, and the node must be copied before the next commit.
+    Garbage,
+    /// Programmed but not valid (a torn program): ignored.
+    Torn,
+}
+
+impl Spare {
+    /// Whether a pointer may still be programmed into it.
+    pub fn is_free(self) -> bool {
+        self == Spare::Free
+    }
+}
+
+/// Where a dirty node was copied from, and the generation that node was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub at: NodePtr,
+    pub gen: u32,
+}
+
 /// A decoded node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Node {
@@ -80,6 +123,11 @@ pub(crate) struct Node {
     /// Commit generation the node was written in (for a dirty node: the one it will be).
     pub gen: u32,
     pub body: Body,
+    /// Its spare pointer as on flash (for a dirty copy: its origin's).
+    pub spare: Spare,
+    /// For a dirty node copied from flash: the node it copies. Pieces of a split or a merge
+    /// have none.
+    pub origin: Option<Origin>,
 }
 
 /// What [`inspect_node`] found in a node.
@@ -93,8 +141,31 @@ pub struct NodeInfo {
     pub entries: usize,
     /// Commit generation it was written in.
     pub generation: u32,
-    /// Children, for a branch, in key order.
+    /// Children, for a branch, in key order, as written (a spare pointer not applied).
     pub children: Vec<NodePtr>,
+    /// Its spare pointer, for a node of format 2.
+    pub spare: SpareInfo,
+}
+
+/// The spare pointer of a node, as [`inspect_node`] finds it. Whether a valid one counts
+/// depends on the tree's committed generation: it does if its generation is not above it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpareInfo {
+    /// The node has no spare area (format 1).
+    Absent,
+    /// Erased.
+    Free,
+    /// Child `index` replaced by `child` in commit `generation`.
+    Set {
+        /// Which child it replaces.
+        index: usize,
+        /// Commit that set it.
+        generation: u32,
+        /// The new child.
+        child: NodePtr,
+    },
+    /// Programmed but not valid (a torn program).
+    Torn,
 }
 
 /// Validates a node's bytes (all of them: the slice is the whole node) and says what it
@@ -111,12 +182,23 @@ pub fn inspect_node(bytes: &[u8]) -> Result<NodeInfo> {
             })
             .collect(),
     };
+    let spare = match node.spare {
+        Spare::Absent => SpareInfo::Absent,
+        Spare::Free => SpareInfo::Free,
+        Spare::Set { index, gen, child } => SpareInfo::Set {
+            index: usize::from(index),
+            generation: gen,
+            child,
+        },
+        Spare::Garbage | Spare::Torn => SpareInfo::Torn,
+    };
     Ok(NodeInfo {
         leaf: node.is_leaf(),
         level: node.level,
         entries: node.len(),
         generation: node.gen,
         children,
+        spare,
     })
 }
 
@@ -130,11 +212,47 @@ pub(crate) fn check_node_size(size: usize) -> Result<u8> {
     Ok(size.trailing_zeros() as u8)
 }
 
-fn crc_of(b: &[u8]) -> u32 {
+/// CRC-32C of a node's bytes: the header but its CRC field, then everything after it up to
+/// `end` (the node's end, or the start of its spare area).
+fn crc_of(b: &[u8], end: usize) -> u32 {
     let mut d = CRC32.digest();
     d.update(b.get(..16).unwrap_or(&[]));
-    d.update(b.get(HEADER_LEN..).unwrap_or(&[]));
+    d.update(b.get(HEADER_LEN..end).unwrap_or(&[]));
     d.finalize()
+}
+
+/// Bytes of a node's spare area that record child `index` replaced by `child` in commit
+/// `gen`: what a commit programs into the erased spare of a node of `node_size` bytes at
+/// [`spare_offset`].
+pub(crate) fn encode_spare(index: u16, gen: u32, child: NodePtr) -> [u8; SPARE_LEN] {
+    let mut b = [0u8; SPARE_LEN];
+    b[0..2].copy_from_slice(&index.to_le_bytes());
+    b[2..6].copy_from_slice(&gen.to_le_bytes());
+    b[6..14].copy_from_slice(&child.0.to_le_bytes());
+    let crc = CRC16.checksum(&b[..14]);
+    b[14..16].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Where the spare area of a format-2 node of `node_size` bytes starts.
+pub(crate) fn spare_offset(node_size: usize) -> usize {
+    node_size - SPARE_LEN
+}
+
+fn decode_spare(b: &[u8]) -> Spare {
+    if b.iter().all(|&x| x == 0xFF) {
+        return Spare::Free;
+    }
+    if b.len() != SPARE_LEN || CRC16.checksum(&b[..14]).to_le_bytes() != b[14..16] {
+        return Spare::Torn;
+    }
+    let mut p = [0u8; 8];
+    p.copy_from_slice(&b[6..14]);
+    Spare::Set {
+        index: u16::from_le_bytes([b[0], b[1]]),
+        gen: u32::from_le_bytes([b[2], b[3], b[4], b[5]]),
+        child: NodePtr(u64::from_le_bytes(p)),
+    }
 }
 
 /// Reads little-endian integers from a node's bytes, failing (never panicking) past the end.
@@ -168,12 +286,76 @@ impl<'a> Reader<'a> {
 }
 
 impl Node {
+    /// A node not on flash.
+    pub fn new(level: u8, gen: u32, body: Body) -> Node {
+        Node {
+            level,
+            gen,
+            body,
+            spare: Spare::Absent,
+            origin: None,
+        }
+    }
+
     /// An empty leaf, the whole of an empty tree.
     pub fn empty_leaf(gen: u32) -> Node {
-        Node {
-            level: 0,
-            gen,
-            body: Body::Leaf(Vec::new()),
+        Node::new(0, gen, Body::Leaf(Vec::new()))
+    }
+
+    /// The newest commit that wrote a pointer this node holds: its own generation, or its
+    /// applied spare's. Children are no newer (SPEC.md §7.4).
+    pub fn max_gen(&self) -> u32 {
+        match self.spare {
+            Spare::Set { gen, .. } => self.gen.max(gen),
+            _ => self.gen,
+        }
+    }
+
+    /// Applies a valid spare set by commit `committed` or before (the child pointer it
+    /// names is replaced); one set later becomes [`Spare::Garbage`]. Returns whether it did.
+    pub fn apply_spare(&mut self, committed: u32) -> bool {
+        let Spare::Set { index, gen, child } = self.spare else {
+            return false;
+        };
+        if gen > committed {
+            self.spare = Spare::Garbage;
+            return true;
+        }
+        if let Body::Branch(es) = &mut self.body {
+            if let Some(e) = es.get_mut(usize::from(index)) {
+                e.child = Ref::Disk(child);
+            }
+        }
+        false
+    }
+
+    /// Whether `self`, a dirty node, holds exactly what `orig` (the node it was copied
+    /// from, as read) holds; and if only one child pointer differs, which and to what.
+    pub fn diff(&self, orig: &Node) -> Diff {
+        if self.level != orig.level {
+            return Diff::Other;
+        }
+        match (&self.body, &orig.body) {
+            (Body::Leaf(a), Body::Leaf(b)) if a == b => Diff::Same,
+            (Body::Branch(a), Body::Branch(b)) if a.len() == b.len() => {
+                let mut one = None;
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    if x.key != y.key {
+                        return Diff::Other;
+                    }
+                    if x.child != y.child {
+                        match (one, x.child) {
+                            (None, Ref::Disk(p)) => one = Some((i, p)),
+                            _ => return Diff::Other,
+                        }
+                    }
+                }
+                match one {
+                    None => Diff::Same,
+                    Some((i, p)) => Diff::OneChild(i, p),
+                }
+            }
+            _ => Diff::Other,
         }
     }
 
@@ -266,8 +448,7 @@ impl Node {
                         _ => Box::default(),
                     };
                     prev = chunk.last().map(|e| e.key.clone());
-                    let body = Body::Leaf(chunk);
-                    out.push((sep, Node { level, gen, body }));
+                    out.push((sep, Node::new(level, gen, Body::Leaf(chunk))));
                 }
             }
             Body::Branch(es) => {
@@ -279,8 +460,7 @@ impl Node {
                         .first_mut()
                         .map(|e| core::mem::take(&mut e.key))
                         .unwrap_or_default();
-                    let body = Body::Branch(chunk);
-                    out.push((sep, Node { level, gen, body }));
+                    out.push((sep, Node::new(level, gen, Body::Branch(chunk))));
                 }
             }
         }
@@ -305,11 +485,22 @@ impl Node {
     }
 
     /// Encodes the node into `out` (exactly one node of `out.len()` bytes), stamped with
-    /// generation `gen`. Every child must already be on flash.
+    /// generation `gen`, in format 1 (no spare area). Every child must already be on flash.
+    #[cfg(test)]
     pub fn encode(&self, gen: u32, out: &mut [u8]) -> Result<()> {
+        self.encode_as(gen, out, false)
+    }
+
+    /// Encodes the node, in format 2 (with an erased spare area at the end) if `spare`.
+    pub fn encode_as(&self, gen: u32, out: &mut [u8], spare: bool) -> Result<()> {
         let shift = check_node_size(out.len())?;
         let payload = self.payload_len();
-        if HEADER_LEN + payload > out.len() || self.len() > u16::MAX as usize {
+        let end = if spare {
+            spare_offset(out.len())
+        } else {
+            out.len()
+        };
+        if HEADER_LEN + payload > end || self.len() > u16::MAX as usize {
             return Err(Error::InvalidArgument("index node overfull"));
         }
         out.fill(0xFF);
@@ -319,7 +510,7 @@ impl Node {
         };
         out[0..2].copy_from_slice(&MAGIC);
         out[2] = ty;
-        out[3] = FORMAT_VERSION;
+        out[3] = if spare { FORMAT_SPARE } else { FORMAT_PLAIN };
         out[4] = self.level;
         out[5] = shift;
         out[6..8].copy_from_slice(&(count as u16).to_le_bytes());
@@ -360,7 +551,7 @@ impl Node {
                 }
             }
         }
-        let crc = crc_of(out);
+        let crc = crc_of(out, end);
         out[16..20].copy_from_slice(&crc.to_le_bytes());
         Ok(())
     }
@@ -376,11 +567,13 @@ impl Node {
         if h[0..2] != MAGIC {
             return Err(Error::Corrupt("bad index node magic"));
         }
-        if crc_of(b) != u32::from_le_bytes([h[16], h[17], h[18], h[19]]) {
+        let end_of_node = match h[3] {
+            FORMAT_PLAIN => b.len(),
+            FORMAT_SPARE => spare_offset(b.len()),
+            _ => return Err(Error::Corrupt("unsupported index node version")),
+        };
+        if crc_of(b, end_of_node) != u32::from_le_bytes([h[16], h[17], h[18], h[19]]) {
             return Err(Error::Corrupt("index node checksum"));
-        }
-        if h[3] != FORMAT_VERSION {
-            return Err(Error::Corrupt("unsupported index node version"));
         }
         if h[5] != shift {
             return Err(Error::Corrupt("index node written for another node size"));
@@ -391,7 +584,7 @@ impl Node {
         let payload = u16::from_le_bytes([h[12], h[13]]) as usize;
         let end = HEADER_LEN
             .checked_add(payload)
-            .filter(|&e| e <= b.len())
+            .filter(|&e| e <= end_of_node)
             .ok_or(Error::Corrupt("index node payload overruns the node"))?;
         let mut r = Reader {
             b: b.get(..end).ok_or(Error::Corrupt("index node payload"))?,
@@ -460,8 +653,37 @@ impl Node {
         if r.pos != end {
             return Err(Error::Corrupt("index node count disagrees with its length"));
         }
-        Ok(Node { level, gen, body })
+        let spare = match b.get(end_of_node..) {
+            Some(s) if h[3] == FORMAT_SPARE => decode_spare(s),
+            _ => Spare::Absent,
+        };
+        match (spare, &body) {
+            (Spare::Absent | Spare::Free, _) => {}
+            (_, Body::Leaf(_)) => return Err(Error::Corrupt("index leaf with a spare pointer")),
+            (Spare::Set { index, .. }, Body::Branch(es)) if usize::from(index) >= es.len() => {
+                return Err(Error::Corrupt("index spare pointer to no child"));
+            }
+            _ => {}
+        }
+        Ok(Node {
+            level,
+            gen,
+            body,
+            spare,
+            origin: None,
+        })
     }
+}
+
+/// How a dirty node differs from the node it copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Diff {
+    /// Same keys, values and children.
+    Same,
+    /// Same keys; only child `.0` differs, and it is on flash at `.1`.
+    OneChild(usize, NodePtr),
+    /// Anything else.
+    Other,
 }
 
 /// Encoded sizes of runs of a node's entries, each as a node of its own: what [`plan`]
@@ -536,10 +758,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn sample_leaf() -> Node {
-        Node {
-            level: 0,
-            gen: 7,
-            body: Body::Leaf(vec![
+        Node::new(
+            0,
+            7,
+            Body::Leaf(vec![
                 LeafEntry {
                     key: b"alpha"[..].into(),
                     val: b"one"[..].into(),
@@ -549,14 +771,14 @@ mod tests {
                     val: b""[..].into(),
                 },
             ]),
-        }
+        )
     }
 
     fn sample_branch() -> Node {
-        Node {
-            level: 2,
-            gen: 9,
-            body: Body::Branch(vec![
+        Node::new(
+            2,
+            9,
+            Body::Branch(vec![
                 BranchEntry {
                     key: b""[..].into(),
                     child: Ref::Disk(NodePtr(3)),
@@ -566,7 +788,7 @@ mod tests {
                     child: Ref::Disk(NodePtr(u64::MAX)),
                 },
             ]),
-        }
+        )
     }
 
     fn encoded(n: &Node, size: usize) -> Vec<u8> {
@@ -577,7 +799,7 @@ mod tests {
 
     /// Rewrites the CRC so damage reaches the structural checks behind it.
     fn reseal(b: &mut [u8]) {
-        let crc = crc_of(b);
+        let crc = crc_of(b, b.len());
         b[16..20].copy_from_slice(&crc.to_le_bytes());
     }
 
@@ -605,11 +827,7 @@ mod tests {
                 }
             })
             .collect();
-        let n = Node {
-            level: 0,
-            gen: 1,
-            body: Body::Leaf(es),
-        };
+        let n = Node::new(0, 1, Body::Leaf(es));
         // 290 shared bytes once, then 20 entries of 4 + 1 + 1 bytes.
         assert_eq!(n.payload_len(), 290 + 20 * 6);
         let b = encoded(&n, 512);
@@ -668,6 +886,76 @@ mod tests {
         // A node of one size read as another.
         let b = encoded(&sample_leaf(), 1024);
         assert!(Node::decode(&b[..512]).is_err());
+    }
+
+    #[test]
+    fn format_2_keeps_a_spare_outside_the_checksum() {
+        let n = sample_branch();
+        let mut b = vec![0u8; 512];
+        n.encode_as(n.gen, &mut b, true).unwrap();
+        assert_eq!(b[3], FORMAT_SPARE);
+        let d = Node::decode(&b).unwrap();
+        assert_eq!((d.spare, &d.body, d.max_gen()), (Spare::Free, &n.body, 9));
+        for bit in 0..spare_offset(512) * 8 {
+            let mut x = b.clone();
+            x[bit / 8] ^= 1 << (bit % 8);
+            assert!(Node::decode(&x).is_err(), "bit {bit}");
+        }
+        // Setting the spare is a program over erased bytes: the node stays valid.
+        let off = spare_offset(512);
+        for (o, v) in b[off..].iter_mut().zip(&encode_spare(1, 12, NodePtr(77))) {
+            *o &= v;
+        }
+        let set = Node::decode(&b).unwrap();
+        let want = Spare::Set {
+            index: 1,
+            gen: 12,
+            child: NodePtr(77),
+        };
+        assert_eq!(set.spare, want);
+        let mut applied = set.clone();
+        assert!(!applied.apply_spare(12));
+        assert_eq!(applied.max_gen(), 12);
+        let Body::Branch(es) = &applied.body else {
+            panic!("a branch decoded as a leaf");
+        };
+        assert_eq!(es[1].child, Ref::Disk(NodePtr(77)));
+        // Set by a commit newer than the committed one: garbage, the pointer unchanged.
+        let mut newer = set;
+        assert!(newer.apply_spare(11));
+        assert_eq!(
+            (newer.spare, &newer.body, newer.max_gen()),
+            (Spare::Garbage, &n.body, 9)
+        );
+        // A torn program: one of the bits it clears still set.
+        let mut torn = b.clone();
+        let flipped = (0..SPARE_LEN * 8)
+            .find(|&bit| torn[off + bit / 8] & (1 << (bit % 8)) == 0)
+            .unwrap();
+        torn[off + flipped / 8] |= 1 << (flipped % 8);
+        assert_eq!(Node::decode(&torn).unwrap().spare, Spare::Torn);
+        // A spare is never set on a leaf.
+        let mut leaf = vec![0u8; 512];
+        sample_leaf().encode_as(7, &mut leaf, true).unwrap();
+        assert_eq!(Node::decode(&leaf).unwrap().spare, Spare::Free);
+        leaf[off] = 0;
+        assert!(Node::decode(&leaf).is_err());
+    }
+
+    #[test]
+    fn format_2_holds_less() {
+        // 1 + 4 × (4 + 1 + 115) = 481 bytes of payload: room in format 1 (492), not in 2.
+        let es = (0..4u8)
+            .map(|i| LeafEntry {
+                key: [b'a', b'0' + i][..].into(),
+                val: vec![i; 115].into(),
+            })
+            .collect();
+        let n = Node::new(0, 1, Body::Leaf(es));
+        assert_eq!(n.payload_len(), 481);
+        let mut b = vec![0u8; 512];
+        n.encode_as(1, &mut b, false).unwrap();
+        assert!(n.encode_as(1, &mut b, true).is_err());
     }
 
     proptest! {

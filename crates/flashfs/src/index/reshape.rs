@@ -179,11 +179,7 @@ impl<S: NodeStore> Tree<S> {
                         child: Ref::Dirty(self.arena.add(n)),
                     })
                     .collect();
-                let root = self.arena.add(Node {
-                    level,
-                    gen,
-                    body: Body::Branch(entries),
-                });
+                let root = self.arena.add(Node::new(level, gen, Body::Branch(entries)));
                 self.root = Some(Ref::Dirty(root));
             } else {
                 let next = match &node.body {

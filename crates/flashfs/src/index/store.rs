@@ -21,6 +21,8 @@ pub struct MemStoreStats {
     pub bad_releases: u64,
     /// Reads of a released node: always a bug.
     pub reads_after_release: u64,
+    /// Nodes patched in place.
+    pub patches: u64,
 }
 
 /// Nodes in a `Vec`, never reused: node `n` is the `n`-th written. Released nodes stay
@@ -32,6 +34,7 @@ pub struct MemStore {
     released: Vec<bool>,
     stats: MemStoreStats,
     writes_left: Option<u64>,
+    patchable: bool,
 }
 
 impl MemStore {
@@ -43,7 +46,14 @@ impl MemStore {
             released: Vec::new(),
             stats: MemStoreStats::default(),
             writes_left: None,
+            patchable: false,
         }
+    }
+
+    /// Lets nodes be patched in place (clearing bits only), as on reprogrammable NOR, or
+    /// not: what [`NodeStore::can_patch`] says.
+    pub fn set_patchable(&mut self, on: bool) {
+        self.patchable = on;
     }
 
     /// The counters.
@@ -56,8 +66,8 @@ impl MemStore {
         self.stats = MemStoreStats::default();
     }
 
-    /// Lets `n` more writes succeed, then fails every write (as a power cut would) until
-    /// called again; `None` never fails.
+    /// Lets `n` more writes (patches count as writes) succeed, then fails every write (as a
+    /// power cut would) until called again; `None` never fails.
     pub fn fail_writes_after(&mut self, n: Option<u64>) {
         self.writes_left = n;
     }
@@ -79,6 +89,17 @@ impl MemStore {
             .enumerate()
             .filter(|(_, &r)| !r)
             .map(|(i, _)| NodePtr(i as u64))
+    }
+
+    /// Counts a write against [`MemStore::fail_writes_after`].
+    fn take_write(&mut self) -> Result<()> {
+        if let Some(left) = self.writes_left.as_mut() {
+            if *left == 0 {
+                return Err(Error::Flash(FlashError::PowerLoss));
+            }
+            *left -= 1;
+        }
+        Ok(())
     }
 
     /// The stored bytes of the node at `p`, to damage in tests.
@@ -114,17 +135,45 @@ impl NodeStore for MemStore {
         if node.len() != self.node_size {
             return Err(Error::InvalidArgument("write of a partial node"));
         }
-        if let Some(left) = self.writes_left.as_mut() {
-            if *left == 0 {
-                return Err(Error::Flash(FlashError::PowerLoss));
-            }
-            *left -= 1;
-        }
+        self.take_write()?;
         self.stats.writes += 1;
         let p = NodePtr(self.nodes.len() as u64);
         self.nodes.push(node.to_vec());
         self.released.push(false);
         Ok(p)
+    }
+
+    fn can_patch(&self) -> bool {
+        self.patchable
+    }
+
+    fn patch(&mut self, at: NodePtr, offset: usize, bytes: &[u8]) -> Result<()> {
+        if !self.patchable {
+            return Err(Error::Unsupported("this node store cannot patch nodes"));
+        }
+        let i = at.0 as usize;
+        if self.released.get(i).copied().unwrap_or(true) {
+            return Err(Error::InvalidArgument("patch of a node not stored"));
+        }
+        let node = self
+            .nodes
+            .get(i)
+            .ok_or(Error::InvalidArgument("patch of a node not stored"))?;
+        let old = offset
+            .checked_add(bytes.len())
+            .and_then(|end| node.get(offset..end))
+            .ok_or(Error::InvalidArgument("patch beyond its node"))?;
+        if bytes.iter().zip(old).any(|(n, o)| n & !o != 0) {
+            return Err(Error::InvalidArgument("a patch may only clear bits"));
+        }
+        self.take_write()?;
+        self.stats.patches += 1;
+        if let Some(node) = self.nodes.get_mut(i) {
+            for (o, n) in node[offset..offset + bytes.len()].iter_mut().zip(bytes) {
+                *o &= n;
+            }
+        }
+        Ok(())
     }
 
     fn release(&mut self, at: NodePtr) {

@@ -96,6 +96,13 @@ pub struct LogConfig {
     /// separation: a file system's index nodes die young together, so segments of them
     /// clean cheaply; a block device's few records are not worth an open segment.
     pub separate_meta: bool,
+    /// Whether every program is read back and compared (slot data and tag, segment
+    /// headers), and a segment is checked to read erased before its header is written. A
+    /// mismatch is handled as a failed program (the slot is written again elsewhere, the
+    /// segment retired). Catches programs and erases that report success and do nothing,
+    /// at the cost of a read per program (on NAND, a spare read per earlier slot of the
+    /// segment too).
+    pub verify_programs: bool,
 }
 
 impl Default for LogConfig {
@@ -111,6 +118,7 @@ impl Default for LogConfig {
             step_slots: 16,
             background_erase: true,
             separate_meta: false,
+            verify_programs: false,
         }
     }
 }
@@ -471,6 +479,27 @@ impl<D: Segments> Log<D> {
         r
     }
 
+    /// Whether [`Log::patch`] works on this medium.
+    pub fn can_patch(&self) -> bool {
+        self.dev.can_patch()
+    }
+
+    /// Programs `bytes` at `offset` inside the data of the live slot `at`, in place, clearing
+    /// bits only (reprogrammable NOR). A slot's tag checks only the tag, so the slot stays
+    /// valid, and the cleaner copies slots whole, so the change moves with the slot.
+    pub fn patch(&mut self, at: SlotAddr, offset: usize, bytes: &[u8]) -> Result<()> {
+        if at.seg >= self.geo.segments || at.slot >= self.geo.slots || !self.is_live(at) {
+            return Err(Error::InvalidArgument("patch of a slot that is not live"));
+        }
+        if offset
+            .checked_add(bytes.len())
+            .is_none_or(|e| e > self.geo.slot_size as usize)
+        {
+            return Err(Error::InvalidArgument("patch beyond its slot"));
+        }
+        self.dev.patch_slot(at.seg, at.slot, offset, bytes)
+    }
+
     /// Appends a slot for the owner, cleaning first if space runs short.
     pub fn append(
         &mut self,
@@ -816,7 +845,14 @@ impl<D: Segments> Log<D> {
             let seg = self.head_segment(head, by)?;
             let slot = self.segs[seg as usize].used;
             self.segs[seg as usize].used += 1;
-            match self.dev.write_slot(seg, slot, tag, data) {
+            let mut r = self.dev.write_slot(seg, slot, tag, data);
+            if r.is_ok()
+                && self.config.verify_programs
+                && !self.slot_reads_back(seg, slot, tag, data)?
+            {
+                r = Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
+            }
+            match r {
                 Ok(()) => {
                     let now = self.now_ns();
                     self.live.set(seg, slot, true);
@@ -885,7 +921,18 @@ impl<D: Segments> Log<D> {
                 open_seq: self.seq,
                 volume: self.volume,
             };
-            match self.dev.write_header(seg, &header) {
+            let mut r = if self.config.verify_programs && !self.reads_erased(seg)? {
+                Err(Error::Flash(FlashError::EraseFailed { block: seg }))
+            } else {
+                self.dev.write_header(seg, &header)
+            };
+            if r.is_ok()
+                && self.config.verify_programs
+                && self.dev.read_header(seg)? != HeaderState::Valid(header)
+            {
+                r = Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
+            }
+            match r {
                 Ok(()) => {
                     self.stats.headers += 1;
                     self.set_state(seg, SegState::Open);
@@ -898,11 +945,54 @@ impl<D: Segments> Log<D> {
                     self.seal(seg);
                     return Ok(seg);
                 }
-                Err(Error::Flash(FlashError::ProgramFailed { .. })) => self.retire(seg)?,
+                Err(Error::Flash(
+                    FlashError::ProgramFailed { .. } | FlashError::EraseFailed { .. },
+                )) => self.retire(seg)?,
                 Err(e) => return Err(e),
             }
         }
         Err(Error::ReadOnly)
+    }
+
+    /// Whether a slot just written reads back as written: its data, and its tag
+    /// ([`LogConfig::verify_programs`]). An unreadable slot does not.
+    fn slot_reads_back(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<bool> {
+        let mut back = alloc::vec![0u8; self.geo.slot_size as usize];
+        match self.dev.read_slot(seg, slot, &mut back) {
+            Ok(()) => {}
+            Err(Error::Io) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if back.get(..data.len()) != Some(data) {
+            return Ok(false);
+        }
+        let mut tags = alloc::vec![TagState::Erased; slot as usize + 1];
+        match self.dev.read_tags(seg, &mut tags) {
+            Ok(()) => Ok(tags[slot as usize] == TagState::Valid(*tag)),
+            Err(Error::Io) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether a segment about to be opened reads erased (its header area and first slot):
+    /// an erase that reported success but did nothing shows here. Waits out an erase still
+    /// running on its bank, as the header program would.
+    fn reads_erased(&mut self, seg: u32) -> Result<bool> {
+        let bank = self.dev.bank_of(seg) as usize;
+        let now = self.now_ns();
+        if self.erasing_until[bank] > now {
+            self.dev.idle(core::time::Duration::from_nanos(
+                self.erasing_until[bank] - now,
+            ));
+        }
+        if self.dev.read_header(seg)? != HeaderState::Erased {
+            return Ok(false);
+        }
+        let first = self
+            .dev
+            .reserved_slots()
+            .min(self.geo.slots.saturating_sub(1));
+        self.dev.slot_erased(seg, first)
     }
 
     /// A free segment for a head: least worn for user data (it will be erased again soon),

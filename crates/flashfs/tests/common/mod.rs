@@ -62,3 +62,212 @@ pub fn nand() -> NandSegments<NandSim> {
 /// Deterministic sector content: sector number and version, repeated (the torture
 /// harness's, so the tests and the harness agree on what each write holds).
 pub use flashfs_bench::torture::pattern;
+
+use flashfs::fs::{Atime, FileType, Ino, Timespec, ROOT_INO};
+use flashfs::{Fs, FsConfig, Segments};
+use std::collections::BTreeMap;
+
+/// A clock that stands still, so runs repeat exactly.
+pub fn still_clock() -> Timespec {
+    Timespec {
+        sec: 1_700_000_000,
+        nsec: 0,
+    }
+}
+
+/// File-system settings of the tests: a still clock, and reads that write nothing.
+pub fn fs_config() -> FsConfig {
+    FsConfig {
+        atime: Atime::Never,
+        clock: still_clock,
+        ..FsConfig::default()
+    }
+}
+
+/// What a path holds, as a caller sees it (inode numbers left out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    File(Vec<u8>),
+    Dir,
+    Symlink(Vec<u8>),
+    Other(FileType),
+}
+
+/// One path of a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub content: Content,
+    pub nlink: u32,
+    /// Permission bits.
+    pub perm: u32,
+    pub size: u64,
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Every path of the volume from the root (the root is `/`), with what it holds; and the
+/// number of distinct inodes seen. Also checks what the dump passes by: `.` and `..` of
+/// every directory, listings resumed from every cookie, and attributes against content.
+pub fn dump<D: Segments>(fs: &mut Fs<D>) -> Result<(BTreeMap<Vec<u8>, Entry>, usize), String> {
+    let mut out = BTreeMap::new();
+    let mut inodes = std::collections::BTreeSet::new();
+    let mut stack: Vec<(Vec<u8>, Ino, Ino)> = vec![(b"/".to_vec(), ROOT_INO, ROOT_INO)];
+    let e = |what: &str, path: &[u8], err: flashfs::Error| {
+        format!("{what} of {}: {err}", String::from_utf8_lossy(path))
+    };
+    while let Some((path, ino, parent)) = stack.pop() {
+        if out.len() > 100_000 {
+            return Err(String::from("more than 100000 paths: a directory loop"));
+        }
+        inodes.insert(ino);
+        let attr = fs.getattr(ino).map_err(|x| e("getattr", &path, x))?;
+        let content = match attr.kind {
+            FileType::Regular => {
+                let mut buf = vec![0; attr.inode.size as usize];
+                let n = fs.read(ino, 0, &mut buf).map_err(|x| e("read", &path, x))?;
+                if n != buf.len() {
+                    return Err(format!("short read of {}", String::from_utf8_lossy(&path)));
+                }
+                Content::File(buf)
+            }
+            FileType::Symlink => {
+                Content::Symlink(fs.readlink(ino).map_err(|x| e("readlink", &path, x))?)
+            }
+            FileType::Directory => {
+                let mut cookie = 0;
+                let mut seen = 0;
+                loop {
+                    let batch = fs
+                        .readdir(ino, cookie, 3)
+                        .map_err(|x| e("readdir", &path, x))?;
+                    let Some(last) = batch.last() else { break };
+                    cookie = last.cookie;
+                    for d in batch {
+                        seen += 1;
+                        if d.name == b"." || d.name == b".." {
+                            let want = if d.name == b"." { ino } else { parent };
+                            if d.ino != want || d.kind != FileType::Directory {
+                                return Err(format!(
+                                    "{} of {} names {} not {want}",
+                                    String::from_utf8_lossy(&d.name),
+                                    String::from_utf8_lossy(&path),
+                                    d.ino
+                                ));
+                            }
+                            continue;
+                        }
+                        let mut p = path.clone();
+                        if p != b"/" {
+                            p.push(b'/');
+                        }
+                        p.extend_from_slice(&d.name);
+                        let a = fs.lookup(ino, &d.name).map_err(|x| e("lookup", &p, x))?;
+                        if a.ino != d.ino || a.kind != d.kind {
+                            return Err(format!(
+                                "listing and lookup of {} disagree",
+                                String::from_utf8_lossy(&p)
+                            ));
+                        }
+                        stack.push((p, d.ino, ino));
+                    }
+                    if seen > 100_000 {
+                        return Err(String::from("endless directory listing"));
+                    }
+                }
+                let dotdot = fs
+                    .lookup(ino, b"..")
+                    .map_err(|x| e("lookup ..", &path, x))?;
+                if dotdot.ino != parent {
+                    return Err(format!(
+                        ".. of {} is {} not {parent}",
+                        String::from_utf8_lossy(&path),
+                        dotdot.ino
+                    ));
+                }
+                Content::Dir
+            }
+            k => Content::Other(k),
+        };
+        let mut xattrs = BTreeMap::new();
+        for name in fs.listxattr(ino).map_err(|x| e("listxattr", &path, x))? {
+            let v = fs
+                .getxattr(ino, &name)
+                .map_err(|x| e("getxattr", &path, x))?;
+            xattrs.insert(name, v);
+        }
+        out.insert(
+            path,
+            Entry {
+                content,
+                nlink: attr.inode.nlink,
+                perm: attr.inode.mode & 0o7777,
+                size: attr.inode.size,
+                xattrs,
+            },
+        );
+    }
+    Ok((out, inodes.len()))
+}
+
+/// Shows the paths of a dump and their sizes, for failure messages.
+pub fn show(d: &BTreeMap<Vec<u8>, Entry>) -> String {
+    d.iter()
+        .map(|(p, e)| {
+            let kind = match &e.content {
+                Content::File(_) => "f",
+                Content::Dir => "d",
+                Content::Symlink(_) => "l",
+                Content::Other(_) => "o",
+            };
+            format!(
+                "{} {kind} size {} nlink {} perm {:o} xattrs {}\n",
+                String::from_utf8_lossy(p),
+                e.size,
+                e.nlink,
+                e.perm,
+                e.xattrs.len()
+            )
+        })
+        .collect()
+}
+
+/// Where two dumps differ, for failure messages.
+pub fn diff(a: &BTreeMap<Vec<u8>, Entry>, b: &BTreeMap<Vec<u8>, Entry>) -> String {
+    let mut out = String::new();
+    for k in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+        let p = String::from_utf8_lossy(k);
+        match (a.get(k), b.get(k)) {
+            (Some(x), Some(y)) if x == y => {}
+            (Some(x), Some(y)) => {
+                if let (Content::File(u), Content::File(v)) = (&x.content, &y.content) {
+                    if let Some(i) = u.iter().zip(v).position(|(p, q)| p != q) {
+                        out += &format!("  {p}: content differs from byte {i}\n");
+                    }
+                }
+                if (x.size, x.nlink, x.perm) != (y.size, y.nlink, y.perm) {
+                    out += &format!(
+                        "  {p}: size/nlink/perm {:?} vs {:?}\n",
+                        (x.size, x.nlink, x.perm),
+                        (y.size, y.nlink, y.perm)
+                    );
+                }
+                if x.xattrs != y.xattrs {
+                    out += &format!("  {p}: attributes differ\n");
+                }
+                if std::mem::discriminant(&x.content) != std::mem::discriminant(&y.content) {
+                    out += &format!("  {p}: type differs\n");
+                }
+            }
+            (x, _) => {
+                out += &format!(
+                    "  {p}: only in {}\n",
+                    if x.is_some() {
+                        "the first"
+                    } else {
+                        "the second"
+                    }
+                )
+            }
+        }
+    }
+    out
+}

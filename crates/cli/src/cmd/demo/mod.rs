@@ -275,13 +275,14 @@ fn demo<D: SimSegments>(
     say(
         out,
         format!(
-            "3. power cuts  {} operations of `{}` ({} acknowledged) with {} cuts ({} torn, {} chained \
+            "3. power cuts  {} operations of `{}` ({} acknowledged, {} refused for space) with {} cuts ({} torn, {} chained \
              into the recovery from the cut before):\n\
              \x20              {} remounts, fsck clean after each, {} compared with the model, {} \
              violation{}",
             count(ops.len() as u64),
             workload.name(),
             count(report.ops_acknowledged),
+            count(report.no_space),
             count(report.cuts),
             count(report.torn),
             count(report.chained_cuts),
