@@ -7,6 +7,7 @@
 mod cmd;
 mod device;
 mod mount;
+mod native;
 mod units;
 mod volume;
 
@@ -22,8 +23,11 @@ Examples:
   flashfs presets                               list the simulated devices
   flashfs sim create dev.img --preset nand-128m create a sparse simulated-device image
   flashfs sim info dev.img                      show its geometry and wear
-  flashfs mkfs dev.img --preset nand-128m --ftl create an image holding a block device
-  flashfs mount dev.img mnt/                    serve it as mnt/disk.img through FUSE
+  flashfs mkfs dev.img --preset nand-128m       create an image holding the native file system
+  flashfs mount dev.img mnt/                    serve it through FUSE (fusermount3 -u mnt/ ends it)
+  flashfs put dev.img notes.txt /               copy a file in without mounting (also ls, cat,
+                                                get, rm, mkdir, mv)
+  flashfs mkfs blk.img --preset nand-128m --ftl create an image holding a block device
   flashfs info dev.img                          space, wear and segment utilization
   flashfs fsck dev.img                          check it (exit codes as e2fsck)
   flashfs torture                               power cuts at random device operations, checked";
@@ -67,9 +71,30 @@ enum Command {
     /// Check a volume and, with --repair, fix it (exit codes as e2fsck).
     #[command(after_help = cmd::fsck::EXAMPLES)]
     Fsck(cmd::fsck::Args),
-    /// Serve a volume through FUSE (a block device as one file).
+    /// Serve a volume through FUSE: the native file system, or a block device as one file.
     #[command(after_help = mount::EXAMPLES)]
     Mount(mount::Args),
+    /// List a directory of the native file system on an image (no mount needed).
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Ls(cmd::files::LsArgs),
+    /// Print a file of the native file system on an image.
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Cat(cmd::files::CatArgs),
+    /// Copy a file or tree (-r) from the image to the host.
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Get(cmd::files::GetArgs),
+    /// Copy a file or tree (-r) from the host into the image.
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Put(cmd::files::PutArgs),
+    /// Remove a file, or a tree with -r, from the image.
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Rm(cmd::files::RmArgs),
+    /// Make a directory on the image (-p: with its parents).
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Mkdir(cmd::files::MkdirArgs),
+    /// Rename or move a file or directory on the image.
+    #[command(after_help = cmd::files::EXAMPLES)]
+    Mv(cmd::files::MvArgs),
 }
 
 /// Options every command sees.
@@ -136,6 +161,13 @@ fn main() -> ExitCode {
             cmd::fsck::run(&args, global, &mut out)
         }
         Command::Mount(args) => mount::run(&args, &mut out).map(done),
+        Command::Ls(args) => cmd::files::ls(&args, &mut out).map(done),
+        Command::Cat(args) => cmd::files::cat(&args, &mut out).map(done),
+        Command::Get(args) => cmd::files::get(&args, global, &mut out).map(done),
+        Command::Put(args) => cmd::files::put(&args, global, &mut out).map(done),
+        Command::Rm(args) => cmd::files::rm(&args, &mut out).map(done),
+        Command::Mkdir(args) => cmd::files::mkdir(&args, &mut out).map(done),
+        Command::Mv(args) => cmd::files::mv(&args, &mut out).map(done),
     }
     .and_then(|code| Ok(out.flush().map(|()| code)?));
     match result {

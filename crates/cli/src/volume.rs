@@ -489,6 +489,20 @@ impl<S> Overlay<S> {
     pub fn base(&self) -> &S {
         &self.base
     }
+
+    /// Copies everything written over the store underneath into `dst` (the same image,
+    /// opened for writing); chunks of zeros become holes.
+    pub fn write_back<T: Store>(&self, dst: &mut T) -> flash::Result<()> {
+        for (&chunk, data) in &self.chunks {
+            let off = chunk * CHUNK;
+            if data.iter().all(|&b| b == 0) {
+                dst.zero(off, data.len() as u64)?;
+            } else {
+                dst.write(off, data)?;
+            }
+        }
+        dst.flush()
+    }
 }
 
 impl<S: Store> Store for Overlay<S> {

@@ -299,6 +299,14 @@ fn every_command_has_help_with_an_example() {
         &["info"][..],
         &["fsck"][..],
         &["mount"][..],
+        &["ls"][..],
+        &["cat"][..],
+        &["get"][..],
+        &["put"][..],
+        &["rm"][..],
+        &["mkdir"][..],
+        &["mv"][..],
+        &["bench", "fuse"][..],
     ] {
         flashfs()
             .args(args)

@@ -306,7 +306,10 @@ fn mkfs_refuses_bad_options_in_one_line_and_writes_nothing() {
             &["--preset", "w25q64jv", "--sectors", "10"][..],
             "add --ftl",
         ),
-        (&["--preset", "w25q64jv"][..], "block device"),
+        (
+            &["--preset", "fram-8m"][..],
+            "native file system needs NOR or NAND",
+        ),
     ] {
         let line = fails(flashfs().arg("mkfs").args(args).arg(&img), 1);
         assert!(line.contains(expect), "{args:?}: {line}");

@@ -18,7 +18,9 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench kawaguchi --plot out/           the full run (192 MB per row), with plots
   flashfs bench kawaguchi --pattern hot-cold --util 90 --policy adaptive --json
   flashfs bench scale --quick                   lookups and seeks as a directory and a file grow
-  flashfs bench scale                           100,000 files, a 1 GiB file, on the 1 GiB NAND";
+  flashfs bench scale                           100,000 files, a 1 GiB file, on the 1 GiB NAND
+  flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
+  flashfs bench fuse --json --mib 16            one JSON object per metric";
 
 /// Which experiment.
 #[derive(Debug, Subcommand)]
@@ -33,6 +35,11 @@ pub enum Command {
     /// thousands of extents; page reads and device time per operation.
     #[command(after_help = EXAMPLES)]
     Scale(ScaleArgs),
+    /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
+    /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
+    /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
+    #[command(after_help = EXAMPLES)]
+    Fuse(super::fusebench::FuseArgs),
 }
 
 /// Options of `flashfs bench scale`.
@@ -90,6 +97,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
     match cmd {
         Command::Kawaguchi(args) => kawaguchi(args, global, out),
         Command::Scale(args) => scale(args, global, out),
+        Command::Fuse(args) => super::fusebench::run(args, global, out),
     }
 }
 

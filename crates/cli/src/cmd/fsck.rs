@@ -9,6 +9,7 @@ use anyhow::{anyhow, Context};
 use flashfs::{BlockDevice, FtlConfig};
 
 use crate::device;
+use crate::native::AnyFs;
 use crate::units::count;
 use crate::volume::{AnyFtl, Format, ImageStore, Media};
 use crate::Global;
@@ -21,6 +22,9 @@ Examples:
 
 Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrected,
 8 operational error (missing or unreadable image, no volume on it), 16 usage error.
+The native file system is checked by mounting it and verifying the namespace (entries,
+link counts, reachability), the extents, the free-space accounting and that every block in
+use reads back; each problem is printed on its own line.
 The block device is checked by mounting it (which rebuilds its map from the log, as after
 a power cut) and reading every sector; a sector whose flash can no longer be read has lost
 its data: --repair makes it read as zeros, so the file system on top can be checked.";
@@ -167,19 +171,89 @@ fn mount_failed(e: anyhow::Error, shown: &str, out: &mut dyn Write) -> anyhow::R
     }
 }
 
-/// Checks the native file system on `media` (read-only unless `--repair`): where the
-/// native file system's check plugs in. Returns the exit code, as [`check_ftl`].
+/// Checks the native file system on `media` (read-only unless `--repair`): mounts it, then
+/// checks the namespace, the extents, the free space and that every block in use reads
+/// back. Each problem is printed on its own line. Returns the exit code, as [`check_ftl`].
 fn check_native(
     media: Media<ImageStore>,
     a: &Args,
     global: Global,
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
-    let _ = (media, global, out);
-    Err(anyhow!(
-        "{}: a native file-system volume, which this build cannot check",
-        device::shown(&a.image)
-    ))
+    let shown = device::shown(&a.image);
+    let bar = global.progress_bar(1, "{spinner} checking {msg}");
+    bar.set_message(shown.clone());
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    let mut fs = match AnyFs::mount(media, crate::native::config(None, None)) {
+        Ok(fs) => fs,
+        Err(e) => {
+            bar.finish_and_clear();
+            return match e.downcast_ref::<flashfs::Error>() {
+                Some(flashfs::Error::Flash(flash::FlashError::Io(_))) | None => {
+                    Err(e.context(format!("{shown}: cannot mount the file system")))
+                }
+                Some(fe) => {
+                    writeln!(
+                        out,
+                        "{shown}: the file system does not mount: {}",
+                        crate::one_line(&fe.to_string())
+                    )?;
+                    Ok(UNCORRECTED)
+                }
+            };
+        }
+    };
+    let report = crate::with_fs!(&mut fs, f => f.check(a.repair));
+    bar.finish_and_clear();
+    let report = report.with_context(|| format!("{shown}: the check stopped"))?;
+    for p in &report.problems {
+        let what = crate::one_line(&p.what);
+        let at = p.ino.map(|i| format!("inode {i}: ")).unwrap_or_default();
+        let fixed = if p.repaired { " (repaired)" } else { "" };
+        writeln!(out, "{shown}: {at}{what}{fixed}")?;
+    }
+    let state = format!(
+        "{} inode{} ({} director{}), {} of {} blocks in use",
+        count(report.inodes),
+        device::plural(report.inodes),
+        count(report.directories),
+        if report.directories == 1 { "y" } else { "ies" },
+        count(report.used_blocks),
+        count(report.used_blocks + report.free_blocks)
+    );
+    let problems = report.problems.len() as u64;
+    let left = report.unrepaired() as u64;
+    let code = if report.is_clean() {
+        writeln!(out, "{shown}: clean, {state}")?;
+        CLEAN
+    } else if left > 0 {
+        let hint = if a.repair {
+            ""
+        } else {
+            "; `--repair` fixes what can be fixed"
+        };
+        writeln!(
+            out,
+            "{shown}: {} problem{} left{hint}; {state}",
+            count(left),
+            device::plural(left)
+        )?;
+        UNCORRECTED
+    } else {
+        writeln!(
+            out,
+            "{shown}: {} problem{} corrected; {state}",
+            count(problems),
+            device::plural(problems)
+        )?;
+        CORRECTED
+    };
+    if a.repair {
+        fs.close().with_context(|| shown.clone())?;
+    } else {
+        drop(fs.abandon());
+    }
+    Ok(code)
 }
 
 /// Consecutive sectors as (first, count).

@@ -11,13 +11,14 @@ use flashfs::FtlConfig;
 use serde::Serialize;
 
 use crate::device::{self, AtPath, Spread};
+use crate::native::{AnyFs, NativeInfo};
 use crate::units::{self, bytes, count};
 use crate::volume::{AnyFtl, Format, ImageStore, LogUsage, Media, Space};
 
 /// Examples shown by `flashfs info --help`.
 pub const EXAMPLES: &str = "\
 Examples:
-  flashfs info dev.img
+  flashfs info dev.img                   format, space, inodes, commits, wear
   flashfs info dev.img --json
   flashfs info dev.img --plot out/       also writes out/erase-counts.{png,svg} and
                                          out/segment-utilization.{png,svg}
@@ -55,6 +56,7 @@ struct InfoJson {
     format: &'static str,
     format_code: Option<u8>,
     space: Option<Space>,
+    file_system: Option<NativeInfo>,
     log: Option<LogUsage>,
     write_amplification: Option<f64>,
     write_amplification_note: &'static str,
@@ -82,6 +84,7 @@ struct Volume {
     format: Format,
     space: Option<Space>,
     log: Option<LogUsage>,
+    native: Option<NativeInfo>,
 }
 
 /// Runs `flashfs info`.
@@ -161,6 +164,7 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 Format::Unformatted => None,
             },
             space: volume.space,
+            file_system: volume.native,
             log: volume.log,
             write_amplification: None,
             write_amplification_note: WAF_NOTE,
@@ -216,6 +220,28 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 bytes(s.used_bytes),
                 bytes(s.free_bytes),
                 s.detail
+            ),
+        ]);
+    }
+    if let Some(n) = &volume.native {
+        rows.push(vec![
+            "inodes".into(),
+            format!(
+                "{} in use, room for about {} more",
+                count(n.inodes),
+                count(n.free_blocks)
+            ),
+        ]);
+        rows.push(vec![
+            "commits".into(),
+            format!("{} since the format", count(n.commits)),
+        ]);
+        rows.push(vec![
+            "index".into(),
+            format!(
+                "B+tree of {} level{}",
+                n.index_height,
+                device::plural(n.index_height as u64)
             ),
         ]);
     }
@@ -339,6 +365,7 @@ fn format_line(f: &Format) -> String {
 
 /// Mounts the volume in memory and reads its space and log usage.
 fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volume> {
+    let mut native = None;
     let (space, log) = match format {
         Format::Unformatted => (None, None),
         Format::BlockDevice { .. } => {
@@ -348,18 +375,23 @@ fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volum
             (Some(space), Some(log))
         }
         Format::Native { .. } => {
-            let (space, log) = native_usage(media)?;
+            let (space, log, info) = native_usage(media)?;
+            native = Some(info);
             (Some(space), Some(log))
         }
     };
-    Ok(Volume { format, space, log })
+    Ok(Volume {
+        format,
+        space,
+        log,
+        native,
+    })
 }
 
-/// Space and log usage of the native file system on `media` (mounted read-only: the store
-/// keeps writes in memory): where the native file system's figures plug in.
-fn native_usage(media: Media<ImageStore>) -> anyhow::Result<(Space, LogUsage)> {
-    let _ = media;
-    Err(anyhow::anyhow!(
-        "a native file-system volume, which this build cannot read"
-    ))
+/// Space, log usage and figures of the native file system on `media` (mounted in memory:
+/// the store keeps writes to itself).
+fn native_usage(media: Media<ImageStore>) -> anyhow::Result<(Space, LogUsage, NativeInfo)> {
+    let mut fs = AnyFs::mount(media, crate::native::config(None, None))
+        .context("cannot mount the file system (`flashfs fsck` checks it)")?;
+    fs.usage()
 }

@@ -13,16 +13,20 @@ use flash::store::FileStore;
 use flashfs::{BlockDevice, FtlConfig, LogConfig};
 
 use crate::device::{self, AtPath};
+use crate::native::AnyFs;
 use crate::units::{bytes, count};
 use crate::volume::{AnyFtl, Media, NOR_SECTOR};
 
 /// Examples shown by `flashfs mkfs --help`.
 pub const EXAMPLES: &str = "\
 Examples:
+  flashfs mkfs dev.img --preset nand-128m                   the native file system on 128 MiB of NAND
   flashfs mkfs dev.img --preset nand-128m --ftl             a block device on 128 MiB of NAND
   flashfs mkfs dev.img --preset nand-128m --ftl --sectors 20000 --force
   flashfs mkfs nor.img --preset 28f008sa --ftl --sector-size 4096 --reserve 4
 
+Without --ftl the image holds the native file system (blocks of a NAND page, or 512 bytes
+on NOR): mount it with `flashfs mount`, or use `flashfs ls/put/get` on the image directly.
 The block device exports fixed-size sectors (on NAND a page, on NOR 512 bytes unless
 --sector-size says otherwise); `flashfs mount` shows it as one file that any file system
 can be made on. The cleaning policy is chosen when mounting (`flashfs mount --policy`).";
@@ -135,10 +139,15 @@ fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
             "--sectors and --sector-size size the block device: add --ftl"
         ));
     }
-    if a.ftl && matches!(preset.spec, DeviceSpec::Nvram(_)) {
+    if matches!(preset.spec, DeviceSpec::Nvram(_)) {
         return Err(anyhow!(
-            "{} is NVRAM: the block device needs NOR or NAND flash",
-            preset.name
+            "{} is NVRAM: the {} needs NOR or NAND flash",
+            preset.name,
+            if a.ftl {
+                "block device"
+            } else {
+                "native file system"
+            }
         ));
     }
     Ok(())
@@ -195,11 +204,17 @@ fn format_ftl(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
     Ok(Formatted { store, summary })
 }
 
-/// Formats the native file system on a fresh image: the place where the native file
-/// system's format plugs in. Until then the command line formats only the block device.
+/// Formats the native file system on a fresh image.
 fn format_native(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
-    let _ = (media, a);
-    Err(anyhow!(
-        "this build formats only the block device: add --ftl"
-    ))
+    let config = crate::native::config(None, Some(a.reserve));
+    let mut fs = AnyFs::format(media, config).context("cannot format the file system")?;
+    let (space, _, info) = fs.usage()?;
+    let summary = format!(
+        "native file system of {} blocks x {} B ({})",
+        count(info.blocks),
+        count(u64::from(info.block_size)),
+        bytes(space.capacity_bytes)
+    );
+    let store = fs.close()?;
+    Ok(Formatted { store, summary })
 }

@@ -2,7 +2,9 @@
 
 pub mod bench;
 pub mod demo;
+pub mod files;
 pub mod fsck;
+pub mod fusebench;
 pub mod info;
 pub mod mkfs;
 pub mod presets;

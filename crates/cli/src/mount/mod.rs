@@ -1,9 +1,9 @@
 //! `flashfs mount`: serve a volume through FUSE.
 //!
 //! A volume type ([`Volume`]) gives the session its `fuser::Filesystem` and closes the volume
-//! once the session ends (flushing the device and writing the image back). The block device
-//! is one such volume ([`blockfile`]: one file as long as the device); the native file system
-//! is to be a second one, built in [`native_volume`].
+//! once the session ends (flushing the device and writing the image back). The native file
+//! system is one such volume ([`native`]: files, directories, links, extended attributes);
+//! the block device another ([`blockfile`]: one file as long as the device).
 //!
 //! In the background (the default) the command starts itself again in the foreground, in a
 //! process group of its own, and returns once that process reports the mount live (or why it
@@ -11,6 +11,7 @@
 //! to the serving process: either way the device is flushed and the image closed.
 
 pub mod blockfile;
+pub mod native;
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
@@ -24,16 +25,19 @@ use flashfs::log::policy::Policy;
 use flashfs::{FtlConfig, LogConfig};
 
 use crate::device;
+use crate::native::AnyFs;
 use crate::volume::{AnyFtl, Format, ImageStore, Media};
 
 /// Examples shown by `flashfs mount --help`.
 pub const EXAMPLES: &str = "\
 Examples:
-  flashfs mkfs dev.img --preset nand-128m --ftl
+  flashfs mkfs dev.img --preset nand-128m
   flashfs mount dev.img mnt/                 in the background; returns once mounted
-  mkfs.fat mnt/disk.img                      a block device shows as one file
-  fusermount3 -u mnt/                        unmount: the device is flushed, the image closed
+  cp -r ~/notes mnt/ && ls -l mnt/notes      the native file system: any tool works on it
+  fusermount3 -u mnt/                        unmount: everything committed, the image closed
   flashfs mount dev.img mnt/ -f -o ro        in the foreground, read-only; Ctrl-C unmounts
+  flashfs mkfs blk.img --preset nand-128m --ftl && flashfs mount blk.img mnt/
+  mkfs.fat mnt/disk.img                      a block device shows as one file
 
 Options for -o (comma-separated): ro, rw, allow_other, allow_root.
 Unmounting needs `fusermount3` (Debian package fuse3) unless run as root.";
@@ -102,6 +106,7 @@ impl Options {
             M::Subtype("flashfs".into()),
             M::NoDev,
             M::NoSuid,
+            M::DefaultPermissions,
             if self.read_only { M::RO } else { M::RW },
         ];
         config.acl = if self.allow_other {
@@ -334,24 +339,26 @@ fn serve(
             session(volume, a, options, messages, ready)
         }
         Format::Native { .. } => {
-            let volume =
-                native_volume(media, options.read_only, policy).with_context(|| shown.clone())?;
-            session(volume, a, options, messages, ready)
+            let fs = AnyFs::mount(media, crate::native::config(Some(policy), None))
+                .with_context(|| format!("{shown}: cannot mount the file system"))?;
+            match fs {
+                AnyFs::Nor(fs) => session(
+                    native::NativeVolume::new(fs, options.read_only),
+                    a,
+                    options,
+                    messages,
+                    ready,
+                ),
+                AnyFs::Nand(fs) => session(
+                    native::NativeVolume::new(fs, options.read_only),
+                    a,
+                    options,
+                    messages,
+                    ready,
+                ),
+            }
         }
     }
-}
-
-/// The native file system on `media`, ready to serve: where the native file system's FUSE
-/// implementation plugs in (a second [`Volume`], beside [`blockfile::BlockVolume`]).
-fn native_volume(
-    media: Media<ImageStore>,
-    read_only: bool,
-    policy: Policy,
-) -> anyhow::Result<blockfile::BlockVolume> {
-    let _ = (media, read_only, policy);
-    Err(anyhow!(
-        "a native file-system volume, which this build cannot mount"
-    ))
 }
 
 /// Serves `volume` on the mountpoint until it is unmounted, then closes it.

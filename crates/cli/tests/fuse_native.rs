@@ -1,0 +1,543 @@
+//! `flashfs mount` of the native file system, end to end through the kernel: a realistic
+//! workload (a tree, large and small files, random writes, appends, rename over, truncation,
+//! hard and symbolic links, modes, extended attributes, many processes at once), then an
+//! unmount, `flashfs fsck`, and every byte compared after `flashfs get -r` and a remount.
+//!
+//! Needs /dev/fuse and `fusermount3` (Debian fuse3). Without them the test fails: it is
+//! never skipped.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+fn flashfs_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_flashfs"))
+}
+
+fn require_fuse() {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: the FUSE test needs the fuse kernel module"
+    );
+    let found = Command::new("sh")
+        .args(["-c", "command -v fusermount3"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "`fusermount3` is missing: install the Debian package fuse3"
+    );
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Unmounts on drop, so that a failing test leaves no mount behind.
+struct Mounted<'a>(&'a Path);
+
+impl Drop for Mounted<'_> {
+    fn drop(&mut self) {
+        if is_mounted(self.0) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(self.0)
+                .status();
+        }
+    }
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
+}
+
+fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return,
+            Ok(stat) => {
+                let state = stat
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next());
+                if state == Some("Z") {
+                    return;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Mounts in the background; returns the serving process.
+fn mount(img: &Path, mnt: &Path, extra: &[&str]) -> u32 {
+    let out = run(Command::new(flashfs_bin())
+        .arg("mount")
+        .arg(img)
+        .arg(mnt)
+        .args(extra));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(is_mounted(mnt), "{text}");
+    text.split("(process ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the mount process id")
+}
+
+fn unmount(mnt: &Path, pid: u32) {
+    run(Command::new("fusermount3").arg("-u").arg(mnt));
+    wait_gone(pid);
+    assert!(!is_mounted(mnt));
+}
+
+fn data(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// What the tree should hold: path -> node.
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    File { data: Vec<u8>, mode: u32 },
+    Dir { mode: u32 },
+    Link(PathBuf),
+}
+
+type Model = BTreeMap<PathBuf, Node>;
+
+/// What a tree on the host holds, as a model.
+fn scan(root: &Path) -> Model {
+    fn walk(root: &Path, dir: &Path, out: &mut Model) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            let mode = m.mode() & 0o7777;
+            if m.file_type().is_symlink() {
+                out.insert(rel, Node::Link(std::fs::read_link(&p).unwrap()));
+            } else if m.is_dir() {
+                out.insert(rel, Node::Dir { mode });
+                walk(root, &p, out);
+            } else {
+                let data = std::fs::read(&p).unwrap();
+                out.insert(rel, Node::File { data, mode });
+            }
+        }
+    }
+    let mut out = Model::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn compare(what: &str, got: &Model, want: &Model) {
+    let gk: Vec<_> = got.keys().collect();
+    let wk: Vec<_> = want.keys().collect();
+    assert_eq!(gk, wk, "{what}: the names differ");
+    for (p, w) in want {
+        assert!(got[p] == *w, "{what}: {} differs", p.display());
+    }
+}
+
+fn xattr_set(path: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+    let p = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    // SAFETY: the strings are NUL-terminated and the value's pointer and length match.
+    let rc = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn xattr_get(path: &Path, name: &str) -> std::io::Result<Vec<u8>> {
+    let p = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    // SAFETY: a null buffer of size 0 asks for the size only.
+    let size = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
+    if size < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; size as usize];
+    // SAFETY: the buffer holds `size` bytes.
+    let got = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if got < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(got as usize);
+    Ok(buf)
+}
+
+fn xattr_list(path: &Path) -> Vec<String> {
+    let p = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: the buffer holds 4096 bytes.
+    let n = unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(n >= 0, "listxattr: {}", std::io::Error::last_os_error());
+    buf[..n as usize]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// The workload, through the kernel; returns what the tree must hold.
+fn workload(mnt: &Path) -> Model {
+    let mut model = Model::new();
+    let file = |model: &mut Model, rel: &str, data: Vec<u8>| {
+        std::fs::write(mnt.join(rel), &data).unwrap();
+        model.insert(rel.into(), Node::File { data, mode: 0o644 });
+    };
+    // A tree of small files.
+    for d in 0..4 {
+        let dir = format!("tree/d{d}");
+        std::fs::create_dir_all(mnt.join(&dir)).unwrap();
+        for f in 0..25 {
+            let len = (d * 25 + f) * 97 % 5000;
+            file(
+                &mut model,
+                &format!("{dir}/f{f}"),
+                data(len, (d * 100 + f) as u32),
+            );
+        }
+    }
+    model.insert("tree".into(), Node::Dir { mode: 0o755 });
+    for d in 0..4 {
+        model.insert(format!("tree/d{d}").into(), Node::Dir { mode: 0o755 });
+    }
+    // Large files.
+    file(&mut model, "big", data(24 << 20, 7));
+    file(&mut model, "medium", data(3_000_001, 8));
+
+    // Random writes over a file, mirrored.
+    let mut r = data(1 << 20, 9);
+    std::fs::write(mnt.join("random"), &r).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("random"))
+        .unwrap();
+    let offsets = data(400 * 4, 10);
+    for (i, o) in offsets.chunks(4).enumerate() {
+        let off = u32::from_le_bytes(o.try_into().unwrap()) as usize % (1 << 20);
+        let len = 1 + (i * 37) % 9000;
+        let chunk = data(len, 1000 + i as u32);
+        f.write_at(&chunk, off as u64).unwrap();
+        if off + len > r.len() {
+            r.resize(off + len, 0);
+        }
+        r[off..off + len].copy_from_slice(&chunk);
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    model.insert(
+        "random".into(),
+        Node::File {
+            data: r,
+            mode: 0o644,
+        },
+    );
+
+    // Appends.
+    let mut log = Vec::new();
+    for i in 0..50 {
+        let line = format!("line {i}\n").repeat(i % 7 + 1);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(mnt.join("append.log"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
+        log.extend_from_slice(line.as_bytes());
+    }
+    model.insert(
+        "append.log".into(),
+        Node::File {
+            data: log,
+            mode: 0o644,
+        },
+    );
+
+    // Rename over an existing file (the editor's save).
+    file(&mut model, "config", b"old\n".to_vec());
+    std::fs::write(mnt.join(".config.tmp"), b"new contents\n").unwrap();
+    std::fs::rename(mnt.join(".config.tmp"), mnt.join("config")).unwrap();
+    model.insert(
+        "config".into(),
+        Node::File {
+            data: b"new contents\n".to_vec(),
+            mode: 0o644,
+        },
+    );
+
+    // Truncation, shorter and longer.
+    let mut t = data(100_000, 11);
+    std::fs::write(mnt.join("trunc"), &t).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("trunc"))
+        .unwrap();
+    f.set_len(33_333).unwrap();
+    f.set_len(50_000).unwrap();
+    t.truncate(33_333);
+    t.resize(50_000, 0);
+    drop(f);
+    model.insert(
+        "trunc".into(),
+        Node::File {
+            data: t,
+            mode: 0o644,
+        },
+    );
+
+    // Hard links.
+    std::fs::hard_link(mnt.join("medium"), mnt.join("tree/medium-link")).unwrap();
+    assert_eq!(std::fs::metadata(mnt.join("medium")).unwrap().nlink(), 2);
+    let Node::File { data: m, .. } = model["medium".as_ref() as &Path].clone() else {
+        unreachable!()
+    };
+    model.insert(
+        "tree/medium-link".into(),
+        Node::File {
+            data: m,
+            mode: 0o644,
+        },
+    );
+
+    // Symbolic links.
+    std::os::unix::fs::symlink("../big", mnt.join("tree/to-big")).unwrap();
+    std::os::unix::fs::symlink("/dangling/target", mnt.join("dangling")).unwrap();
+    model.insert("tree/to-big".into(), Node::Link("../big".into()));
+    model.insert("dangling".into(), Node::Link("/dangling/target".into()));
+    assert_eq!(
+        std::fs::read(mnt.join("tree/to-big")).unwrap().len(),
+        24 << 20
+    );
+
+    // Modes.
+    std::fs::set_permissions(mnt.join("trunc"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(mnt.join("tree/d1"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    if let Some(Node::File { mode, .. }) = model.get_mut(Path::new("trunc")) {
+        *mode = 0o600;
+    }
+    model.insert("tree/d1".into(), Node::Dir { mode: 0o700 });
+
+    // Extended attributes, with the size probe.
+    let x = mnt.join("config");
+    xattr_set(&x, "user.color", b"blue").unwrap();
+    xattr_set(&x, "user.big", &data(3000, 12)).unwrap();
+    assert_eq!(xattr_get(&x, "user.color").unwrap(), b"blue");
+    assert_eq!(xattr_get(&x, "user.big").unwrap(), data(3000, 12));
+    let mut names = xattr_list(&x);
+    names.sort();
+    assert_eq!(names, ["user.big", "user.color"]);
+    assert_eq!(
+        xattr_get(&x, "user.none").unwrap_err().raw_os_error(),
+        Some(libc::ENODATA)
+    );
+
+    // A file unlinked while open keeps its data until closed.
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(true)
+        .open(mnt.join("ghost"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, &data(50_000, 13)).unwrap();
+    std::fs::remove_file(mnt.join("ghost")).unwrap();
+    let mut back = vec![0u8; 50_000];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == data(50_000, 13));
+    drop(f);
+
+    // Errors come back as their errno.
+    let e = std::fs::remove_dir(mnt.join("tree")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTEMPTY));
+    let e = std::fs::create_dir(mnt.join("big")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
+    let e = std::fs::read(mnt.join("nope")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+
+    // Many processes at once: writers in their own directories and on one shared log.
+    let writers: Vec<_> = (0..6)
+        .map(|w| {
+            let script = format!(
+                "set -e; mkdir -p par/w{w}; i=0; while [ $i -lt 30 ]; do \
+                 i=$((i+1)); \
+                 yes \"w{w}-$i\" | head -c $((i * 301)) > par/w{w}/f$i; \
+                 echo \"w{w} $i\" >> par/shared.log; \
+                 done; rm par/w{w}/f3; mv par/w{w}/f4 par/w{w}/moved"
+            );
+            Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .current_dir(mnt)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success());
+    }
+    model.insert("par".into(), Node::Dir { mode: 0o755 });
+    for w in 0..6 {
+        model.insert(format!("par/w{w}").into(), Node::Dir { mode: 0o755 });
+        for i in 1..=30 {
+            let name = match i {
+                3 => continue,
+                4 => "moved".to_string(),
+                i => format!("f{i}"),
+            };
+            let mut content = format!("w{w}-{i}\n").into_bytes().repeat(i * 301);
+            content.truncate(i * 301);
+            model.insert(
+                format!("par/w{w}/{name}").into(),
+                Node::File {
+                    data: content,
+                    mode: 0o644,
+                },
+            );
+        }
+    }
+    let shared = std::fs::read_to_string(mnt.join("par/shared.log")).unwrap();
+    let mut lines: Vec<&str> = shared.lines().collect();
+    lines.sort();
+    let mut want: Vec<String> = (0..6)
+        .flat_map(|w| (1..=30).map(move |i| format!("w{w} {i}")))
+        .collect();
+    want.sort();
+    assert_eq!(
+        lines, want,
+        "appends from several processes were lost or torn"
+    );
+    model.insert(
+        "par/shared.log".into(),
+        Node::File {
+            data: shared.into_bytes(),
+            mode: 0o644,
+        },
+    );
+
+    // Delete a part of the tree.
+    std::fs::remove_dir_all(mnt.join("tree/d3")).unwrap();
+    model.retain(|p, _| !p.starts_with("tree/d3"));
+    model
+}
+
+#[test]
+fn native_file_system_through_the_kernel_survives_unmount_fsck_and_remount() {
+    require_fuse();
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let mnt = dir.path().join("mnt");
+    let log = dir.path().join("mount.log");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args(["mkfs", "--preset", "nand-128m"])
+        .arg(&img));
+
+    let pid = mount(&img, &mnt, &["--log", log.to_str().unwrap()]);
+    let guard = Mounted(&mnt);
+    let model = workload(&mnt);
+    compare("while mounted", &scan(&mnt), &model);
+    let st = run(Command::new("df").arg("-B1").arg(&mnt));
+    assert!(String::from_utf8_lossy(&st.stdout).contains("dev.img"));
+    unmount(&mnt, pid);
+    drop(guard);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("flushed and closed"), "{logged}");
+
+    // The image checks clean.
+    let out = Command::new(flashfs_bin())
+        .arg("fsck")
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Every byte, copied out without mounting.
+    let back = dir.path().join("back");
+    run(Command::new(flashfs_bin())
+        .arg("get")
+        .arg(&img)
+        .arg("/")
+        .arg(&back)
+        .arg("-r"));
+    compare("flashfs get -r", &scan(&back), &model);
+
+    // Every byte, through a remount; the attributes are still there.
+    let pid = mount(&img, &mnt, &[]);
+    let guard = Mounted(&mnt);
+    compare("after a remount", &scan(&mnt), &model);
+    assert_eq!(
+        xattr_get(&mnt.join("config"), "user.color").unwrap(),
+        b"blue"
+    );
+    assert_eq!(std::fs::metadata(mnt.join("medium")).unwrap().nlink(), 2);
+    unmount(&mnt, pid);
+    drop(guard);
+
+    // Read-only: every change refused with EROFS; the image is unchanged.
+    let before = std::fs::read(&img).unwrap();
+    let pid = mount(&img, &mnt, &["-o", "ro"]);
+    let guard = Mounted(&mnt);
+    let e = std::fs::write(mnt.join("new"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    let e = std::fs::create_dir(mnt.join("newdir")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    let e = std::fs::remove_file(mnt.join("config")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    assert_eq!(
+        std::fs::read(mnt.join("config")).unwrap(),
+        b"new contents\n"
+    );
+    unmount(&mnt, pid);
+    drop(guard);
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a read-only mount changed the image"
+    );
+}
