@@ -329,7 +329,8 @@ impl<D: Segments> Fs<D> {
     /// Forgets the working version: the tree, the free space and the counters go back to
     /// the last commit.
     fn reload(&mut self) -> Result<()> {
-        self.tree.abort();
+        // Not `abort`: the tree's own last commit may be the one whose superblock failed.
+        self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
         self.rescan().map(drop)
     }
 

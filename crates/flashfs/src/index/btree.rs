@@ -200,6 +200,32 @@ impl<S: NodeStore> Tree<S> {
         Ok(t)
     }
 
+    /// Goes back to the version at `root`, committed as generation `committed_gen`, which the
+    /// owner knows to be the one on flash: after a commit whose own record (the owner's) was
+    /// not written, the tree's last commit is not the durable one. Spares that commit set are
+    /// newer than `committed_gen`: reads find them to be garbage, and the next commit copies
+    /// their nodes.
+    pub fn reset_to(&mut self, root: Option<NodePtr>, committed_gen: u32) -> Result<()> {
+        self.arena.clear();
+        self.cache.clear();
+        self.pending_release.clear();
+        self.uncommitted_writes.clear();
+        self.uncommitted_patches.clear();
+        self.garbage.clear();
+        self.scanned = root.is_none() || !self.store.can_patch();
+        self.committed = root;
+        self.committed_gen = committed_gen;
+        self.root = root.map(Ref::Disk);
+        if let Some(p) = root {
+            let exp = Expect {
+                level: None,
+                max_gen: committed_gen,
+            };
+            self.node(Ref::Disk(p), exp)?;
+        }
+        Ok(())
+    }
+
     fn open_inner(store: S, root: Option<NodePtr>, config: TreeConfig) -> Result<Self> {
         let node_size = store.node_size();
         check_node_size(node_size)?;
