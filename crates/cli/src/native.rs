@@ -90,6 +90,12 @@ pub struct NativeInfo {
     pub commits: u64,
     /// Levels of the index.
     pub index_height: usize,
+    /// File bytes written over the volume's life.
+    pub user_bytes: u64,
+    /// Bytes the log programmed for them over the volume's life.
+    pub flash_bytes: u64,
+    /// Write amplification so far (`None` before any write).
+    pub write_amplification: Option<f64>,
 }
 
 impl<S: Store + Send + 'static> AnyFs<S> {
@@ -151,6 +157,9 @@ pub fn usage<D: Segments>(fs: &mut Fs<D>) -> anyhow::Result<(Space, LogUsage, Na
         inodes: st.files,
         commits: fs.commit_count(),
         index_height: fs.index_height()?,
+        user_bytes: fs.lifetime().user_bytes,
+        flash_bytes: fs.lifetime().flash_bytes,
+        write_amplification: fs.lifetime().write_amplification(),
     };
     Ok((space, log_usage(fs.ftl().log()), info))
 }

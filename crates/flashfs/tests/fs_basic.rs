@@ -214,3 +214,21 @@ fn unlinked_open_file_keeps_data_until_closed() {
     run(nand(), unlink_while_open);
     run(nor(false), unlink_while_open);
 }
+
+#[test]
+fn lifetime_counters_survive_remounts() {
+    let mut fs = Fs::format(nand(), FsConfig::default()).unwrap();
+    assert_eq!(fs.lifetime().write_amplification(), None);
+    fs.write_file(b"/a", &vec![1; 10_000]).unwrap();
+    fs.sync().unwrap();
+    let mut fs = remount(fs);
+    let l = fs.lifetime();
+    assert_eq!(l.user_bytes, 10_000);
+    let wa = l.write_amplification().unwrap();
+    assert!(wa > 1.0 && wa < 10.0, "write amplification {wa}");
+    fs.write_file(b"/b", &vec![2; 5_000]).unwrap();
+    fs.sync().unwrap();
+    let fs = remount(fs);
+    assert_eq!(fs.lifetime().user_bytes, 15_000);
+    assert!(fs.lifetime().flash_bytes > l.flash_bytes);
+}

@@ -75,7 +75,7 @@ struct Bin {
     count: u64,
 }
 
-/// Why `info` gives no write amplification.
+/// Why `info` gives no write amplification for a block device.
 const WAF_NOTE: &str = "not recorded in the image: it keeps each block's erase count and the \
 log's sequence numbers, not program counts (`flashfs bench` measures it)";
 
@@ -237,6 +237,20 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             format!("{} since the format", count(n.commits)),
         ]);
         rows.push(vec![
+            "writes".into(),
+            match n.write_amplification {
+                Some(wa) => format!(
+                    "{} written to files, {} programmed: write amplification {wa:.2} so far",
+                    bytes(n.user_bytes),
+                    bytes(n.flash_bytes)
+                ),
+                None => format!(
+                    "no file data written yet ({} programmed)",
+                    bytes(n.flash_bytes)
+                ),
+            },
+        ]);
+        rows.push(vec![
             "index".into(),
             format!(
                 "B+tree of {} level{}",
@@ -266,18 +280,22 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 count(l.reclaimable_slots)
             ),
         ]);
-        rows.push(vec![
-            "writes".into(),
-            format!(
-                "newest sequence number {}: about {} slot{} ({}) written since the format, \
+        // The native file system counts its writes in its superblock (above); the block
+        // device has only its sequence numbers.
+        if volume.native.is_none() {
+            rows.push(vec![
+                "writes".into(),
+                format!(
+                    "newest sequence number {}: about {} slot{} ({}) written since the format, \
                  cleaning's copies aside",
-                count(l.newest_sequence),
-                count(l.newest_sequence),
-                device::plural(l.newest_sequence),
-                bytes(l.newest_sequence * l.slot_bytes)
-            ),
-        ]);
-        rows.push(vec!["write amplif.".into(), WAF_NOTE.into()]);
+                    count(l.newest_sequence),
+                    count(l.newest_sequence),
+                    device::plural(l.newest_sequence),
+                    bytes(l.newest_sequence * l.slot_bytes)
+                ),
+            ]);
+            rows.push(vec!["write amplif.".into(), WAF_NOTE.into()]);
+        }
     }
     rows.push(vec![
         "endurance".into(),

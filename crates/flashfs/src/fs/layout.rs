@@ -373,6 +373,11 @@ pub struct Superblock {
     /// Generation of the index's last commit (the index's root may outlive many commits
     /// when spare pointers change it in place, so its own generation does not say).
     pub index_gen: u32,
+    /// File bytes written by callers over the volume's life, up to this commit.
+    pub user_bytes: u64,
+    /// Slots the log programmed over the volume's life (data, index, superblocks and the
+    /// cleaner's copies), up to this commit.
+    pub flash_slots: u64,
 }
 
 /// The superblock's magic: "FFS1".
@@ -380,7 +385,7 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// Format version of everything in this module and of the index nodes.
 pub const FS_VERSION: u8 = 1;
 /// Bytes of the encoded superblock (the rest of the sector is erased).
-pub const SB_LEN: usize = 52;
+pub const SB_LEN: usize = 68;
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -398,8 +403,10 @@ impl Superblock {
         b[32..40].copy_from_slice(&self.sectors.to_le_bytes());
         b[40..44].copy_from_slice(&self.block_size.to_le_bytes());
         b[44..48].copy_from_slice(&self.index_gen.to_le_bytes());
-        let crc = CRC32.checksum(&b[..48]);
-        b[48..52].copy_from_slice(&crc.to_le_bytes());
+        b[48..56].copy_from_slice(&self.user_bytes.to_le_bytes());
+        b[56..64].copy_from_slice(&self.flash_slots.to_le_bytes());
+        let crc = CRC32.checksum(&b[..64]);
+        b[64..68].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes and checks a superblock.
@@ -413,10 +420,10 @@ impl Superblock {
         if b[4] != FS_VERSION {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
-        if CRC32.checksum(&b[..48]).to_le_bytes() != b[48..52] {
+        if CRC32.checksum(&b[..64]).to_le_bytes() != b[64..68] {
             return Err(Error::Corrupt("superblock checksum mismatch"));
         }
-        let mut r = Reader(&b[8..48]);
+        let mut r = Reader(&b[8..64]);
         Ok(Superblock {
             commit: r.u64(),
             root: NodePtr(r.u64()),
@@ -424,6 +431,8 @@ impl Superblock {
             sectors: r.u64(),
             block_size: r.u32(),
             index_gen: r.u32(),
+            user_bytes: r.u64(),
+            flash_slots: r.u64(),
         })
     }
 }
@@ -466,6 +475,8 @@ mod tests {
             sectors: 1000,
             block_size: 512,
             index_gen: 3,
+            user_bytes: 1 << 40,
+            flash_slots: 77,
         };
         let mut s = [0u8; 512];
         sb.encode(&mut s);

@@ -176,6 +176,23 @@ pub struct FsStats {
     pub bytes_written: u64,
 }
 
+/// What the volume has written over its life, as of now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lifetime {
+    /// File bytes written by callers.
+    pub user_bytes: u64,
+    /// Bytes the log programmed for them: data, index, superblocks and the cleaner's copies
+    /// (slots of data, without NAND spare bytes).
+    pub flash_bytes: u64,
+}
+
+impl Lifetime {
+    /// Write amplification so far: flash bytes per user byte (`None` before any write).
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes > 0).then(|| self.flash_bytes as f64 / self.user_bytes as f64)
+    }
+}
+
 /// A mounted file system on a flash device.
 #[derive(Debug)]
 pub struct Fs<D: Segments> {
@@ -191,6 +208,8 @@ pub struct Fs<D: Segments> {
     dirty_limit: usize,
     commits: u64,
     bytes_written: u64,
+    /// The superblock's lifetime counters when the volume was mounted.
+    mount_base: Superblock,
     /// Index nodes the mount found with garbage spares (and copied).
     garbage_spares: u64,
     buf: Vec<u8>,
@@ -205,6 +224,21 @@ impl<D: Segments> Fs<D> {
     /// Commits so far over the volume's life.
     pub fn commit_count(&self) -> u64 {
         self.sb.commit
+    }
+
+    /// Slots the log has programmed since mount.
+    fn slots_since_mount(&self) -> u64 {
+        let st = self.ftl().log().stats();
+        st.user_slots + st.copied_slots
+    }
+
+    /// What the volume has written over its life (kept in the superblock at each commit).
+    pub fn lifetime(&self) -> Lifetime {
+        Lifetime {
+            user_bytes: self.mount_base.user_bytes + self.bytes_written,
+            flash_bytes: (self.mount_base.flash_slots + self.slots_since_mount())
+                * u64::from(self.sb.block_size),
+        }
     }
 
     /// Counters since mount.
@@ -309,15 +343,17 @@ impl<D: Segments> Fs<D> {
     fn write_commit(&mut self) -> Result<()> {
         let root = self.tree.commit()?;
         let index_gen = self.tree.committed_generation();
-        let store = self.tree.store_mut();
-        store.ftl.flush()?;
+        self.tree.store_mut().ftl.flush()?;
         let sb = Superblock {
             commit: self.sb.commit + 1,
             root,
             index_gen,
+            user_bytes: self.mount_base.user_bytes + self.bytes_written,
+            flash_slots: self.mount_base.flash_slots + self.slots_since_mount(),
             ..self.sb
         };
         sb.encode(&mut self.buf);
+        let store = self.tree.store_mut();
         store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
         store.ftl.flush()?;
         store.committed();

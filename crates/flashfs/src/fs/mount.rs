@@ -115,6 +115,8 @@ impl<D: Segments> Fs<D> {
                 sectors,
                 block_size: ss as u32,
                 index_gen: 0,
+                user_bytes: 0,
+                flash_slots: 0,
             },
             config,
             open: Default::default(),
@@ -123,6 +125,16 @@ impl<D: Segments> Fs<D> {
             dirty_limit,
             commits: 0,
             bytes_written: 0,
+            mount_base: Superblock {
+                commit: 0,
+                root: NodePtr(0),
+                next_ino: FIRST_INO,
+                sectors,
+                block_size: ss as u32,
+                index_gen: 0,
+                user_bytes: 0,
+                flash_slots: 0,
+            },
             garbage_spares: 0,
             buf: vec![0; ss],
         };
@@ -180,6 +192,7 @@ impl<D: Segments> Fs<D> {
             dirty_limit,
             commits: 0,
             bytes_written: 0,
+            mount_base: sb,
             garbage_spares: 0,
             buf,
         };
