@@ -54,8 +54,14 @@ use serde::Serialize;
 use crate::error::{BenchError, Context, Result};
 
 mod fault;
+mod fs;
 
 pub use fault::{Fault, Interruptible};
+pub use fs::{
+    format_fs, fs_config, fs_ops, fs_torture_device, FsModel, FsSeen, FsTarget, FS_MIN_FREE_BLOCKS,
+};
+
+use crate::fswork::FsWorkload;
 
 /// One block-device operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -593,7 +599,7 @@ impl fmt::Display for Failure {
 /// inject nothing but power cuts.
 pub trait Target {
     /// Operations of its workloads.
-    type Op: Copy + fmt::Debug;
+    type Op: Clone + fmt::Debug;
     /// The model of what it may show after a cut.
     type Model: Oracle<Op = Self::Op>;
     /// What reports call it ("ftl"; a file system would be "fs").
@@ -645,6 +651,13 @@ pub trait Target {
     /// points are drawn from.
     fn mount_accesses(&self) -> u64 {
         1
+    }
+    /// Checks made once at the end of a case that ran to its end, after the last remount
+    /// and check (the file system: deleting everything gives all the space back). By
+    /// default none.
+    fn finish(&mut self, model: &Self::Model) -> std::result::Result<(), Failure> {
+        let _ = model;
+        Ok(())
     }
 }
 
@@ -710,14 +723,10 @@ pub struct FtlTarget<D: SimSegments> {
     sector_size: usize,
     /// Device accesses of the last mount.
     mount_accesses: u64,
-    /// The fault armed, its generator, and how often (one operation in so many) it strikes.
-    fault: Fault,
-    rng: Rng,
-    every: u64,
+    /// The fault armed and its strikes.
+    striker: Striker,
     /// Sectors whose copies damage destroyed, not yet reported.
     damaged: Vec<u64>,
-    /// Pages given stuck bit errors within the ECC: (segment, slot, erase count).
-    stuck: HashSet<(u32, u32, u32)>,
 }
 
 impl<D: SimSegments> FtlTarget<D> {
@@ -734,11 +743,8 @@ impl<D: SimSegments> FtlTarget<D> {
             parked: None,
             kept,
             config,
-            fault: Fault::PowerCut,
-            rng: Rng::new(0),
-            every: 1,
+            striker: Striker::default(),
             damaged: Vec::new(),
-            stuck: HashSet::new(),
         })
     }
 
@@ -782,84 +788,185 @@ impl<D: SimSegments> FtlTarget<D> {
         match e {
             Error::Flash(FlashError::PowerLoss) => Failure::PowerLoss,
             Error::InvalidArgument(_) | Error::NotFormatted(_) => Failure::Error(e.to_string()),
-            e if self.fault.damages_media() => Failure::Media(format!("{e} (errno {})", e.errno())),
+            e if self.striker.fault().damages_media() => {
+                Failure::Media(format!("{e} (errno {})", e.errno()))
+            }
             e => Failure::Error(e.to_string()),
         }
     }
 
-    /// A random slot of the log holding a valid tag, with the sectors its loss would touch.
-    fn pick_slot(&mut self) -> Option<(u32, u32, Vec<u64>)> {
-        let sectors = self.sectors;
-        let pick = self.rng.below(1 << 32);
-        let ftl = self.ftl.as_mut()?;
-        let dev = ftl.log_mut().device_mut().inner_mut();
-        let geo = dev.geometry();
-        let seg = (pick % geo.segments as u64) as u32;
-        let mut tags = vec![TagState::Erased; geo.slots as usize];
-        dev.read_tags(seg, &mut tags).ok()?;
-        let valid: Vec<(u32, flashfs::log::tag::Tag)> = tags
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| match t {
-                TagState::Valid(t) => Some((i as u32, *t)),
-                _ => None,
-            })
-            .collect();
-        if valid.is_empty() {
-            return None;
-        }
-        let (slot, tag) = valid[(pick >> 8) as usize % valid.len()];
-        let touched = match tag.kind {
-            Kind::Sector => vec![tag.key as u64],
-            Kind::Trim | Kind::Lost => {
-                let mut buf = vec![0u8; geo.slot_size as usize];
-                dev.read_slot(seg, slot, &mut buf).ok()?;
-                fault::record_sectors(&buf, sectors)
-            }
-        };
-        Some((seg, slot, touched))
-    }
-
     /// Strikes with the armed fault before an operation, now and then.
     fn strike(&mut self) {
+        let sectors = self.sectors;
+        if let Some(f) = self.ftl.as_mut() {
+            let hit = self
+                .striker
+                .strike(f.log_mut().device_mut().inner_mut(), sectors);
+            self.damaged.extend(hit);
+        }
+    }
+}
+
+/// The fault a case armed, and the damage it does to the medium now and then (bit errors
+/// within or beyond the ECC), the same for every target on the log.
+#[derive(Debug, Clone)]
+pub struct Striker {
+    fault: Fault,
+    rng: Rng,
+    /// One operation in so many is struck.
+    every: u64,
+    /// Pages given stuck bit errors within the ECC: (segment, slot, erase count).
+    stuck: HashSet<(u32, u32, u32)>,
+}
+
+impl Default for Striker {
+    fn default() -> Self {
+        Striker {
+            fault: Fault::PowerCut,
+            rng: Rng::new(0),
+            every: 1,
+            stuck: HashSet::new(),
+        }
+    }
+}
+
+impl Striker {
+    /// The fault armed.
+    pub fn fault(&self) -> Fault {
+        self.fault
+    }
+
+    /// Arms `fault` on `dev` for a workload of `ops` operations, its random choices drawn
+    /// from `seed`: sets the simulator's faults (silent failures, timebombs). Returns whether
+    /// the medium can take the fault.
+    pub fn arm<D: SimSegments>(
+        &mut self,
+        dev: &mut D,
+        fault: Fault,
+        seed: u64,
+        ops: usize,
+    ) -> bool {
+        self.fault = fault;
+        self.rng = Rng::new(mix(seed, 0xFA17));
+        // About two strikes per workload.
+        self.every = (ops as u64 / 2).max(1);
+        self.stuck.clear();
+        if matches!(fault, Fault::EccWithin | Fault::EccBeyond) && dev.ecc_correctable().is_none() {
+            return false;
+        }
+        let sim = dev.sim_mut();
+        let mut faults = FaultConfig {
+            seed: mix(seed, 0x5EED),
+            ..sim.faults().clone()
+        };
+        match fault {
+            Fault::PowerCut
+            | Fault::MountCut
+            | Fault::BadBlocks
+            | Fault::EccWithin
+            | Fault::EccBeyond => {}
+            Fault::Silent | Fault::SilentUnverified => {
+                // About one silent program and one silent erase per workload (a write of a
+                // few sectors takes a few programs).
+                faults.silent_program_rate = 1.0 / (ops as f64 * 2.0).max(1.0);
+                faults.silent_erase_rate = 0.05;
+            }
+            Fault::WearOut => {
+                // Two blocks fail within their next few erases.
+                let counts = sim.erase_counts();
+                let n = counts.len() as u64;
+                let mut rng = Rng::new(mix(seed, 0xB0B));
+                for _ in 0..2 {
+                    let block = rng.below(n) as u32;
+                    let at = counts.get(block as usize).copied().unwrap_or(0);
+                    faults.timebombs.push(Timebomb {
+                        block,
+                        at_erases: at + 1 + rng.below(3) as u32,
+                    });
+                }
+            }
+        }
+        sim.set_faults(faults);
+        true
+    }
+
+    /// Strikes `dev` (whose log exports `sectors` sectors) with the armed fault before an
+    /// operation, now and then; returns the sectors whose stored copy it destroyed.
+    pub fn strike<D: SimSegments>(&mut self, dev: &mut D, sectors: u64) -> Vec<u64> {
         if !matches!(self.fault, Fault::EccWithin | Fault::EccBeyond)
             || self.rng.below(self.every) != 0
         {
-            return;
+            return Vec::new();
         }
-        let Some(t) = self.device().and_then(|d| d.inner().ecc_correctable()) else {
-            return;
+        let Some(t) = dev.ecc_correctable() else {
+            return Vec::new();
         };
         if self.fault == Fault::EccWithin {
             if t == 0 {
-                return;
+                return Vec::new();
             }
             // A few pages get stuck errors, each page at most once per erase, so that no
             // codeword ever holds more than the ECC corrects.
             for _ in 0..4 {
-                let Some((seg, slot, _)) = self.pick_slot() else {
+                let pick = self.rng.below(1 << 32);
+                let Some((seg, slot, _)) = pick_slot(dev, pick, sectors) else {
                     continue;
                 };
                 let bits = 1 + self.rng.below(t as u64) as u8;
-                let erases = self
-                    .device()
-                    .and_then(|d| d.inner().sim().erase_counts().get(seg as usize).copied())
+                let erases = dev
+                    .sim()
+                    .erase_counts()
+                    .get(seg as usize)
+                    .copied()
                     .unwrap_or(0);
                 if self.stuck.insert((seg, slot, erases)) {
-                    if let Some(dev) = self.device_mut() {
-                        dev.inner_mut().inject_bit_errors(seg, slot, bits);
-                    }
+                    dev.inject_bit_errors(seg, slot, bits);
                 }
             }
-        } else if let Some((seg, slot, touched)) = self.pick_slot() {
+            Vec::new()
+        } else {
+            let pick = self.rng.below(1 << 32);
+            let Some((seg, slot, touched)) = pick_slot(dev, pick, sectors) else {
+                return Vec::new();
+            };
             let bits = (t as u64 + 1 + self.rng.below(4)).min(u8::MAX as u64) as u8;
-            if let Some(dev) = self.device_mut() {
-                if dev.inner_mut().inject_bit_errors(seg, slot, bits) {
-                    self.damaged.extend(touched);
-                }
+            if dev.inject_bit_errors(seg, slot, bits) {
+                touched
+            } else {
+                Vec::new()
             }
         }
     }
+}
+
+/// A slot of the log holding a valid tag, chosen by `pick`, with the sectors (of a log
+/// exporting `sectors`) its loss would touch.
+fn pick_slot<D: SimSegments>(dev: &mut D, pick: u64, sectors: u64) -> Option<(u32, u32, Vec<u64>)> {
+    let geo = dev.geometry();
+    let seg = (pick % geo.segments as u64) as u32;
+    let mut tags = vec![TagState::Erased; geo.slots as usize];
+    dev.read_tags(seg, &mut tags).ok()?;
+    let valid: Vec<(u32, flashfs::log::tag::Tag)> = tags
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| match t {
+            TagState::Valid(t) => Some((i as u32, *t)),
+            _ => None,
+        })
+        .collect();
+    if valid.is_empty() {
+        return None;
+    }
+    let (slot, tag) = valid[(pick >> 8) as usize % valid.len()];
+    let touched = match tag.kind {
+        Kind::Sector => vec![tag.key as u64],
+        Kind::Trim | Kind::Lost => {
+            let mut buf = vec![0u8; geo.slot_size as usize];
+            dev.read_slot(seg, slot, &mut buf).ok()?;
+            fault::record_sectors(&buf, sectors)
+        }
+    };
+    Some((seg, slot, touched))
 }
 
 impl<D: SimSegments> Target for FtlTarget<D> {
@@ -872,7 +979,7 @@ impl<D: SimSegments> Target for FtlTarget<D> {
 
     fn model(&self) -> Model {
         let mut m = Model::new(self.sectors);
-        if self.fault.damages_media() {
+        if self.striker.fault().damages_media() {
             m.tolerate_unreadable();
         }
         m
@@ -913,7 +1020,7 @@ impl<D: SimSegments> Target for FtlTarget<D> {
     }
 
     fn observe(&mut self, model: &Model) -> std::result::Result<(Vec<Content>, u64), String> {
-        let eio_ok = self.fault.damages_media();
+        let eio_ok = self.striker.fault().damages_media();
         let ftl = self.ftl.as_mut().ok_or_else(|| Self::gone().to_string())?;
         let read = read_sectors(ftl, model.history(), eio_ok)?;
         Ok((read, self.sectors * self.sector_size as u64))
@@ -933,51 +1040,11 @@ impl<D: SimSegments> Target for FtlTarget<D> {
     }
 
     fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
-        self.fault = fault;
-        self.rng = Rng::new(mix(seed, 0xFA17));
-        // About two strikes per workload.
-        self.every = (ops as u64 / 2).max(1);
-        let Some(dev) = self.device_mut() else {
+        let Some(f) = self.ftl.as_mut() else {
             return false;
         };
-        let sim = dev.inner_mut().sim_mut();
-        let mut faults = FaultConfig {
-            seed: mix(seed, 0x5EED),
-            ..sim.faults().clone()
-        };
-        match fault {
-            Fault::PowerCut | Fault::MountCut | Fault::BadBlocks => {}
-            Fault::EccWithin | Fault::EccBeyond => {
-                if dev.inner().ecc_correctable().is_none() {
-                    return false;
-                }
-            }
-            Fault::Silent => {
-                // About one silent program and one silent erase per workload (a write of a
-                // few sectors takes a few programs).
-                faults.silent_program_rate = 1.0 / (ops as f64 * 2.0).max(1.0);
-                faults.silent_erase_rate = 0.05;
-            }
-            Fault::WearOut => {
-                // Two blocks fail within their next few erases.
-                let counts = sim.erase_counts();
-                let n = counts.len() as u64;
-                let mut rng = Rng::new(mix(seed, 0xB0B));
-                for _ in 0..2 {
-                    let block = rng.below(n) as u32;
-                    let at = counts.get(block as usize).copied().unwrap_or(0);
-                    faults.timebombs.push(Timebomb {
-                        block,
-                        at_erases: at + 1 + rng.below(3) as u32,
-                    });
-                }
-            }
-        }
-        let sim = self.device_mut().map(|d| d.inner_mut().sim_mut());
-        if let Some(sim) = sim {
-            sim.set_faults(faults);
-        }
-        true
+        let dev = f.log_mut().device_mut().inner_mut();
+        self.striker.arm(dev, fault, seed, ops)
     }
 
     fn damaged(&mut self) -> Vec<u64> {
@@ -1096,10 +1163,10 @@ fn run_ops<T: Target>(
     res: &mut CaseResult,
 ) -> std::result::Result<Stop, String> {
     while *at < ops.len() {
-        let op = ops[*at];
+        let op = ops[*at].clone();
         model.issue(&op);
         *at += 1;
-        let r = target.apply(op);
+        let r = target.apply(op.clone());
         let damaged = target.damaged();
         if !damaged.is_empty() {
             model.damaged(&damaged);
@@ -1273,7 +1340,17 @@ fn case_steps<T: Target>(
         Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
         Stop::Done => {}
     }
-    remount_and_check(target, &mut model, res, "clean remount after writing more").map(|_| ())
+    if !remount_and_check(target, &mut model, res, "clean remount after writing more")? {
+        return Ok(());
+    }
+    match target.finish(&model) {
+        Ok(()) => Ok(()),
+        Err(Failure::Media(_)) => {
+            res.typed_errors += 1;
+            Ok(())
+        }
+        Err(e) => Err(format!("at the end of the case: {e}")),
+    }
 }
 
 /// The derived, smaller geometry the torture runs a preset with.
@@ -1285,6 +1362,8 @@ pub struct TortureDevice {
     pub spec: DeviceSpec,
     /// How it differs from the preset, in words (empty when it is the preset itself).
     pub note: &'static str,
+    /// The target it is shaped for.
+    pub target: TargetKind,
 }
 
 /// Erase units (NOR) a torture device keeps at most.
@@ -1343,6 +1422,7 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
         } else {
             ""
         },
+        target: TargetKind::Ftl,
     })
 }
 
@@ -1369,17 +1449,55 @@ impl TortureDevice {
     }
 }
 
+/// A system the torture runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetKind {
+    /// The block device ([`flashfs::Ftl`]): [`FtlTarget`].
+    Ftl,
+    /// The native file system ([`flashfs::Fs`]): [`FsTarget`].
+    Fs,
+}
+
+impl TargetKind {
+    /// Both, in report order.
+    pub const ALL: [TargetKind; 2] = [TargetKind::Ftl, TargetKind::Fs];
+
+    /// Name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Ftl => "ftl",
+            TargetKind::Fs => "fs",
+        }
+    }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<TargetKind> {
+        TargetKind::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+impl fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Options of a torture run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TortureOptions {
     /// Presets to run on (NOR or NAND).
     pub presets: Vec<String>,
+    /// Targets to run: the block device, the file system or both.
+    pub targets: Vec<TargetKind>,
     /// Fault kinds to inject (each where it applies to the preset's medium).
     pub faults: Vec<Fault>,
-    /// Workloads to run.
+    /// Block-device workloads to run (on the `ftl` target).
     pub workloads: Vec<Workload>,
-    /// Random cases per preset, fault kind and workload (each with a first and a chained
-    /// cut).
+    /// File-system workloads to run (on the `fs` target).
+    pub fs_workloads: Vec<FsWorkload>,
+    /// Random cases per preset, target, fault kind and workload (each with a first and a
+    /// chained cut).
     pub cuts: u64,
     /// Base seed: random case `i` uses workload seed `seed + i`; exhaustive runs use `seed`.
     pub seed: u64,
@@ -1396,6 +1514,18 @@ pub struct TortureOptions {
 /// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND.
 pub const DEFAULT_PRESETS: [&str; 4] = ["28f008sa", "nand-128m", "w25q64jv", "mlc-flexfs"];
 
+/// Every NOR and NAND preset: what the campaign covers.
+pub const ALL_PRESETS: [&str; 8] = [
+    "28f008sa",
+    "m29dw640d",
+    "st10f280",
+    "w25q64jv",
+    "nand-128m",
+    "nand-1g",
+    "w25n01gv",
+    "mlc-flexfs",
+];
+
 /// Operations per workload unless told otherwise.
 pub const DEFAULT_OPS: usize = 200;
 
@@ -1403,8 +1533,10 @@ impl Default for TortureOptions {
     fn default() -> Self {
         TortureOptions {
             presets: DEFAULT_PRESETS.iter().map(|s| s.to_string()).collect(),
+            targets: TargetKind::ALL.to_vec(),
             faults: Fault::ALL.to_vec(),
             workloads: Workload::ALL.to_vec(),
+            fs_workloads: FsWorkload::ALL.to_vec(),
             cuts: 100,
             seed: 1,
             ops: DEFAULT_OPS,
@@ -1415,22 +1547,22 @@ impl Default for TortureOptions {
     }
 }
 
-/// Totals per preset, fault kind and workload.
+/// Totals per preset, target, fault kind and workload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// Preset.
     pub preset: String,
-    /// Target ("ftl").
+    /// Target ("ftl" or "fs").
     pub target: String,
     /// Fault kind injected.
     pub kind: Fault,
-    /// Workload.
-    pub workload: Workload,
+    /// Workload (a block-device or a file-system workload, per the target).
+    pub workload: String,
     /// The geometry actually simulated.
     pub device: String,
-    /// Sectors exported and their size.
+    /// Sectors the block device exports, or blocks of the file system.
     pub sectors: u64,
-    /// Bytes per sector.
+    /// Bytes per sector (block).
     pub sector_size: usize,
     /// Cases run.
     pub cases: u64,
@@ -1440,9 +1572,11 @@ pub struct Report {
     pub remounts: u64,
     /// Bytes read back and checked against the model.
     pub bytes_verified: u64,
-    /// Media damage: sector reads that failed with EIO.
+    /// Media damage: reads that failed with EIO (sectors; for the file system, checks whose
+    /// walk over the volume met one).
     pub media_errors: u64,
-    /// Media damage: sectors whose newest copy was destroyed that came back older.
+    /// Media damage: sectors (file-system states) whose newest copy was destroyed that came
+    /// back older.
     pub rolled_back: u64,
     /// Media damage: workload operations that failed with a typed error.
     pub typed_errors: u64,
@@ -1452,6 +1586,8 @@ pub struct Report {
     pub violations: u64,
     /// Device operations the whole workload takes without a cut.
     pub workload_device_ops: u64,
+    /// Whether the log read back every program (on for the `silent` kind).
+    pub verify_programs: bool,
 }
 
 impl Report {
@@ -1469,7 +1605,7 @@ pub struct Violation {
     /// Target.
     pub target: String,
     /// Workload.
-    pub workload: Workload,
+    pub workload: String,
     /// Operations per workload.
     pub ops: usize,
     /// The case (with its fault kind).
@@ -1482,8 +1618,8 @@ impl Violation {
     /// The command line that replays exactly this case.
     pub fn reproducer(&self) -> String {
         let mut s = format!(
-            "flashfs torture --preset {} --fault {} --workload {} --seed {} --cut {}",
-            self.preset, self.case.fault, self.workload, self.case.seed, self.case.cut
+            "flashfs torture --preset {} --target {} --fault {} --workload {} --seed {} --cut {}",
+            self.preset, self.target, self.case.fault, self.workload, self.case.seed, self.case.cut
         );
         if self.case.torn {
             s.push_str(" --torn");
@@ -1526,9 +1662,9 @@ pub struct Skipped {
 /// The whole run.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
-    /// One per preset, fault kind and workload, in the order run.
+    /// One per preset, target, fault kind and workload, in the order run.
     pub reports: Vec<Report>,
-    /// The devices run on, one per preset.
+    /// The devices run on, one per preset and target.
     pub devices: Vec<TortureDevice>,
     /// Fault kinds that do not apply to a preset's medium.
     pub skipped: Vec<Skipped>,
@@ -1536,26 +1672,30 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
 }
 
-/// Runs cases on any target: `fresh` mounts a new copy of the formatted target.
+/// Device operations `ops` take on `target` without a cut.
+fn dry_run<T: Target>(mut target: T, ops: &[T::Op]) -> u64 {
+    let start = target.device_ops();
+    let mut model = target.model();
+    let mut at = 0;
+    let _ = run_ops(
+        &mut target,
+        &mut model,
+        ops,
+        &mut at,
+        &mut CaseResult::default(),
+    );
+    target.device_ops() - start
+}
+
+/// Runs cases on any target: `fresh` mounts a new copy of the formatted target. Also returns
+/// the device operations the workload takes without a cut.
 pub fn torture<T: Target>(
     fresh: &dyn Fn() -> Result<T>,
     ops: &[T::Op],
     cases: &[Case],
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Vec<CaseResult>, u64)> {
-    // Device operations the workload takes without a cut.
-    let mut dry = fresh()?;
-    let start = dry.device_ops();
-    let mut model = dry.model();
-    let mut at = 0;
-    let _ = run_ops(
-        &mut dry,
-        &mut model,
-        ops,
-        &mut at,
-        &mut CaseResult::default(),
-    );
-    let total = dry.device_ops() - start;
+    let total = dry_run(fresh()?, ops);
     let mut out = Vec::with_capacity(cases.len());
     for (i, &case) in cases.iter().enumerate() {
         out.push(run_case(fresh()?, ops, case));
@@ -1564,27 +1704,49 @@ pub fn torture<T: Target>(
     Ok((out, total))
 }
 
-/// The block device formatted on NOR.
-fn format_nor(dev: &TortureDevice, spec: NorSpec) -> Result<NorSegments<NorSim>> {
-    let what = || format!("formatting the block device on {}", dev.preset);
+/// The simulated NOR part of a torture device, as segments of [`NOR_SECTOR`] bytes.
+pub fn nor_part(dev: &TortureDevice) -> Result<NorSegments<NorSim>> {
+    let DeviceSpec::Nor(spec) = dev.spec else {
+        return Err(BenchError::InvalidOptions(format!(
+            "{} is not NOR",
+            dev.preset
+        )));
+    };
+    let what = || format!("the NOR part of {}", dev.preset);
     let sim = NorSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
-    let seg = NorSegments::new(sim, NOR_SECTOR).context(what)?;
-    Ok(Ftl::format(seg, FtlConfig::default())
-        .context(what)?
-        .into_device())
+    NorSegments::new(sim, NOR_SECTOR).context(what)
 }
 
-/// The block device formatted on NAND whose factory bad blocks follow from `meta_seed`.
-fn format_nand(
+/// The simulated NAND part of a torture device, its factory bad blocks (if its spec has
+/// any) following from `meta_seed`.
+pub fn nand_part(dev: &TortureDevice, meta_seed: u64) -> Result<NandSegments<NandSim>> {
+    nand_part_of(dev, spec_nand(dev)?, meta_seed)
+}
+
+fn spec_nand(dev: &TortureDevice) -> Result<NandSpec> {
+    match dev.spec {
+        DeviceSpec::Nand(s) => Ok(s),
+        _ => Err(BenchError::InvalidOptions(format!(
+            "{} is not NAND",
+            dev.preset
+        ))),
+    }
+}
+
+fn nand_part_of(
     dev: &TortureDevice,
     spec: NandSpec,
     meta_seed: u64,
 ) -> Result<NandSegments<NandSim>> {
-    let what = || format!("formatting the block device on {}", dev.preset);
+    let what = || format!("the NAND part of {}", dev.preset);
     let sim = NandSim::new(spec, ImageMeta::new(dev.preset, meta_seed)).context(what)?;
-    let seg = NandSegments::new(sim).context(what)?;
+    NandSegments::new(sim).context(what)
+}
+
+/// The block device formatted on `seg`.
+fn format_ftl<D: Segments>(dev: &TortureDevice, seg: D) -> Result<D> {
     Ok(Ftl::format(seg, FtlConfig::default())
-        .context(what)?
+        .context(|| format!("formatting the block device on {}", dev.preset))?
         .into_device())
 }
 
@@ -1592,12 +1754,9 @@ fn format_nand(
 /// specification allows).
 pub const BAD_BLOCK_PERMILLE: u32 = 100;
 
-/// The NAND part of [`Fault::BadBlocks`] for a case seed: a tenth of its blocks (never block
-/// 0) left the factory bad, at least one; the same seed gives the same blocks.
-pub fn bad_block_device(
-    dev: &TortureDevice,
-    seed: u64,
-) -> Result<(NandSegments<NandSim>, Vec<u32>)> {
+/// The unformatted NAND part of [`Fault::BadBlocks`] for a case seed: a tenth of its blocks
+/// (never block 0) left the factory bad, at least one; the same seed gives the same blocks.
+pub fn bad_block_part(dev: &TortureDevice, seed: u64) -> Result<(NandSegments<NandSim>, Vec<u32>)> {
     let DeviceSpec::Nand(spec) = dev.spec else {
         return Err(BenchError::InvalidOptions(format!(
             "{}: {}",
@@ -1614,17 +1773,26 @@ pub fn bad_block_device(
     let mut last = Vec::new();
     for i in 0..64 {
         let meta_seed = mix(seed, 0xBAD0 + i);
-        let mut sim = NandSim::new(spec, ImageMeta::new(dev.preset, meta_seed))
-            .context(|| format!("the bad-block part of {}", dev.preset))?;
+        let mut seg = nand_part_of(dev, spec, meta_seed)?;
         last = (0..spec.blocks)
-            .filter(|&b| sim.is_bad(b).unwrap_or(false))
+            .filter(|&b| seg.flash_mut().is_bad(b).unwrap_or(false))
             .collect();
         if !last.is_empty() {
-            return Ok((format_nand(dev, spec, meta_seed)?, last));
+            return Ok((seg, last));
         }
     }
     // Cannot happen with a tenth of the blocks bad; a part without any is still a part.
-    Ok((format_nand(dev, spec, mix(seed, 0xBAD0))?, last))
+    Ok((nand_part_of(dev, spec, mix(seed, 0xBAD0))?, last))
+}
+
+/// The NAND part of [`Fault::BadBlocks`] for a case seed with the block device formatted on
+/// it, and its factory bad blocks (see [`bad_block_part`]).
+pub fn bad_block_device(
+    dev: &TortureDevice,
+    seed: u64,
+) -> Result<(NandSegments<NandSim>, Vec<u32>)> {
+    let (seg, bad) = bad_block_part(dev, seed)?;
+    Ok((format_ftl(dev, seg)?, bad))
 }
 
 /// The cases of one preset, fault kind and workload, given the device operations the
@@ -1664,29 +1832,41 @@ fn cases(opts: &TortureOptions, fault: Fault, total: u64) -> Vec<Case> {
         .collect()
 }
 
-/// Runs one preset, fault kind and workload on the block device; `base` gives the formatted
-/// device for a workload seed.
-fn run_ftl<D: SimSegments>(
-    base: &dyn Fn(u64) -> Result<D>,
-    dev: &TortureDevice,
+/// What one (preset, target, fault, workload) runs: how to build its devices and targets.
+struct Combo<'a, D, T: Target> {
+    dev: &'a TortureDevice,
     fault: Fault,
-    workload: Workload,
+    workload: String,
+    /// The formatted device for a workload seed.
+    base: &'a dyn Fn(u64) -> Result<D>,
+    /// The target mounted on a formatted device.
+    mount: &'a dyn Fn(D) -> Result<T>,
+    /// The workload of a seed, sized for a mounted target.
+    ops_of: &'a dyn Fn(u64, &T) -> Vec<T::Op>,
+    /// Units (sectors, blocks) the target has, and their size.
+    shape: &'a dyn Fn(&T) -> (u64, usize),
+    verify_programs: bool,
+}
+
+/// Runs the cases of one preset, target, fault kind and workload.
+fn run_combo<D: Clone, T: Target>(
+    c: Combo<'_, D, T>,
     opts: &TortureOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Report, Vec<Violation>)> {
-    let probe = FtlTarget::mount(base(opts.seed)?, FtlConfig::default())?;
-    let (sectors, ss) = (probe.sectors(), probe.sector_size());
-    let ops_of = |seed| workload.ops(seed, sectors, ss, opts.ops);
+    let probe = (c.mount)((c.base)(opts.seed)?)?;
+    let (sectors, ss) = (c.shape)(&probe);
+    let target = probe.kind().to_string();
     // Device operations of the base seed's workload: the range random cuts are drawn from.
-    let fresh = || FtlTarget::mount(base(opts.seed)?, FtlConfig::default());
-    let (_, total) = torture(&fresh, &ops_of(opts.seed), &[], &mut |_| {})?;
-    let cases = cases(opts, fault, total);
+    let ops = (c.ops_of)(opts.seed, &probe);
+    let total = dry_run(probe, &ops);
+    let cases = cases(opts, c.fault, total);
     let mut report = Report {
-        preset: dev.preset.to_string(),
-        target: probe.kind().to_string(),
-        kind: fault,
-        workload,
-        device: dev.geometry(),
+        preset: c.dev.preset.to_string(),
+        target,
+        kind: c.fault,
+        workload: c.workload.clone(),
+        device: c.dev.geometry(),
         sectors,
         sector_size: ss,
         cases: cases.len() as u64,
@@ -1699,6 +1879,7 @@ fn run_ftl<D: SimSegments>(
         mount_errors: 0,
         violations: 0,
         workload_device_ops: total,
+        verify_programs: c.verify_programs,
     };
     let mut violations = Vec::new();
     let n = cases.len() as u64;
@@ -1708,14 +1889,19 @@ fn run_ftl<D: SimSegments>(
     while i < cases.len() {
         let seed = cases[i].seed;
         let j = i + cases[i..].iter().take_while(|c| c.seed == seed).count();
-        let dev_of_seed = base(seed)?;
-        let fresh = || FtlTarget::mount(dev_of_seed.clone(), FtlConfig::default());
+        let dev_of_seed = (c.base)(seed)?;
         // Parts with factory bad blocks differ in capacity from seed to seed.
-        let ops = workload.ops(seed, fresh()?.sectors(), ss, opts.ops);
-        let (results, _) = torture(&fresh, &ops, &cases[i..j], &mut |k| {
-            progress(done + k, n);
-        })?;
-        for (case, r) in cases[i..j].iter().zip(results) {
+        let mut first = Some((c.mount)(dev_of_seed.clone())?);
+        let ops = match &first {
+            Some(t) => (c.ops_of)(seed, t),
+            None => Vec::new(),
+        };
+        for case in &cases[i..j] {
+            let t = match first.take() {
+                Some(t) => t,
+                None => (c.mount)(dev_of_seed.clone())?,
+            };
+            let r = run_case(t, &ops, *case);
             report.cuts += r.cuts;
             report.remounts += r.remounts;
             report.bytes_verified += r.bytes_verified;
@@ -1726,28 +1912,94 @@ fn run_ftl<D: SimSegments>(
             if let Some(message) = r.violation {
                 report.violations += 1;
                 violations.push(Violation {
-                    preset: dev.preset.to_string(),
+                    preset: c.dev.preset.to_string(),
                     target: report.target.clone(),
-                    workload,
+                    workload: c.workload.clone(),
                     ops: opts.ops,
                     case: *case,
                     message,
                 });
             }
+            done += 1;
+            progress(done, n);
         }
-        done += (j - i) as u64;
         i = j;
     }
     Ok((report, violations))
 }
 
-/// Runs the torture over every preset, fault kind and workload of `opts` (fault kinds that
-/// do not apply to a preset's medium are skipped and listed). `progress` hears the label of
-/// the (preset, fault, workload) running, cases done and cases in it.
+/// The block device's settings for a fault kind: silent failures need programs read back.
+pub fn ftl_config(fault: Fault) -> FtlConfig {
+    let mut c = FtlConfig::default();
+    c.log.verify_programs |= fault.verifies_programs();
+    c
+}
+
+/// Runs one preset, fault kind and workload on the block device; `base` gives the formatted
+/// device for a workload seed.
+fn run_ftl<D: SimSegments>(
+    base: &dyn Fn(u64) -> Result<D>,
+    dev: &TortureDevice,
+    fault: Fault,
+    workload: Workload,
+    opts: &TortureOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Report, Vec<Violation>)> {
+    let config = ftl_config(fault);
+    let ops = opts.ops;
+    run_combo(
+        Combo {
+            dev,
+            fault,
+            workload: workload.name().to_string(),
+            base,
+            mount: &|d| FtlTarget::mount(d, config),
+            ops_of: &|seed, t: &FtlTarget<D>| workload.ops(seed, t.sectors(), t.sector_size(), ops),
+            shape: &|t: &FtlTarget<D>| (t.sectors(), t.sector_size()),
+            verify_programs: config.log.verify_programs,
+        },
+        opts,
+        progress,
+    )
+}
+
+/// Runs one preset, fault kind and workload on the file system; `base` gives the device
+/// holding a freshly formatted file system for a workload seed.
+fn run_fs<D: SimSegments>(
+    base: &dyn Fn(u64) -> Result<D>,
+    dev: &TortureDevice,
+    fault: Fault,
+    workload: FsWorkload,
+    opts: &TortureOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Report, Vec<Violation>)> {
+    let config = fs::fs_config(fault);
+    let ops = opts.ops;
+    run_combo(
+        Combo {
+            dev,
+            fault,
+            workload: workload.name().to_string(),
+            base,
+            mount: &|d| FsTarget::mount(d, config),
+            ops_of: &|seed, t: &FsTarget<D>| fs::fs_ops(workload, seed, ops, t),
+            shape: &|t: &FsTarget<D>| (t.blocks(), t.block_size() as usize),
+            verify_programs: config.ftl.log.verify_programs,
+        },
+        opts,
+        progress,
+    )
+}
+
+/// Runs the torture over every preset, target, fault kind and workload of `opts` (fault
+/// kinds that do not apply to a preset's medium are skipped and listed). `progress` hears
+/// the label of the (preset, target, fault, workload) running, cases done and cases in it.
 pub fn run(opts: &TortureOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<Outcome> {
-    if opts.presets.is_empty() || opts.workloads.is_empty() || opts.faults.is_empty() {
+    let wants_ftl = opts.targets.contains(&TargetKind::Ftl) && !opts.workloads.is_empty();
+    let wants_fs = opts.targets.contains(&TargetKind::Fs) && !opts.fs_workloads.is_empty();
+    if opts.presets.is_empty() || opts.faults.is_empty() || !(wants_ftl || wants_fs) {
         return Err(BenchError::InvalidOptions(
-            "no preset, no fault kind or no workload to run".into(),
+            "no preset, no fault kind, or no workload for a selected target to run".into(),
         ));
     }
     if opts.ops == 0 {
@@ -1767,53 +2019,20 @@ pub fn run(opts: &TortureOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> R
     }
     let mut outcome = Outcome::default();
     for preset in &opts.presets {
-        let dev = torture_device(preset)?;
-        outcome.devices.push(dev);
-        let mut formatted = None;
-        for &fault in &opts.faults {
-            if let Some(why) = fault.not_applicable(&dev.spec) {
-                outcome.skipped.push(Skipped {
-                    preset: dev.preset.to_string(),
-                    fault,
-                    why,
-                });
+        for &target in &TargetKind::ALL {
+            let wanted = match target {
+                TargetKind::Ftl => wants_ftl,
+                TargetKind::Fs => wants_fs,
+            };
+            if !wanted {
                 continue;
             }
-            for &w in &opts.workloads {
-                let label = format!("{} {} {}", dev.preset, fault, w);
-                let mut tick = |done, total| progress(&label, done, total);
-                let (report, violations) = match dev.spec {
-                    DeviceSpec::Nor(s) => {
-                        if formatted.is_none() {
-                            formatted = Some(format_nor(&dev, s).map(Formatted::Nor)?);
-                        }
-                        let Some(Formatted::Nor(base)) = &formatted else {
-                            unreachable!("a NOR preset is formatted on NOR")
-                        };
-                        run_ftl(&|_| Ok(base.clone()), &dev, fault, w, opts, &mut tick)?
-                    }
-                    DeviceSpec::Nand(_) if fault == Fault::BadBlocks => run_ftl(
-                        &|seed| bad_block_device(&dev, seed).map(|(d, _)| d),
-                        &dev,
-                        fault,
-                        w,
-                        opts,
-                        &mut tick,
-                    )?,
-                    DeviceSpec::Nand(s) => {
-                        if formatted.is_none() {
-                            formatted = Some(format_nand(&dev, s, 1).map(Formatted::Nand)?);
-                        }
-                        let Some(Formatted::Nand(base)) = &formatted else {
-                            unreachable!("a NAND preset is formatted on NAND")
-                        };
-                        run_ftl(&|_| Ok(base.clone()), &dev, fault, w, opts, &mut tick)?
-                    }
-                    DeviceSpec::Nvram(_) => continue,
-                };
-                outcome.reports.push(report);
-                outcome.violations.extend(violations);
-            }
+            let dev = match target {
+                TargetKind::Ftl => torture_device(preset)?,
+                TargetKind::Fs => fs::fs_torture_device(preset)?,
+            };
+            outcome.devices.push(dev);
+            run_preset(&dev, opts, &mut outcome, progress)?;
         }
     }
     if outcome.reports.is_empty() {
@@ -1830,10 +2049,94 @@ pub fn run(opts: &TortureOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> R
     Ok(outcome)
 }
 
-/// A formatted block device on the torture geometry of a preset.
-enum Formatted {
-    Nor(NorSegments<NorSim>),
-    Nand(NandSegments<NandSim>),
+/// Runs every fault kind and workload of `opts` on one torture device (one target).
+fn run_preset(
+    dev: &TortureDevice,
+    opts: &TortureOptions,
+    outcome: &mut Outcome,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<()> {
+    let target = dev.target;
+    let mut nor_base = None;
+    let mut nand_base = None;
+    let formatted = |seg| -> Result<_> {
+        match target {
+            TargetKind::Ftl => format_ftl(dev, seg),
+            TargetKind::Fs => fs::format_fs(dev, seg),
+        }
+    };
+    let formatted_nand = |seg| -> Result<_> {
+        match target {
+            TargetKind::Ftl => format_ftl(dev, seg),
+            TargetKind::Fs => fs::format_fs(dev, seg),
+        }
+    };
+    for &fault in &opts.faults {
+        if let Some(why) = fault.not_applicable(&dev.spec) {
+            let s = Skipped {
+                preset: dev.preset.to_string(),
+                fault,
+                why,
+            };
+            if !outcome.skipped.contains(&s) {
+                outcome.skipped.push(s);
+            }
+            continue;
+        }
+        let names: Vec<String> = match target {
+            TargetKind::Ftl => opts.workloads.iter().map(|w| w.name().into()).collect(),
+            TargetKind::Fs => opts.fs_workloads.iter().map(|w| w.name().into()).collect(),
+        };
+        for name in names {
+            let label = format!("{} {} {} {}", dev.preset, target, fault, name);
+            let mut tick = |done, total| progress(&label, done, total);
+            let (report, violations) = match dev.spec {
+                DeviceSpec::Nor(_) => {
+                    if nor_base.is_none() {
+                        nor_base = Some(formatted(nor_part(dev)?)?);
+                    }
+                    let base = nor_base.clone().expect("formatted above");
+                    let base = move |_| Ok(base.clone());
+                    match target {
+                        TargetKind::Ftl => {
+                            let w = Workload::from_name(&name).expect("a block-device workload");
+                            run_ftl(&base, dev, fault, w, opts, &mut tick)?
+                        }
+                        TargetKind::Fs => {
+                            let w = FsWorkload::from_name(&name).expect("a file-system workload");
+                            run_fs(&base, dev, fault, w, opts, &mut tick)?
+                        }
+                    }
+                }
+                DeviceSpec::Nand(_) => {
+                    let base: Box<dyn Fn(u64) -> Result<NandSegments<NandSim>>> =
+                        if fault == Fault::BadBlocks {
+                            Box::new(|seed| formatted_nand(bad_block_part(dev, seed)?.0))
+                        } else {
+                            if nand_base.is_none() {
+                                nand_base = Some(formatted_nand(nand_part(dev, 1)?)?);
+                            }
+                            let base = nand_base.clone().expect("formatted above");
+                            Box::new(move |_| Ok(base.clone()))
+                        };
+                    match target {
+                        TargetKind::Ftl => {
+                            let w = Workload::from_name(&name).expect("a block-device workload");
+                            run_ftl(&*base, dev, fault, w, opts, &mut tick)?
+                        }
+                        TargetKind::Fs => {
+                            let w = FsWorkload::from_name(&name).expect("a file-system workload");
+                            run_fs(&*base, dev, fault, w, opts, &mut tick)?
+                        }
+                    }
+                }
+                DeviceSpec::Nvram(_) => continue,
+            };
+            outcome.reports.push(report);
+            outcome.violations.extend(violations);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

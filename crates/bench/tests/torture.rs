@@ -5,7 +5,7 @@ use flash::{ImageMeta, NandSim};
 use flashfs::{Ftl, FtlConfig, NandSegments};
 use flashfs_bench::torture::{
     run, run_case, torture, torture_device, Case, Failure, Fault, FtlTarget, Model, Op, Target,
-    TortureOptions, Workload,
+    TargetKind, TortureOptions, Workload,
 };
 
 type Nand = NandSegments<NandSim>;
@@ -204,6 +204,7 @@ fn a_device_that_rolls_back_a_flushed_sector_is_caught() {
 fn exhaustive_cuts_every_operation_clean_and_torn() {
     let opts = TortureOptions {
         presets: vec!["w25q64jv".into()],
+        targets: vec![TargetKind::Ftl],
         workloads: vec![Workload::Mixed],
         faults: vec![Fault::PowerCut],
         ops: 12,
@@ -227,6 +228,7 @@ fn exhaustive_cuts_every_operation_clean_and_torn() {
 fn a_replayed_case_is_the_same_case() {
     let opts = TortureOptions {
         presets: vec!["28f008sa".into()],
+        targets: vec![TargetKind::Ftl],
         workloads: vec![Workload::AppendLog],
         faults: vec![Fault::MountCut],
         cut: Some(37),

@@ -5,7 +5,7 @@ use flash::{ImageMeta, NandSim};
 use flashfs::{Ftl, FtlConfig, NandSegments};
 use flashfs_bench::torture::{
     bad_block_device, run, run_case, torture_device, Case, CaseResult, Failure, Fault, FtlTarget,
-    Model, Op, SimSegments, Target, TortureOptions, Workload,
+    Model, Op, SimSegments, Target, TargetKind, TortureOptions, Workload,
 };
 
 type Nand = NandSegments<NandSim>;
@@ -165,6 +165,7 @@ fn honest() -> FtlTarget<Nand> {
 fn every_fault_but_silent_failures_runs_clean() {
     let opts = TortureOptions {
         presets: vec!["nand-128m".into(), "w25q64jv".into()],
+        targets: vec![TargetKind::Ftl],
         faults: Fault::ALL
             .into_iter()
             .filter(|&f| f != Fault::Silent)

@@ -606,14 +606,15 @@ fn torture_reports_each_fault_kind_in_its_own_row_with_media_counts() {
 
 #[test]
 fn torture_violations_print_a_reproducer_that_replays_the_case() {
-    // Silent program failures lose data the block device acknowledged: the torture says so.
+    // Silent program failures lose data the block device acknowledged when nothing reads
+    // programs back: the torture says so.
     let out = flashfs()
         .args([
             "torture",
             "--preset",
             "nand-128m",
             "--fault",
-            "silent",
+            "silent-unverified",
             "--workload",
             "append-log",
             "--cuts",
@@ -625,7 +626,7 @@ fn torture_violations_print_a_reproducer_that_replays_the_case() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let line = stdout
         .lines()
-        .find(|l| l.starts_with("violation: nand-128m ftl silent append-log seed "))
+        .find(|l| l.starts_with("violation: nand-128m ftl silent-unverified append-log seed "))
         .unwrap_or_else(|| panic!("no violation line: {stdout}"));
     let repro = stdout
         .lines()
@@ -633,7 +634,7 @@ fn torture_violations_print_a_reproducer_that_replays_the_case() {
         .unwrap();
     assert!(
         repro.starts_with(
-            "flashfs torture --preset nand-128m --fault silent --workload append-log --seed "
+            "flashfs torture --preset nand-128m --target ftl --fault silent-unverified --workload append-log --seed "
         ),
         "{repro}"
     );

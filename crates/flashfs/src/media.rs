@@ -56,6 +56,26 @@ pub trait Segments {
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()>;
     /// Writes a slot: data, then tag (atomically on NAND).
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()>;
+    /// Writes a slot and reads it back: a slot that does not read back as written is a
+    /// failed program (`ProgramFailed`), which catches programs that report success and do
+    /// nothing. Where data and tag are programmed apart (NOR), the data is checked before
+    /// the tag vouches for it, so a power cut can never leave a tag over unwritten data.
+    fn write_slot_verified(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        self.write_slot(seg, slot, tag, data)?;
+        let mut back = alloc::vec![0u8; self.geometry().slot_size as usize];
+        let failed = Error::Flash(FlashError::ProgramFailed { block: seg });
+        match self.read_slot(seg, slot, &mut back) {
+            Ok(()) if back.get(..data.len()) == Some(data) => {}
+            Ok(()) | Err(Error::Io) => return Err(failed),
+            Err(e) => return Err(e),
+        }
+        let mut tags = alloc::vec![TagState::Erased; slot as usize + 1];
+        match self.read_tags(seg, &mut tags) {
+            Ok(()) if tags[slot as usize] == TagState::Valid(*tag) => Ok(()),
+            Ok(()) | Err(Error::Io) => Err(failed),
+            Err(e) => Err(e),
+        }
+    }
     /// Whether a slot (data and tag) is entirely erased, so it can be written.
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool>;
     /// Whether programming `slot` can destroy what an earlier slot (or the header) of its
@@ -262,6 +282,31 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         t[..TAG_LEN].copy_from_slice(&tag.encode());
         let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
         self.program(base + head + slot as u64 * self.tag_stride as u64, &t)
+    }
+    fn write_slot_verified(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        let base = self.base(seg);
+        let failed = Error::Flash(FlashError::ProgramFailed { block: seg });
+        let mut want = alloc::vec![0xFFu8; self.slot_size as usize];
+        want[..data.len()].copy_from_slice(data);
+        let at = base + self.data_off as u64 + slot as u64 * self.slot_size as u64;
+        self.program(at, &want)?;
+        let mut back = alloc::vec![0u8; want.len()];
+        self.read_at(at, &mut back)?;
+        if back != want {
+            // No tag: the slot stays invisible, as if the power had gone before it.
+            return Err(failed);
+        }
+        let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
+        t[..TAG_LEN].copy_from_slice(&tag.encode());
+        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
+        let at = base + head + slot as u64 * self.tag_stride as u64;
+        self.program(at, &t)?;
+        let mut back = alloc::vec![0u8; t.len()];
+        self.read_at(at, &mut back)?;
+        if Tag::decode(&back) != TagState::Valid(*tag) {
+            return Err(failed);
+        }
+        Ok(())
     }
 
     fn can_patch(&self) -> bool {

@@ -29,8 +29,12 @@ pub enum Fault {
     /// Bit errors beyond what the ECC corrects, on pages the log holds: reads may fail with
     /// EIO, a sector whose newest copy was destroyed may come back older; never wrong bytes.
     EccBeyond,
-    /// Programs and erases that report success and do nothing.
+    /// Programs and erases that report success and do nothing; the log reads every
+    /// program back ([`flashfs::LogConfig::verify_programs`]).
     Silent,
+    /// The same silent failures with the read-back off: not in the default set, since it
+    /// shows what the read-back is for — acknowledged data lost.
+    SilentUnverified,
     /// Blocks that wear out during the run (program and erase fail from then on).
     WearOut,
     /// A part with factory bad blocks (10%): they must never be used.
@@ -57,6 +61,7 @@ impl Fault {
             Fault::EccWithin => "ecc-within",
             Fault::EccBeyond => "ecc-beyond",
             Fault::Silent => "silent",
+            Fault::SilentUnverified => "silent-unverified",
             Fault::WearOut => "wear-out",
             Fault::BadBlocks => "bad-blocks",
         }
@@ -64,7 +69,15 @@ impl Fault {
 
     /// Parses a name.
     pub fn from_name(s: &str) -> Option<Fault> {
-        Fault::ALL.into_iter().find(|f| f.name() == s)
+        Fault::ALL
+            .into_iter()
+            .chain([Fault::SilentUnverified])
+            .find(|f| f.name() == s)
+    }
+
+    /// Whether the log reads back every program under this fault.
+    pub fn verifies_programs(self) -> bool {
+        self == Fault::Silent
     }
 
     /// Why the fault does not apply to a medium, or `None` when it does.
@@ -82,12 +95,18 @@ impl Fault {
     /// Whether the fault damages the medium, so that typed errors (EIO, a worn-out device,
     /// no space left once blocks retire) are expected and counted rather than violations.
     pub fn damages_media(self) -> bool {
-        matches!(self, Fault::EccBeyond | Fault::Silent | Fault::WearOut)
+        matches!(
+            self,
+            Fault::EccBeyond | Fault::Silent | Fault::SilentUnverified | Fault::WearOut
+        )
     }
 
     /// A small number identifying the kind in seeds.
     pub(super) fn code(self) -> u64 {
-        Fault::ALL.iter().position(|&f| f == self).unwrap_or(0) as u64
+        Fault::ALL
+            .iter()
+            .position(|&f| f == self)
+            .unwrap_or(Fault::ALL.len()) as u64
     }
 }
 

@@ -4,33 +4,46 @@ use std::io::Write;
 
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
-use flashfs_bench::torture::{self, Fault, TortureOptions, Workload, DEFAULT_OPS};
+use flashfs_bench::fswork::FsWorkload;
+use flashfs_bench::torture::{
+    self, Fault, Outcome, Report, TargetKind, TortureOptions, Workload, ALL_PRESETS, DEFAULT_OPS,
+};
 
 use crate::Global;
 
 pub const EXAMPLES: &str = "Examples:
-  flashfs torture                               default presets x every fault x every workload
+  flashfs torture                               default presets x both targets x every fault x every workload
+  flashfs torture --target fs --preset st10f280 --workload mail-spool --cuts 200
   flashfs torture --preset nand-128m --workload database --cuts 500
   flashfs torture --preset nand-128m --fault ecc-beyond --fault wear-out --cuts 200
   flashfs torture --preset w25q64jv --fault power-cut --workload mixed --ops 60 --exhaustive
   flashfs torture --preset 28f008sa --fault mount-cut --workload append-log --seed 7 --cut 412 --torn
                                                 replay one case (as a violation prints it)
-  flashfs torture --json                        one JSON object per preset, fault and workload
+  flashfs torture --json                        one JSON object per preset, target, fault and workload
+  flashfs torture --campaign 1000000            every preset, target, fault and workload until
+                                                a million power cuts have been made
 
-Each case runs a workload on the block device, cuts the power after a device operation
-(cleanly, or tearing that operation), reboots, mounts, reads every sector and checks it
-holds its value at the last acknowledged flush or one written since; then continues the
-workload with a second cut, writes a little more and remounts. The fault kinds add to that:
+Each case runs a workload on a target, cuts the power after a device operation (cleanly, or
+tearing that operation), reboots, mounts and checks what it finds; then continues the
+workload with a second cut, writes a little more and remounts. The block device (ftl) must
+show in each sector its value at the last acknowledged flush or one written since; the file
+system (fs) must mount, pass fsck, and hold the state of its last sync plus whole operations
+since, in order; at the end deleting everything must give back all the space. The fault
+kinds add to that:
   power-cut    nothing more
   mount-cut    the power goes again while mounting after the first cut (or in its first writes)
   ecc-within   stuck bit errors the ECC corrects: must be invisible (NAND)
   ecc-beyond   bit errors beyond the ECC: reads may fail with EIO, never return wrong bytes (NAND)
-  silent       programs and erases that report success and do nothing
+  silent       programs and erases that report success and do nothing (the log then reads
+               back every program: LogConfig::verify_programs, off by default)
+  silent-unverified  the same with the read-back off (only when asked for): shows the
+               acknowledged data such failures lose without it
   wear-out     blocks that fail program and erase part-way through the run
   bad-blocks   a part with 10% factory bad blocks (NAND)
 Typed errors under ecc-beyond, silent and wear-out are media damage, counted (column media),
 not violations. Large presets run with fewer and smaller erase blocks (listed above the
-table) so the cleaner works within one workload. The torture covers the block device (ftl).";
+table) so the cleaner works within one workload; the file system gets more of them where it
+would not fit.";
 
 /// Options of `flashfs torture`.
 #[derive(Debug, ClapArgs)]
@@ -39,12 +52,18 @@ pub struct Args {
     /// mlc-flexfs].
     #[arg(long, value_name = "NAME")]
     preset: Vec<String>,
-    /// Fault kinds: power-cut, mount-cut, ecc-within, ecc-beyond, silent, wear-out, bad-blocks
-    /// (repeatable) [default: every kind that applies to each preset's medium].
-    #[arg(long, value_name = "KIND", value_parser = ["power-cut", "mount-cut", "ecc-within", "ecc-beyond", "silent", "wear-out", "bad-blocks"])]
+    /// Fault kinds: power-cut, mount-cut, ecc-within, ecc-beyond, silent, wear-out,
+    /// bad-blocks, silent-unverified (repeatable) [default: every kind that applies to each
+    /// preset's medium, but silent-unverified].
+    #[arg(long, value_name = "KIND", value_parser = ["power-cut", "mount-cut", "ecc-within", "ecc-beyond", "silent", "wear-out", "bad-blocks", "silent-unverified"])]
     fault: Vec<String>,
-    /// Workloads: mixed, append-log, database, kawaguchi-random (repeatable) [default: all].
-    #[arg(long, value_name = "W", value_parser = ["mixed", "append-log", "database", "kawaguchi-random"])]
+    /// Targets: ftl (the block device), fs (the file system) (repeatable) [default: both].
+    #[arg(long, value_name = "T", value_parser = ["ftl", "fs"])]
+    target: Vec<String>,
+    /// Workloads: mixed, append-log, database, kawaguchi-random on the block device;
+    /// fs-mixed, mail-spool, fs-append-log, fs-database on the file system (repeatable)
+    /// [default: all of the selected targets'].
+    #[arg(long, value_name = "W", value_parser = ["mixed", "append-log", "database", "kawaguchi-random", "fs-mixed", "mail-spool", "fs-append-log", "fs-database"])]
     workload: Vec<String>,
     /// Random cases per preset, fault kind and workload, each with a first and a chained
     /// second cut.
@@ -65,9 +84,13 @@ pub struct Args {
     /// With --cut: the operation at the cut is torn (left half done).
     #[arg(long, requires = "cut")]
     torn: bool,
-    /// One JSON object per preset, fault kind and workload instead of the table.
+    /// One JSON object per preset, target, fault kind and workload instead of the table.
     #[arg(long)]
     json: bool,
+    /// Run every preset, target, fault kind and workload (unless selected) in rounds of
+    /// --cuts cases each until N power cuts have been made; print the totals.
+    #[arg(long, value_name = "N", conflicts_with_all = ["cut", "exhaustive"])]
+    campaign: Option<u64>,
 }
 
 /// Violations printed in full; the rest are counted.
@@ -94,20 +117,51 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
             .filter_map(|f| Fault::from_name(f))
             .collect();
     }
+    if !args.target.is_empty() {
+        opts.targets = args
+            .target
+            .iter()
+            .filter_map(|t| TargetKind::from_name(t))
+            .collect();
+    }
     if !args.workload.is_empty() {
         opts.workloads = args
             .workload
             .iter()
             .filter_map(|w| Workload::from_name(w))
             .collect();
+        opts.fs_workloads = args
+            .workload
+            .iter()
+            .filter_map(|w| FsWorkload::from_name(w))
+            .collect();
+        // A target none of whose workloads was named does not run.
+        opts.targets.retain(|t| match t {
+            TargetKind::Ftl => !opts.workloads.is_empty(),
+            TargetKind::Fs => !opts.fs_workloads.is_empty(),
+        });
     }
-    let bar = global.progress_bar(1, "{msg:>39} [{bar:40}] {pos}/{len} cases {eta}");
-    let outcome = torture::run(&opts, &mut |label, done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(label.to_string());
-    })?;
+    let bar = global.progress_bar(1, "{msg:>42} [{bar:40}] {pos}/{len} cases {eta}");
+    let started = std::time::Instant::now();
+    let outcome = match args.campaign {
+        None => torture::run(&opts, &mut |label, done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+            bar.set_message(label.to_string());
+        })?,
+        Some(goal) => {
+            if args.preset.is_empty() {
+                opts.presets = ALL_PRESETS.iter().map(|s| s.to_string()).collect();
+            }
+            campaign(&mut opts, goal, &mut |label, done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+                bar.set_message(label.to_string());
+            })?
+        }
+    };
     bar.finish_and_clear();
+    let wall = started.elapsed();
 
     if args.json {
         for r in &outcome.reports {
@@ -116,7 +170,10 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
                 .violations
                 .iter()
                 .filter(|x| {
-                    x.preset == r.preset && x.case.fault == r.kind && x.workload == r.workload
+                    x.preset == r.preset
+                        && x.target == r.target
+                        && x.case.fault == r.kind
+                        && x.workload == r.workload
                 })
                 .take(SHOWN)
                 .map(|x| x.reproducer())
@@ -135,7 +192,13 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
             } else {
                 format!(" ({})", d.note)
             };
-            writeln!(out, "{}: {}{note}", d.preset, d.geometry())?;
+            writeln!(out, "{} {}: {}{note}", d.preset, d.target, d.geometry())?;
+        }
+        if outcome.reports.iter().any(|r| r.verify_programs) {
+            writeln!(
+                out,
+                "silent: the log reads back every program (verify_programs on; off by default)"
+            )?;
         }
         for s in &outcome.skipped {
             writeln!(out, "{}: {} does not apply: {}", s.preset, s.fault, s.why)?;
@@ -143,8 +206,9 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
         writeln!(out)?;
         writeln!(
             out,
-            "{:<12} {:<10} {:<17} {:>8} {:>6} {:>6} {:>8} {:>12} {:>6} {:>10}",
+            "{:<12} {:<4} {:<10} {:<17} {:>9} {:>6} {:>6} {:>8} {:>12} {:>6} {:>10}",
             "preset",
+            "tgt",
             "kind",
             "workload",
             "sectors",
@@ -158,10 +222,11 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
         for r in &outcome.reports {
             writeln!(
                 out,
-                "{:<12} {:<10} {:<17} {:>8} {:>6} {:>6} {:>8} {:>12.1} {:>6} {:>10}",
+                "{:<12} {:<4} {:<10} {:<17} {:>9} {:>6} {:>6} {:>8} {:>12.1} {:>6} {:>10}",
                 r.preset,
+                r.target,
                 r.kind.name(),
-                r.workload.name(),
+                r.workload,
                 format!("{}x{}", r.sectors, r.sector_size),
                 r.cases,
                 r.cuts,
@@ -176,6 +241,24 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "  reproduce: {}", v.reproducer())?;
         }
     }
+    if args.campaign.is_some() || !args.json {
+        let sum = |f: fn(&Report) -> u64| outcome.reports.iter().map(f).sum::<u64>();
+        let line = format!(
+            "total: {} cases, {} cuts, {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
+            sum(|r| r.cases),
+            sum(|r| r.cuts),
+            sum(|r| r.remounts),
+            sum(|r| r.bytes_verified) as f64 / 1e6,
+            sum(Report::media_damage),
+            sum(|r| r.violations),
+            wall.as_secs_f64()
+        );
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            writeln!(out, "{line}")?;
+        }
+    }
     let n = outcome.violations.len();
     if n > SHOWN {
         eprintln!("... and {} more violations", n - SHOWN);
@@ -188,4 +271,55 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs rounds of `opts.cuts` cases per preset, target, fault kind and workload, each round
+/// with fresh seeds, until `goal` power cuts have been made; sums the rounds.
+fn campaign(
+    opts: &mut TortureOptions,
+    goal: u64,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Outcome> {
+    if opts.cuts == 0 {
+        bail!("--campaign needs --cuts above 0 (cases per round)");
+    }
+    let mut total = Outcome::default();
+    let mut cuts = 0;
+    let mut round = 0u64;
+    while cuts < goal {
+        let o = torture::run(opts, &mut |label, done, n| {
+            progress(&format!("round {} {label}", round + 1), done, n)
+        })?;
+        cuts += o.reports.iter().map(|r| r.cuts).sum::<u64>();
+        if round == 0 {
+            total = o;
+        } else {
+            for r in o.reports {
+                let same = total.reports.iter_mut().find(|t| {
+                    t.preset == r.preset
+                        && t.target == r.target
+                        && t.kind == r.kind
+                        && t.workload == r.workload
+                });
+                match same {
+                    Some(t) => {
+                        t.cases += r.cases;
+                        t.cuts += r.cuts;
+                        t.remounts += r.remounts;
+                        t.bytes_verified += r.bytes_verified;
+                        t.media_errors += r.media_errors;
+                        t.rolled_back += r.rolled_back;
+                        t.typed_errors += r.typed_errors;
+                        t.mount_errors += r.mount_errors;
+                        t.violations += r.violations;
+                    }
+                    None => total.reports.push(r),
+                }
+            }
+            total.violations.extend(o.violations);
+        }
+        round += 1;
+        opts.seed = opts.seed.wrapping_add(opts.cuts);
+    }
+    Ok(total)
 }

@@ -341,7 +341,19 @@ impl<D: Segments> Fs<D> {
     }
 
     fn write_commit(&mut self) -> Result<()> {
-        let root = self.tree.commit()?;
+        // A spare pointer whose program failed counts as torn: the index retries the
+        // commit by copying that node instead. New nodes never fail here (the log moves a
+        // failed program to another segment itself).
+        let mut root = self.tree.commit();
+        for _ in 0..3 {
+            match root {
+                Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => {
+                    root = self.tree.commit();
+                }
+                _ => break,
+            }
+        }
+        let root = root?;
         let index_gen = self.tree.committed_generation();
         self.tree.store_mut().ftl.flush()?;
         let sb = Superblock {

@@ -497,7 +497,19 @@ impl<D: Segments> Log<D> {
         {
             return Err(Error::InvalidArgument("patch beyond its slot"));
         }
-        self.dev.patch_slot(at.seg, at.slot, offset, bytes)
+        self.dev.patch_slot(at.seg, at.slot, offset, bytes)?;
+        if self.config.verify_programs {
+            let mut back = alloc::vec![0u8; self.geo.slot_size as usize];
+            let same = match self.dev.read_slot(at.seg, at.slot, &mut back) {
+                Ok(()) => back[offset..offset + bytes.len()] == *bytes,
+                Err(Error::Io) => false,
+                Err(e) => return Err(e),
+            };
+            if !same {
+                return Err(Error::Flash(FlashError::ProgramFailed { block: at.seg }));
+            }
+        }
+        Ok(())
     }
 
     /// Appends a slot for the owner, cleaning first if space runs short.
@@ -845,13 +857,11 @@ impl<D: Segments> Log<D> {
             let seg = self.head_segment(head, by)?;
             let slot = self.segs[seg as usize].used;
             self.segs[seg as usize].used += 1;
-            let mut r = self.dev.write_slot(seg, slot, tag, data);
-            if r.is_ok()
-                && self.config.verify_programs
-                && !self.slot_reads_back(seg, slot, tag, data)?
-            {
-                r = Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
-            }
+            let r = if self.config.verify_programs {
+                self.dev.write_slot_verified(seg, slot, tag, data)
+            } else {
+                self.dev.write_slot(seg, slot, tag, data)
+            };
             match r {
                 Ok(()) => {
                     let now = self.now_ns();
@@ -954,26 +964,6 @@ impl<D: Segments> Log<D> {
         Err(Error::ReadOnly)
     }
 
-    /// Whether a slot just written reads back as written: its data, and its tag
-    /// ([`LogConfig::verify_programs`]). An unreadable slot does not.
-    fn slot_reads_back(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<bool> {
-        let mut back = alloc::vec![0u8; self.geo.slot_size as usize];
-        match self.dev.read_slot(seg, slot, &mut back) {
-            Ok(()) => {}
-            Err(Error::Io) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-        if back.get(..data.len()) != Some(data) {
-            return Ok(false);
-        }
-        let mut tags = alloc::vec![TagState::Erased; slot as usize + 1];
-        match self.dev.read_tags(seg, &mut tags) {
-            Ok(()) => Ok(tags[slot as usize] == TagState::Valid(*tag)),
-            Err(Error::Io) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Whether a segment about to be opened reads erased (its header area and first slot):
     /// an erase that reported success but did nothing shows here. Waits out an erase still
     /// running on its bank, as the header program would.
@@ -986,6 +976,17 @@ impl<D: Segments> Log<D> {
             ));
         }
         if self.dev.read_header(seg)? != HeaderState::Erased {
+            return Ok(false);
+        }
+        // Every tag, not just the first slot: a stale tag left by an erase that did nothing
+        // would bring an old version back at the next mount.
+        let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
+        match self.dev.read_tags(seg, &mut tags) {
+            Ok(()) => {}
+            Err(Error::Io) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if tags.iter().any(|t| *t != TagState::Erased) {
             return Ok(false);
         }
         let first = self
@@ -1032,7 +1033,17 @@ impl<D: Segments> Log<D> {
     /// Erases a segment (in the background where configured); a failed erase retires it.
     fn erase_segment(&mut self, seg: u32) -> Result<()> {
         self.segs[seg as usize].erase_count = self.segs[seg as usize].erase_count.saturating_add(1);
-        match self.dev.erase(seg, self.config.background_erase) {
+        let mut r = self.dev.erase(seg, self.config.background_erase);
+        if r.is_ok() && self.config.verify_programs {
+            // An erase that did nothing leaves old tags that a mount would read as live
+            // versions; check now, before anything relies on the segment being empty.
+            let bank = self.dev.bank_of(seg) as usize;
+            self.erasing_until[bank] = self.now_ns() + self.dev.erase_time().as_nanos() as u64;
+            if !self.reads_erased(seg)? {
+                r = Err(Error::Flash(FlashError::EraseFailed { block: seg }));
+            }
+        }
+        match r {
             Ok(()) => {
                 self.stats.erases += 1;
                 let bank = self.dev.bank_of(seg) as usize;
@@ -1059,7 +1070,18 @@ impl<D: Segments> Log<D> {
         self.close(seg);
         self.set_state(seg, SegState::Bad);
         self.stats.retired += 1;
-        self.dev.mark_bad(seg)
+        self.dev.mark_bad(seg)?;
+        // A retirement mark that did not take (NOR: the header survived its clearing) would
+        // let a mount read the segment's old slots as live.
+        for _ in 0..3 {
+            if !self.config.verify_programs
+                || !matches!(self.dev.read_header(seg), Ok(HeaderState::Valid(_)))
+            {
+                break;
+            }
+            self.dev.mark_bad(seg)?;
+        }
+        Ok(())
     }
 
     fn close(&mut self, seg: u32) {
