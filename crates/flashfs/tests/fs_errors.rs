@@ -141,3 +141,48 @@ fn failed_commit_on_nor_with_spare_pointers() {
     failed_commit_returns_to_the_version_on_flash(nor(true));
     failed_commit_returns_to_the_version_on_flash(nor(false));
 }
+
+/// A file read (its extent map kept in RAM), then changed, then the commit fails: reads
+/// show the version on flash again, not the extents of the lost changes.
+fn failed_commit_forgets_extent_maps<D: Segments>(dev: D) {
+    use flashfs::fs::{SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
+    let fail = Rc::new(Cell::new(false));
+    let dev = FailingSync {
+        dev,
+        fail: fail.clone(),
+    };
+    let mut fs = Fs::format(dev, fs_config()).unwrap();
+    let bs = fs.block_size() as usize;
+    let synced: Vec<u8> = (0..6 * bs).map(|i| (i % 251) as u8).collect();
+    let ino = fs.write_file(b"/f", &synced).unwrap().ino;
+    fs.sync().unwrap();
+    assert_eq!(fs.read_file(b"/f").unwrap(), synced);
+    fs.write(ino, bs as u64 + 3, &vec![7; 2 * bs]).unwrap();
+    let mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+    fs.fallocate(ino, mode, 4 * bs as u64, bs as u64).unwrap();
+    let set = SetAttr {
+        size: Some(5 * bs as u64 + 1),
+        ..Default::default()
+    };
+    fs.setattr(ino, set).unwrap();
+    assert_ne!(fs.read_file(b"/f").unwrap(), synced);
+    fail.set(true);
+    assert_eq!(fs.sync(), Err(Error::Io));
+    fail.set(false);
+    assert_eq!(fs.read_file(b"/f").unwrap(), synced);
+    let mut block = vec![0; bs];
+    fs.read(ino, 4 * bs as u64, &mut block).unwrap();
+    assert_eq!(block, synced[4 * bs..5 * bs]);
+    let report = fs.check(false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+#[test]
+fn failed_commit_forgets_extent_maps_on_nand() {
+    failed_commit_forgets_extent_maps(nand());
+}
+
+#[test]
+fn failed_commit_forgets_extent_maps_on_nor() {
+    failed_commit_forgets_extent_maps(nor(false));
+}

@@ -5,6 +5,13 @@
 //! reads of one file, random 4 KiB writes and reads in it, and creating then deleting many
 //! small files. The flashfs image lives on tmpfs, so both sides measure the cost of the
 //! code and the FUSE round trips, not of a disk.
+//!
+//! Both are mounted with the same kernel caching: buffered I/O, write-back caching of
+//! writes, and no page cache kept across opens (neither asks for `FOPEN_KEEP_CACHE`), so
+//! each read phase starts with an empty page cache for the file and every read that misses
+//! it is a FUSE request. The workload runs several rounds, alternating between the two file
+//! systems, and each figure is the median of its rounds, so that a burst of other load on
+//! the host does not fall on one side only.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -35,6 +42,9 @@ pub struct FuseArgs {
     /// Files created, then deleted.
     #[arg(long, default_value_t = 2000)]
     files: u64,
+    /// Rounds of the workload on each file system, alternating; figures are medians.
+    #[arg(long, default_value_t = 5)]
+    rounds: u64,
     /// A directory on tmpfs for the image, the passthrough's files and the mountpoints.
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
     dir: PathBuf,
@@ -68,8 +78,8 @@ const IO: usize = 4096;
 
 /// Runs `flashfs bench fuse`.
 pub fn run(a: &FuseArgs, global: Global, out: &mut dyn Write) -> Result<()> {
-    if a.mib == 0 || a.ops == 0 || a.files == 0 {
-        bail!("--mib, --ops and --files must be at least 1");
+    if a.mib == 0 || a.ops == 0 || a.files == 0 || a.rounds == 0 {
+        bail!("--mib, --ops, --files and --rounds must be at least 1");
     }
     for tool in ["bindfs", "fusermount3"] {
         let found = Command::new("sh")
@@ -95,8 +105,10 @@ pub fn run(a: &FuseArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
         "flashfs (native file system on {}, image on tmpfs, through FUSE) vs. bindfs over \
-         tmpfs (FUSE passthrough); {} MiB sequential, {} random 4 KiB operations, {} files",
-        a.preset, a.mib, a.ops, a.files
+         tmpfs (FUSE passthrough); {} MiB sequential, {} random 4 KiB operations, {} files; \
+         buffered I/O, page cache dropped at each open on both sides; median of {} \
+         alternating rounds",
+        a.preset, a.mib, a.ops, a.files, a.rounds
     )?;
     let mut table = vec![vec![
         "metric".to_string(),
@@ -175,26 +187,53 @@ fn measure(a: &FuseArgs, global: Global, work: &Path) -> Result<(Figures, Figure
     for d in [&mnt, &base, &bind] {
         std::fs::create_dir_all(d).map_err(device::io_error)?;
     }
-    let bar = global.progress_bar(2, "{msg:>12} [{bar:40}] {pos}/{len}");
+    let bar = global.progress_bar(2 * a.rounds, "{msg:>12} [{bar:40}] {pos}/{len}");
     checked(
         Command::new(&exe)
             .args(["mkfs", "--preset", &a.preset])
             .arg(&img),
     )?;
-    bar.set_message("flashfs");
     checked(Command::new(&exe).arg("mount").arg(&img).arg(&mnt))?;
-    let ours = workload(a, &mnt);
+    if let Err(e) = checked(Command::new("bindfs").arg(&base).arg(&bind)) {
+        unmount(&mnt);
+        return Err(e);
+    }
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut rounds = || -> Result<()> {
+        for _ in 0..a.rounds {
+            bar.set_message("flashfs");
+            ours.push(workload(a, &mnt)?);
+            bar.inc(1);
+            bar.set_message("passthrough");
+            theirs.push(workload(a, &bind)?);
+            bar.inc(1);
+        }
+        Ok(())
+    };
+    let result = rounds();
     unmount(&mnt);
-    let ours = ours?;
-    bar.inc(1);
-    bar.set_message("passthrough");
-    checked(Command::new("bindfs").arg(&base).arg(&bind))?;
-    let theirs = workload(a, &bind);
     unmount(&bind);
-    let theirs = theirs?;
-    bar.inc(1);
     bar.finish_and_clear();
-    Ok((ours, theirs))
+    result?;
+    Ok((median(&ours), median(&theirs)))
+}
+
+/// The median of each metric over the rounds.
+fn median(rounds: &[Figures]) -> Figures {
+    let m = |f: fn(&Figures) -> f64| {
+        let mut v: Vec<f64> = rounds.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Figures {
+        seq_write: m(|f| f.seq_write),
+        seq_read: m(|f| f.seq_read),
+        rand_write: m(|f| f.rand_write),
+        rand_read: m(|f| f.rand_read),
+        create: m(|f| f.create),
+        delete: m(|f| f.delete),
+    }
 }
 
 fn checked(cmd: &mut Command) -> Result<()> {

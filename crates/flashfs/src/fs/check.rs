@@ -115,6 +115,9 @@ struct Census {
     /// Inodes that own items (attributes, entries, extents) besides their inode item.
     owners: BTreeSet<Ino>,
     orphans: BTreeSet<Ino>,
+    /// Record files' heads, and their record chunks: (record, chunk, bytes).
+    record_heads: BTreeMap<Ino, layout::RecordHead>,
+    record_chunks: BTreeMap<Ino, Vec<(u64, u16, usize)>>,
 }
 
 impl<D: Segments> Fs<D> {
@@ -138,6 +141,7 @@ impl<D: Segments> Fs<D> {
         let mut fixes = Fixes::default();
         self.check_namespace(&census, &mut report, &mut fixes)?;
         self.check_extents(&census, &mut report, &mut fixes);
+        self.check_records(&census, &mut report);
         self.check_space(&usage, &census, &mut report)?;
         if repair && !fixes.is_empty() {
             self.apply(fixes)?;
@@ -185,6 +189,30 @@ impl<D: Segments> Fs<D> {
                 item::ORPHAN => {
                     c.orphans.insert(suffix_u64(rest)?);
                 }
+                item::RECORDS => {
+                    c.record_heads.insert(ino, layout::RecordHead::decode(&v)?);
+                    c.owners.insert(ino);
+                }
+                item::RECORD => {
+                    let (n, chunk) = layout::record_suffix(rest)?;
+                    c.record_chunks
+                        .entry(ino)
+                        .or_default()
+                        .push((n, chunk, v.len()));
+                    c.owners.insert(ino);
+                }
+                item::INT_DIRENT => {
+                    let n = layout::int_dirent_name(rest)?;
+                    let (child, kind) = layout::decode_dirent(&v)?;
+                    let name = super::names::census_int_name(n);
+                    c.names.entry(child).or_default().push((ino, name, kind));
+                    c.owners.insert(ino);
+                }
+                item::FLAT_NAME => {
+                    let name = layout::flat_name(rest)?.to_vec();
+                    let (child, kind) = layout::decode_dirent(&v)?;
+                    c.names.entry(child).or_default().push((ino, name, kind));
+                }
                 _ => return Err(Error::Corrupt("unknown item type in the index")),
             }
         }
@@ -213,6 +241,15 @@ impl<D: Segments> Fs<D> {
             for (dir, name, kind) in names {
                 match c.inodes.get(dir).map(Inode::file_type) {
                     Some(Ok(FileType::Directory)) => {}
+                    // The flat namespace: any inode but a directory.
+                    _ if *dir == layout::FLAT => {
+                        if *kind == FileType::Directory {
+                            problem(
+                                Some(child),
+                                format!("flat name {:?} names a directory", show(name)),
+                            );
+                        }
+                    }
                     _ => problem(
                         Some(*dir),
                         format!(
@@ -303,7 +340,7 @@ impl<D: Segments> Fs<D> {
         }
         // A directory cycle cut off from the root has names, so look for it from the root.
         let mut seen = BTreeSet::new();
-        let mut stack = alloc::vec![ROOT_INO];
+        let mut stack = alloc::vec![ROOT_INO, layout::FLAT];
         let mut children: BTreeMap<Ino, Vec<Ino>> = BTreeMap::new();
         for (&child, names) in &c.names {
             for (dir, _, _) in names {
@@ -394,6 +431,48 @@ impl<D: Segments> Fs<D> {
         }
     }
 
+    fn check_records(&mut self, c: &Census, report: &mut CheckReport) {
+        let per = self.tree.max_value_len();
+        let inos: BTreeSet<Ino> = c
+            .record_heads
+            .keys()
+            .chain(c.record_chunks.keys())
+            .copied()
+            .collect();
+        for ino in inos {
+            let Some(inode) = c.inodes.get(&ino) else {
+                continue;
+            };
+            let chunks = c.record_chunks.get(&ino).map_or(&[][..], |v| &v[..]);
+            let mut found = super::record::verify(c.record_heads.get(&ino), chunks, per);
+            if let Some(size) = found.size {
+                if !matches!(inode.file_type(), Ok(FileType::Regular)) {
+                    found.problems.push(String::from(
+                        "records on an inode that is not a regular file",
+                    ));
+                }
+                if c.extents.contains_key(&ino) {
+                    found
+                        .problems
+                        .push(String::from("a record file with extents"));
+                }
+                if inode.size != size {
+                    found.problems.push(format!(
+                        "size {} should be {size}, the records' bytes",
+                        inode.size
+                    ));
+                }
+            }
+            for what in found.problems {
+                report.problems.push(Problem {
+                    ino: Some(ino),
+                    what,
+                    repaired: false,
+                });
+            }
+        }
+    }
+
     fn check_space(
         &mut self,
         usage: &super::mount::Usage,
@@ -454,12 +533,12 @@ impl<D: Segments> Fs<D> {
 
     fn apply(&mut self, f: Fixes) -> Result<()> {
         for (dir, name) in f.remove_entries {
-            self.tree.remove(&layout::dirent_key(dir, &name))?;
+            self.tree.remove(&super::names::census_key(dir, &name))?;
         }
         for (dir, name, child) in f.retype {
             let ty = self.inode(child)?.file_type()?;
             self.tree.insert(
-                &layout::dirent_key(dir, &name),
+                &super::names::census_key(dir, &name),
                 &layout::encode_dirent(child, ty),
             )?;
         }

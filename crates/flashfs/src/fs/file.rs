@@ -6,9 +6,11 @@
 //! write, never between. The one exception is a preallocated (unwritten) block, which reads
 //! as zeros in every version whatever its sector holds, so its first write goes in place.
 
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::extents::{self, Known};
 use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, FileType, Ino, Inode};
 use super::{Atime, Fs};
 use crate::error::{Error, Result};
@@ -47,9 +49,13 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Reads from `off` into `buf`; returns the bytes read (fewer at the end of the file).
+    /// A record file reads as its records concatenated, oldest first.
     pub fn read(&mut self, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
         let inode = self.regular(ino)?;
-        let n = self.read_inode_data(ino, &inode, off, buf)?;
+        let n = match self.read_record_stream(ino, &inode, off, buf)? {
+            Some(n) => n,
+            None => self.read_inode_data(ino, &inode, off, buf)?,
+        };
         self.touch_atime(ino, inode)?;
         Ok(n)
     }
@@ -58,6 +64,7 @@ impl<D: Segments> Fs<D> {
     /// bytes written, all of them.
     pub fn write(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut inode = self.regular(ino)?;
+        self.refuse_records(ino, &inode)?;
         if data.is_empty() {
             return Ok(0);
         }
@@ -100,6 +107,7 @@ impl<D: Segments> Fs<D> {
     /// next commit.
     pub fn fallocate(&mut self, ino: Ino, mode: u32, off: u64, len: u64) -> Result<()> {
         let mut inode = self.regular(ino)?;
+        self.refuse_records(ino, &inode)?;
         if len == 0 {
             return Err(Error::InvalidArgument("fallocate of an empty range"));
         }
@@ -261,6 +269,9 @@ impl<D: Segments> Fs<D> {
         buf.fill(0);
         let bs = self.bs();
         let (b0, b1) = (off / bs, (off + n as u64).div_ceil(bs));
+        if let Known::Nothing = self.extent_cache.get(ino) {
+            self.load_extent_map(ino)?;
+        }
         let mut tmp = Vec::new();
         for (b, e) in self.extents_in(ino, b0, b1)? {
             if e.unwritten {
@@ -271,12 +282,19 @@ impl<D: Segments> Fs<D> {
             let mut k = s;
             while k < t {
                 let m = (t - k).min(64);
-                tmp.resize((m * bs) as usize, 0);
-                self.tree.store_mut().read(e.start + (k - b), &mut tmp)?;
                 let from = (k * bs).max(off);
                 let to = ((k + m) * bs).min(off + n as u64);
-                buf[(from - off) as usize..(to - off) as usize]
-                    .copy_from_slice(&tmp[(from - k * bs) as usize..(to - k * bs) as usize]);
+                let sector = e.start + (k - b);
+                if from == k * bs && to == (k + m) * bs {
+                    // Whole sectors: straight into the caller's buffer.
+                    let dst = &mut buf[(from - off) as usize..(to - off) as usize];
+                    self.tree.store_mut().read(sector, dst)?;
+                } else {
+                    tmp.resize((m * bs) as usize, 0);
+                    self.tree.store_mut().read(sector, &mut tmp)?;
+                    buf[(from - off) as usize..(to - off) as usize]
+                        .copy_from_slice(&tmp[(from - k * bs) as usize..(to - k * bs) as usize]);
+                }
                 k += m;
             }
         }
@@ -392,8 +410,61 @@ impl<D: Segments> Fs<D> {
         }
     }
 
-    /// The extents that overlap blocks `[b0, b1)`, by first block.
+    /// Keeps the file's whole extent map in RAM, or notes that it has too many extents.
+    fn load_extent_map(&mut self, ino: Ino) -> Result<()> {
+        let mut map = BTreeMap::new();
+        let mut fits = true;
+        let (lo, hi) = (key(ino, item::EXTENT), key(ino, item::EXTENT + 1));
+        for entry in self.tree.range(lo..hi) {
+            if map.len() == extents::EXTENTS {
+                fits = false;
+                break;
+            }
+            let (k, v) = entry?;
+            let (_, _, rest) = split_key(&k)?;
+            map.insert(suffix_u64(rest)?, Extent::decode(&v)?);
+        }
+        self.extent_cache.load(ino, fits.then_some(map));
+        Ok(())
+    }
+
+    /// Maps blocks from `b` to `e` in the index (replacing the extent item there).
+    fn put_extent(&mut self, ino: Ino, b: u64, e: Extent) -> Result<()> {
+        match self
+            .tree
+            .insert(&key_u64(ino, item::EXTENT, b), &e.encode())
+        {
+            Ok(_) => {
+                self.extent_cache.insert(ino, b, e);
+                Ok(())
+            }
+            Err(err) => {
+                self.extent_cache.forget(ino);
+                Err(err)
+            }
+        }
+    }
+
+    /// Removes the extent item at block `b` from the index.
+    fn remove_extent(&mut self, ino: Ino, b: u64) -> Result<()> {
+        match self.tree.remove(&key_u64(ino, item::EXTENT, b)) {
+            Ok(_) => {
+                self.extent_cache.remove(ino, b);
+                Ok(())
+            }
+            Err(err) => {
+                self.extent_cache.forget(ino);
+                Err(err)
+            }
+        }
+    }
+
+    /// The extents that overlap blocks `[b0, b1)`, by first block: from the file's map in
+    /// RAM if it is kept, else from the index.
     fn extents_in(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, Extent)>> {
+        if let Known::Map(map) = self.extent_cache.get(ino) {
+            return Ok(extents::overlapping(map, b0, b1));
+        }
         let mut out = Vec::new();
         if let Some((k, v)) = self.tree.seek_le(&key_u64(ino, item::EXTENT, b0))? {
             let (i, ty, rest) = split_key(&k)?;
@@ -435,12 +506,11 @@ impl<D: Segments> Fs<D> {
     fn unmap(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, u64)>> {
         let mut removed = Vec::new();
         for (b, e) in self.extents_in(ino, b0, b1)? {
-            self.tree.remove(&key_u64(ino, item::EXTENT, b))?;
+            self.remove_extent(ino, b)?;
             let (s, t) = (b.max(b0), (b + e.len).min(b1));
             if b < s {
                 let head = Extent { len: s - b, ..e };
-                self.tree
-                    .insert(&key_u64(ino, item::EXTENT, b), &head.encode())?;
+                self.put_extent(ino, b, head)?;
             }
             if t < b + e.len {
                 let tail = Extent {
@@ -448,8 +518,7 @@ impl<D: Segments> Fs<D> {
                     len: b + e.len - t,
                     ..e
                 };
-                self.tree
-                    .insert(&key_u64(ino, item::EXTENT, t), &tail.encode())?;
+                self.put_extent(ino, t, tail)?;
             }
             removed.push((e.start + (s - b), t - s));
         }
@@ -487,12 +556,10 @@ impl<D: Segments> Fs<D> {
                 && r.unwritten == e.unwritten
                 && e.len + r.len <= u64::from(u32::MAX)
             {
-                self.tree.remove(&right)?;
+                self.remove_extent(ino, b + e.len)?;
                 e.len += r.len;
             }
         }
-        self.tree
-            .insert(&key_u64(ino, item::EXTENT, b), &e.encode())?;
-        Ok(())
+        self.put_extent(ino, b, e)
     }
 }

@@ -34,6 +34,122 @@ pub mod item {
     pub const EXTENT: u8 = 4;
     /// Under [`super::ORPHANS`]: an inode to delete at mount; the key goes on with it (u64).
     pub const ORPHAN: u8 = 5;
+    /// A record file's head ([`super::RecordHead`]): its presence makes a regular file a
+    /// record file.
+    pub const RECORDS: u8 = 6;
+    /// A chunk of a record; the key goes on with the record number (u64) and the chunk
+    /// number (u16).
+    pub const RECORD: u8 = 7;
+    /// A directory entry with an integer name; the key goes on with the name (u32).
+    pub const INT_DIRENT: u8 = 8;
+    /// Under [`super::FLAT`]: a name of the volume-wide flat namespace; the key goes on with
+    /// the name.
+    pub const FLAT_NAME: u8 = 9;
+}
+
+/// The pseudo-inode whose items are the volume-wide flat namespace (the orphan list's
+/// pseudo-inode, under another item type).
+pub const FLAT: Ino = ORPHANS;
+
+/// The key of a record's chunk.
+pub fn record_key(ino: Ino, n: u64, chunk: u16) -> Vec<u8> {
+    let mut k = key_u64(ino, item::RECORD, n);
+    k.extend_from_slice(&chunk.to_be_bytes());
+    k
+}
+
+/// The record number and chunk number in the rest of a record chunk's key.
+pub fn record_suffix(rest: &[u8]) -> Result<(u64, u16)> {
+    if rest.len() != 10 {
+        return Err(Error::Corrupt("malformed record key"));
+    }
+    let n = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+    let c = u16::from_be_bytes(rest[8..].try_into().expect("2 bytes"));
+    Ok((n, c))
+}
+
+/// The key of a directory entry with an integer name.
+pub fn int_dirent_key(dir: Ino, n: u32) -> Vec<u8> {
+    let mut k = key(dir, item::INT_DIRENT);
+    k.extend_from_slice(&n.to_be_bytes());
+    k
+}
+
+/// The integer name in the rest of an integer directory entry's key.
+pub fn int_dirent_name(rest: &[u8]) -> Result<u32> {
+    rest.try_into()
+        .map(u32::from_be_bytes)
+        .map_err(|_| Error::Corrupt("malformed integer directory entry key"))
+}
+
+/// The key of a flat name.
+pub fn flat_key(name: &[u8]) -> Vec<u8> {
+    let mut k = key(FLAT, item::FLAT_NAME);
+    k.extend_from_slice(name);
+    k
+}
+
+/// Longest flat name, in bytes.
+pub const FLAT_NAME_MAX: usize = 255;
+
+/// The flat name in the rest of a flat name's key.
+pub fn flat_name(rest: &[u8]) -> Result<&[u8]> {
+    if rest.is_empty() || rest.len() > FLAT_NAME_MAX {
+        return Err(Error::Corrupt("flat name key without a valid name"));
+    }
+    Ok(rest)
+}
+
+/// A record file's head: the value of its [`item::RECORDS`] item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHead {
+    /// Bytes of every record, or 0 when records vary in length.
+    pub record_size: u32,
+    /// Records kept at most, the oldest overwritten beyond (a cyclic file), or 0 for no
+    /// bound.
+    pub capacity: u32,
+    /// Number of the oldest record.
+    pub first: u64,
+    /// Number the next record added gets: the records are `first..next`.
+    pub next: u64,
+}
+
+/// Bytes of an encoded record head.
+pub const RECORD_HEAD_LEN: usize = 26;
+const RECORD_HEAD_VERSION: u8 = 1;
+
+impl RecordHead {
+    /// Encodes the head.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(RECORD_HEAD_LEN);
+        b.push(RECORD_HEAD_VERSION);
+        b.push(0);
+        b.extend_from_slice(&self.record_size.to_le_bytes());
+        b.extend_from_slice(&self.capacity.to_le_bytes());
+        b.extend_from_slice(&self.first.to_le_bytes());
+        b.extend_from_slice(&self.next.to_le_bytes());
+        b
+    }
+
+    /// Decodes a head, checking its version and that its numbers are in order.
+    pub fn decode(b: &[u8]) -> Result<RecordHead> {
+        if b.len() != RECORD_HEAD_LEN || b[0] != RECORD_HEAD_VERSION || b[1] != 0 {
+            return Err(Error::Corrupt("malformed record file head"));
+        }
+        let mut r = Reader(&b[2..]);
+        let h = RecordHead {
+            record_size: r.u32(),
+            capacity: r.u32(),
+            first: r.u64(),
+            next: r.u64(),
+        };
+        if h.first > h.next || (h.capacity > 0 && h.next - h.first > u64::from(h.capacity)) {
+            return Err(Error::Corrupt(
+                "record file head with its numbers out of order",
+            ));
+        }
+        Ok(h)
+    }
 }
 
 /// The key of an item without a suffix.
@@ -487,6 +603,22 @@ mod tests {
             decode_dirent(&encode_dirent(5, FileType::Symlink)),
             Ok((5, FileType::Symlink))
         );
+        let h = RecordHead {
+            record_size: 15,
+            capacity: 20,
+            first: 7,
+            next: 27,
+        };
+        assert_eq!(h.encode().len(), RECORD_HEAD_LEN);
+        assert_eq!(RecordHead::decode(&h.encode()), Ok(h));
+        let over = RecordHead { next: 28, ..h };
+        assert!(RecordHead::decode(&over.encode()).is_err());
+        let k = record_key(3, 9, 2);
+        let (_, _, rest) = split_key(&k).unwrap();
+        assert_eq!(record_suffix(rest), Ok((9, 2)));
+        let k = int_dirent_key(3, 77);
+        let (_, _, rest) = split_key(&k).unwrap();
+        assert_eq!(int_dirent_name(rest), Ok(77));
     }
 
     #[test]

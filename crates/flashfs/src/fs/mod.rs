@@ -14,11 +14,14 @@
 //! nodes reach a budget, and before space runs out.
 
 mod check;
+mod extents;
 mod file;
 mod layout;
 mod mount;
+mod names;
 mod namespace;
 mod path;
+mod record;
 mod space;
 mod store;
 mod xattr;
@@ -28,9 +31,11 @@ use alloc::vec::Vec;
 
 pub use check::{check_device, CheckReport, Problem};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, PIECE_BLOCKS};
-pub use layout::{Extent, FileType, Ino, Inode, Timespec, ROOT_INO};
+pub use layout::{Extent, FileType, Ino, Inode, Timespec, FLAT_NAME_MAX, ROOT_INO};
+pub use names::{int_name, parse_int_name, INT_COOKIE_BASE};
 pub use namespace::{DirEntry, RenameFlags};
 pub use namespace::{NAME_MAX, TARGET_MAX};
+pub use record::{RecordFormat, RecordInfo, RECORD_MAX};
 pub use xattr::XattrFlags;
 pub use xattr::XATTR_VALUE_MAX;
 
@@ -213,6 +218,8 @@ pub struct Fs<D: Segments> {
     /// Index nodes the mount found with garbage spares (and copied).
     garbage_spares: u64,
     buf: Vec<u8>,
+    /// Extent maps of recently read files.
+    extent_cache: extents::ExtentCache,
 }
 
 impl<D: Segments> Fs<D> {
@@ -449,7 +456,7 @@ impl<D: Segments> Fs<D> {
         let now = self.now();
         if let Some(size) = set.size {
             match inode.file_type()? {
-                FileType::Regular => {}
+                FileType::Regular => self.refuse_records(ino, &inode)?,
                 FileType::Directory => return Err(Error::IsDir),
                 _ => return Err(Error::InvalidArgument("truncate of a special file")),
             }

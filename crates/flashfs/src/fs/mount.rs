@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
 use crate::index::{NodePtr, Tree, TreeConfig, MIN_NODE_SIZE};
 use crate::log::tag::FORMAT_FILE_SYSTEM;
-use crate::log::Head;
 use crate::media::Segments;
 
 /// Sectors a volume needs at least: the superblock, the reserve and some room for files.
@@ -136,6 +135,7 @@ impl<D: Segments> Fs<D> {
                 flash_slots: 0,
             },
             garbage_spares: 0,
+            extent_cache: Default::default(),
             buf: vec![0; ss],
         };
         let now = fs.now();
@@ -194,6 +194,7 @@ impl<D: Segments> Fs<D> {
             bytes_written: 0,
             mount_base: sb,
             garbage_spares: 0,
+            extent_cache: Default::default(),
             buf,
         };
         let orphans = fs.rescan()?;
@@ -215,6 +216,8 @@ impl<D: Segments> Fs<D> {
     /// Rebuilds free space and counts from the committed version, forgets sectors it does
     /// not use, and returns the orphans it lists.
     pub(super) fn rescan(&mut self) -> Result<Vec<u64>> {
+        // Extent maps follow the working version, which is about to be forgotten.
+        self.extent_cache.clear();
         let usage = self.walk()?;
         if usage.max_ino >= self.sb.next_ino {
             return Err(Error::Corrupt(
@@ -264,6 +267,20 @@ impl<D: Segments> Fs<D> {
                     usage.orphans.push(layout::suffix_u64(rest)?);
                 }
                 item::XATTR => {}
+                item::RECORDS => {
+                    layout::RecordHead::decode(&v)?;
+                }
+                item::RECORD => {
+                    layout::record_suffix(rest)?;
+                }
+                item::INT_DIRENT => {
+                    layout::int_dirent_name(rest)?;
+                    layout::decode_dirent(&v)?;
+                }
+                item::FLAT_NAME if ino == layout::FLAT => {
+                    layout::flat_name(rest)?;
+                    layout::decode_dirent(&v)?;
+                }
                 _ => return Err(Error::Corrupt("unknown item type in the index")),
             }
         }
@@ -275,14 +292,5 @@ impl<D: Segments> Fs<D> {
         self.tree
             .insert(&key_u64(layout::ORPHANS, item::ORPHAN, ino), &[])?;
         Ok(())
-    }
-
-    /// Rewrites the superblock as is: used after a mount that changed nothing else.
-    #[allow(dead_code)]
-    fn write_superblock(&mut self) -> Result<()> {
-        self.sb.encode(&mut self.buf);
-        let store = self.tree.store_mut();
-        store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
-        store.ftl.flush()
     }
 }

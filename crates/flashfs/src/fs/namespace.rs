@@ -56,7 +56,7 @@ pub(super) fn check_name(name: &[u8]) -> Result<()> {
 
 impl<D: Segments> Fs<D> {
     /// The entry `name` of directory `dir`: inode and type.
-    fn entry(&mut self, dir: Ino, name: &[u8]) -> Result<Option<(Ino, FileType)>> {
+    pub(super) fn entry(&mut self, dir: Ino, name: &[u8]) -> Result<Option<(Ino, FileType)>> {
         if name.len() > NAME_MAX {
             return Err(Error::NameTooLong);
         }
@@ -67,7 +67,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// A directory's inode, or `NotDir`.
-    fn dir_inode(&mut self, dir: Ino) -> Result<Inode> {
+    pub(super) fn dir_inode(&mut self, dir: Ino) -> Result<Inode> {
         let inode = self.inode(dir)?;
         if inode.file_type()? != FileType::Directory {
             return Err(Error::NotDir);
@@ -75,13 +75,16 @@ impl<D: Segments> Fs<D> {
         Ok(inode)
     }
 
-    /// Looks `name` up in `dir` (`.` and `..` included).
+    /// Looks `name` up in `dir` (`.` and `..` included; `#n` finds integer entry `n` too).
     pub fn lookup(&mut self, dir: Ino, name: &[u8]) -> Result<Attr> {
         let d = self.dir_inode(dir)?;
         let ino = match name {
             b"." => dir,
             b".." => d.parent,
-            _ => self.entry(dir, name)?.ok_or(Error::NotFound)?.0,
+            _ => match self.entry(dir, name)? {
+                Some((ino, _)) => ino,
+                None => self.int_entry_named(dir, name)?.ok_or(Error::NotFound)?.1,
+            },
         };
         self.getattr(ino)
     }
@@ -185,7 +188,7 @@ impl<D: Segments> Fs<D> {
 
     /// Makes a new inode and its entry in the working version, without committing.
     #[allow(clippy::too_many_arguments)]
-    fn new_inode(
+    pub(super) fn new_inode(
         &mut self,
         dir: Ino,
         name: &[u8],
@@ -203,6 +206,7 @@ impl<D: Segments> Fs<D> {
         if self.entry(dir, name)?.is_some() {
             return Err(Error::Exists);
         }
+        self.check_not_int_named(dir, name)?;
         if ty == FileType::Directory && parent.nlink == u32::MAX {
             return Err(Error::TooManyLinks);
         }
@@ -251,6 +255,7 @@ impl<D: Segments> Fs<D> {
         if self.entry(dir, name)?.is_some() {
             return Err(Error::Exists);
         }
+        self.check_not_int_named(dir, name)?;
         if inode.nlink == 0 {
             return Err(Error::NotFound);
         }
@@ -275,7 +280,9 @@ impl<D: Segments> Fs<D> {
     /// name, or with its last close if it is open.
     pub fn unlink(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
         self.dir_inode(dir)?;
-        let (ino, ty) = self.entry(dir, name)?.ok_or(Error::NotFound)?;
+        let Some((ino, ty)) = self.entry(dir, name)? else {
+            return self.remove_int_named(dir, name, false);
+        };
         if ty == FileType::Directory {
             return Err(Error::IsDir);
         }
@@ -291,7 +298,9 @@ impl<D: Segments> Fs<D> {
             b".." => return Err(Error::NotEmpty),
             _ => {}
         }
-        let (ino, ty) = self.entry(dir, name)?.ok_or(Error::NotFound)?;
+        let Some((ino, ty)) = self.entry(dir, name)? else {
+            return self.remove_int_named(dir, name, true);
+        };
         if ty != FileType::Directory {
             return Err(Error::NotDir);
         }
@@ -302,10 +311,14 @@ impl<D: Segments> Fs<D> {
         self.maybe_commit()
     }
 
-    fn dir_is_empty(&mut self, dir: Ino) -> Result<bool> {
-        let lo = key(dir, item::DIRENT);
-        let hi = key(dir, item::DIRENT + 1);
-        Ok(self.tree.range(lo..hi).next().transpose()?.is_none())
+    pub(super) fn dir_is_empty(&mut self, dir: Ino) -> Result<bool> {
+        for ty in [item::DIRENT, item::INT_DIRENT] {
+            let (lo, hi) = (key(dir, ty), key(dir, ty + 1));
+            if self.tree.range(lo..hi).next().transpose()?.is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Removes an entry and drops the link it held; `ino` is what it names.
@@ -322,7 +335,7 @@ impl<D: Segments> Fs<D> {
     /// Drops one link of `ino` whose entry in `parent` is gone: a directory loses both its
     /// links (and its parent the `..` one), a file one; with none left the inode is deleted,
     /// or made an orphan while open.
-    fn drop_link(
+    pub(super) fn drop_link(
         &mut self,
         ino: Ino,
         parent: Option<&mut Inode>,
@@ -351,6 +364,7 @@ impl<D: Segments> Fs<D> {
 
     /// Deletes an inode and everything it owns.
     pub(super) fn purge(&mut self, ino: Ino) -> Result<()> {
+        self.extent_cache.forget(ino);
         let lo = key(ino, 0);
         let hi = key(
             ino.checked_add(1)
@@ -372,7 +386,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Lists `dir` after `cookie` (0: from the start, with `.` and `..`), at most `max`
-    /// entries.
+    /// entries; integer entries come last, shown as `#n` (see [`Fs::create_int`]).
     pub fn readdir(&mut self, dir: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
         let d = self.dir_inode(dir)?;
         let mut out = Vec::new();
@@ -413,6 +427,7 @@ impl<D: Segments> Fs<D> {
             });
             last_cookie = Some(c);
         }
+        self.list_int(dir, cookie, max, &mut out)?;
         self.touch_atime(dir, d)?;
         Ok(out)
     }
@@ -445,6 +460,9 @@ impl<D: Segments> Fs<D> {
         let target = self.entry(new_dir, new_name)?;
         if dir == new_dir && name == new_name {
             return Ok(());
+        }
+        if target.is_none() && !flags.exchange {
+            self.check_not_int_named(new_dir, new_name)?;
         }
         if let Some((t_ino, _)) = target {
             if t_ino == ino && !flags.exchange {

@@ -1,0 +1,850 @@
+//! Record files (fixed, variable and cyclic), integer names and the flat namespace: their
+//! behaviour across remounts, `fsck`, power cuts at every device operation, and a property
+//! test of record operations against a plain model.
+
+mod common;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use common::*;
+use flashfs::fs::{
+    FileType, Ino, RecordFormat, RecordInfo, FLAT_NAME_MAX, INT_COOKIE_BASE, RECORD_MAX, ROOT_INO,
+};
+use flashfs::{Error, Fs, FsConfig, Segments};
+use flashfs_bench::torture::SimSegments as Sim;
+use proptest::prelude::*;
+
+fn data(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(29)
+                .wrapping_add(u32::from(seed) * 97) as u8
+        })
+        .collect()
+}
+
+fn remount<D: Segments>(fs: Fs<D>) -> Fs<D> {
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    fsck_clean(&mut fs, "after the remount");
+    fs
+}
+
+fn fsck_clean<D: Segments>(fs: &mut Fs<D>, what: &str) {
+    let report = fs.check(false).unwrap();
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+}
+
+fn names<D: Segments>(fs: &mut Fs<D>, dir: Ino) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cookie = 0;
+    loop {
+        let batch = fs.readdir(dir, cookie, 2).unwrap();
+        let Some(last) = batch.last() else { break };
+        cookie = last.cookie;
+        out.extend(batch.into_iter().map(|e| e.name));
+    }
+    out
+}
+
+fn records_by_content<D: Segments>(mut fs: Fs<D>) -> Fs<D> {
+    let f = fs
+        .create_records(ROOT_INO, b"log", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    // Lengths around the index's value size (a quarter node): one chunk, several, none, most.
+    let lens = [10, 40, 300, 0, RECORD_MAX, 128, 129];
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for (i, &len) in lens.iter().enumerate() {
+        let n = fs.record_add(f, &data(i as u8, len)).unwrap();
+        assert_eq!(n, i as u64);
+        want.push(data(i as u8, len));
+    }
+    // Small records live in the index: no data block.
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, 0);
+    assert!(fs.extents(f).unwrap().is_empty());
+    let check = |fs: &mut Fs<D>, want: &[Vec<u8>]| {
+        assert_eq!(fs.records(f).unwrap(), want.len() as u64);
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(&fs.record_read(f, i as u64).unwrap(), w, "record {i}");
+        }
+        let all: Vec<u8> = want.concat();
+        assert_eq!(fs.getattr(f).unwrap().inode.size, all.len() as u64);
+        assert_eq!(fs.read_file(b"/log").unwrap(), all);
+        // A read from the middle of the stream, across record boundaries.
+        let mut buf = vec![0; 200];
+        let n = fs.read(f, 30, &mut buf).unwrap();
+        assert_eq!(&buf[..n], &all[30..230]);
+        let listed: Vec<Vec<u8>> = fs
+            .record_list(f)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.1)
+            .collect();
+        assert_eq!(listed, want);
+    };
+    check(&mut fs, &want);
+    // Updates that change lengths, both ways, rewrite only that record.
+    fs.record_update(f, 1, &data(50, 700)).unwrap();
+    want[1] = data(50, 700);
+    fs.record_update(f, 2, &data(51, 5)).unwrap();
+    want[2] = data(51, 5);
+    fs.record_update(f, 3, &data(52, 1)).unwrap();
+    want[3] = data(52, 1);
+    check(&mut fs, &want);
+    let mut fs = remount(fs);
+    check(&mut fs, &want);
+    // Refusals change nothing.
+    assert_eq!(fs.record_read(f, 7), Err(Error::NotFound));
+    assert_eq!(fs.record_update(f, 9, b"x"), Err(Error::NotFound));
+    assert_eq!(
+        fs.record_add(f, &vec![1; RECORD_MAX + 1]),
+        Err(Error::TooBig)
+    );
+    assert!(matches!(
+        fs.write(f, 0, b"bytes"),
+        Err(Error::InvalidArgument(_))
+    ));
+    let trunc = flashfs::fs::SetAttr {
+        size: Some(3),
+        ..Default::default()
+    };
+    assert!(matches!(
+        fs.setattr(f, trunc),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        fs.fallocate(f, 0, 0, 10),
+        Err(Error::InvalidArgument(_))
+    ));
+    check(&mut fs, &want);
+    // Removing the first and the last: numbers stay with their records.
+    fs.record_remove_first(f).unwrap();
+    fs.record_remove_last(f).unwrap();
+    let info = fs.record_info(f).unwrap();
+    assert_eq!((info.first, info.next), (1, 6));
+    assert_eq!(fs.record_read(f, 0), Err(Error::NotFound));
+    assert_eq!(fs.record_read(f, 5).unwrap(), want[5]);
+    assert_eq!(fs.record_add(f, b"again").unwrap(), 6);
+    let mut fs = remount(fs);
+    assert_eq!(fs.record_read(f, 6).unwrap(), b"again");
+    assert_eq!(
+        fs.read_file(b"/log").unwrap(),
+        [&want[1..6].concat()[..], b"again"].concat()
+    );
+    // Fixed-size records refuse other lengths.
+    let g = fs
+        .create_records(ROOT_INO, b"fixed", RecordFormat::fixed(16), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.record_add(g, &data(1, 16)).unwrap();
+    assert!(matches!(
+        fs.record_add(g, &data(1, 15)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        fs.record_update(g, 0, &data(1, 17)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(fs.records(g).unwrap(), 1);
+    // Not a record file.
+    let plain = fs.create(ROOT_INO, b"plain", 0o644, 0, 0).unwrap().ino;
+    assert!(matches!(
+        fs.record_add(plain, b"x"),
+        Err(Error::InvalidArgument(_))
+    ));
+    fs.write(plain, 0, b"x").unwrap();
+    assert!(matches!(
+        fs.make_records(plain, RecordFormat::variable()),
+        Err(Error::InvalidArgument(_))
+    ));
+    fs
+}
+
+#[test]
+fn records_add_read_update_and_remove_across_remounts() {
+    let dev = Fs::format(nor(true), fs_config())
+        .unwrap()
+        .unmount()
+        .unwrap();
+    let fs = records_by_content(Fs::mount(dev, fs_config()).unwrap());
+    let mut fs = remount(fs);
+    fsck_clean(&mut fs, "at the end");
+    let dev = Fs::format(nand(), fs_config()).unwrap().unmount().unwrap();
+    let fs = records_by_content(Fs::mount(dev, fs_config()).unwrap());
+    remount(fs);
+}
+
+#[test]
+fn cyclic_files_keep_the_last_records_in_order() {
+    let mut fs = Fs::format(nor(false), fs_config()).unwrap();
+    let cap = 5u64;
+    let f = fs
+        .create_records(
+            ROOT_INO,
+            b"calls",
+            RecordFormat::cyclic(cap as u32, 15),
+            0o644,
+            0,
+            0,
+        )
+        .unwrap()
+        .ino;
+    let mut fs_opt = Some(fs);
+    for i in 0..23u64 {
+        let mut fs = fs_opt.take().unwrap();
+        assert_eq!(fs.record_add(f, &data(i as u8, 15)).unwrap(), i);
+        let fs = if i % 6 == 5 { remount(fs) } else { fs };
+        fs_opt = Some(fs);
+    }
+    let mut fs = fs_opt.unwrap();
+    let check = |fs: &mut Fs<_>| {
+        let info: RecordInfo = fs.record_info(f).unwrap();
+        assert_eq!((info.first, info.next, info.count()), (23 - cap, 23, cap));
+        let list = fs.record_list(f).unwrap();
+        let want: Vec<(u64, Vec<u8>)> = (23 - cap..23).map(|i| (i, data(i as u8, 15))).collect();
+        assert_eq!(list, want);
+        let stream: Vec<u8> = want.iter().flat_map(|r| r.1.clone()).collect();
+        assert_eq!(fs.read_file(b"/calls").unwrap(), stream);
+        assert_eq!(fs.record_read(f, 23 - cap - 1), Err(Error::NotFound));
+    };
+    check(&mut fs);
+    let mut fs = remount(fs);
+    check(&mut fs);
+    // A cyclic file of variable-length records.
+    let v = fs
+        .create_records(ROOT_INO, b"var", RecordFormat::cyclic(2, 0), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    for (i, len) in [3, 500, 0, 77].into_iter().enumerate() {
+        fs.record_add(v, &data(i as u8, len)).unwrap();
+    }
+    let mut fs = remount(fs);
+    assert_eq!(
+        fs.record_list(v).unwrap(),
+        vec![(2, vec![]), (3, data(3, 77))]
+    );
+    assert_eq!(fs.getattr(v).unwrap().inode.size, 77);
+}
+
+#[test]
+fn unlink_frees_a_record_file() {
+    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+    fs.sync().unwrap();
+    let before = fs.statfs();
+    let f = fs
+        .create_records(ROOT_INO, b"big", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    for i in 0..60u8 {
+        fs.record_add(f, &data(i, 100)).unwrap();
+    }
+    fs.sync().unwrap();
+    let full = fs.statfs();
+    assert!(
+        full.blocks_free + 20 < before.blocks_free,
+        "{full:?} vs {before:?}"
+    );
+    // Open, unlinked: still usable, gone at its last close.
+    fs.open(f).unwrap();
+    fs.unlink(ROOT_INO, b"big").unwrap();
+    fs.record_add(f, b"after unlink").unwrap();
+    assert_eq!(fs.record_read(f, 60).unwrap(), b"after unlink");
+    fs.release(f).unwrap();
+    assert_eq!(fs.record_info(f), Err(Error::NotFound));
+    let mut fs = remount(fs);
+    let after = fs.statfs();
+    assert_eq!(after.files, before.files);
+    assert!(
+        after.blocks_free + 2 >= before.blocks_free,
+        "{after:?} vs {before:?}"
+    );
+    // An orphan record file left by a power cut goes at the next mount.
+    let g = fs
+        .create_records(ROOT_INO, b"g", RecordFormat::fixed(4), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.record_add(g, b"abcd").unwrap();
+    fs.open(g).unwrap();
+    fs.unlink(ROOT_INO, b"g").unwrap();
+    fs.sync().unwrap();
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    fsck_clean(&mut fs, "after the orphan's mount");
+    assert_eq!(fs.statfs().files, before.files);
+}
+
+#[test]
+fn integer_names_alongside_string_names() {
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let a = fs.create_int(ROOT_INO, 5, 0o644, 0, 0).unwrap();
+    assert_eq!(a.kind, FileType::Regular);
+    assert_eq!(fs.create_int(ROOT_INO, 5, 0o644, 0, 0), Err(Error::Exists));
+    // The shown name is taken both ways.
+    assert_eq!(fs.create(ROOT_INO, b"#5", 0o644, 0, 0), Err(Error::Exists));
+    fs.create(ROOT_INO, b"#7", 0o644, 0, 0).unwrap();
+    assert_eq!(fs.create_int(ROOT_INO, 7, 0o644, 0, 0), Err(Error::Exists));
+    // Not the canonical spelling: an ordinary name.
+    fs.create(ROOT_INO, b"#05", 0o644, 0, 0).unwrap();
+    let d = fs.create_int(ROOT_INO, 1000, 0o040_755, 0, 0).unwrap();
+    assert_eq!(d.kind, FileType::Directory);
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().inode.nlink, 3);
+    let inner = fs.create_int(d.ino, 0, 0o644, 0, 0).unwrap();
+    fs.link_int(inner.ino, d.ino, u32::MAX).unwrap();
+    assert_eq!(fs.getattr(inner.ino).unwrap().inode.nlink, 2);
+    assert_eq!(fs.lookup_int(ROOT_INO, 5).unwrap().ino, a.ino);
+    assert_eq!(fs.lookup(ROOT_INO, b"#5").unwrap().ino, a.ino);
+    assert_eq!(fs.lookup_int(ROOT_INO, 6), Err(Error::NotFound));
+    assert_eq!(fs.lookup(d.ino, b"#4294967295").unwrap().ino, inner.ino);
+    fs.write(a.ino, 0, b"integer-named").unwrap();
+    let mut fs = remount(fs);
+    assert_eq!(fs.read_file(b"/#5").unwrap(), b"integer-named");
+    assert_eq!(fs.read_file(b"/#1000/#0").unwrap(), b"");
+    // Listed after the string names, as `#n`, resumable from any cookie.
+    let listed = names(&mut fs, ROOT_INO);
+    let ints: Vec<&Vec<u8>> = listed
+        .iter()
+        .filter(|n| n.as_slice() == b"#5" || n.as_slice() == b"#1000")
+        .collect();
+    assert_eq!(ints, [&b"#5".to_vec(), &b"#1000".to_vec()]);
+    assert_eq!(listed.len(), 6, "{listed:?}");
+    let all = fs.readdir(ROOT_INO, 0, 100).unwrap();
+    let e = all.iter().find(|e| e.name == b"#1000").unwrap();
+    assert_eq!(
+        (e.cookie, e.ino, e.kind),
+        (INT_COOKIE_BASE + 1000, d.ino, FileType::Directory)
+    );
+    assert_eq!(
+        names(&mut fs, d.ino),
+        [&b"."[..], b"..", b"#0", b"#4294967295"]
+    );
+    // A directory holding only integer entries is not empty.
+    assert_eq!(fs.remove_int(ROOT_INO, 1000), Err(Error::NotEmpty));
+    assert_eq!(fs.rmdir(ROOT_INO, b"#1000"), Err(Error::NotEmpty));
+    assert_eq!(fs.unlink(ROOT_INO, b"#1000"), Err(Error::IsDir));
+    fs.remove_int(d.ino, 0).unwrap();
+    fs.unlink(d.ino, b"#4294967295").unwrap();
+    assert_eq!(fs.getattr(inner.ino), Err(Error::NotFound));
+    fs.rmdir(ROOT_INO, b"#1000").unwrap();
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().inode.nlink, 2);
+    // unlink of `#7` takes the string entry; then `#5` the integer one.
+    fs.unlink(ROOT_INO, b"#7").unwrap();
+    fs.unlink(ROOT_INO, b"#5").unwrap();
+    assert_eq!(fs.remove_int(ROOT_INO, 5), Err(Error::NotFound));
+    let mut fs = remount(fs);
+    assert_eq!(names(&mut fs, ROOT_INO), [&b"."[..], b"..", b"#05"]);
+    // A record file named by an integer.
+    let r = fs.create_int(ROOT_INO, 42, 0o644, 0, 0).unwrap().ino;
+    fs.make_records(r, RecordFormat::cyclic(3, 0)).unwrap();
+    fs.record_add(r, b"one").unwrap();
+    let mut fs = remount(fs);
+    assert_eq!(fs.record_read(r, 0).unwrap(), b"one");
+}
+
+#[test]
+fn flat_names_are_unique_on_the_volume() {
+    let mut fs = Fs::format(nor(false), fs_config()).unwrap();
+    let long = vec![b'n'; FLAT_NAME_MAX];
+    let a = fs.flat_create(&long, 0o644, 0, 0).unwrap();
+    assert_eq!(fs.flat_create(&long, 0o644, 0, 0), Err(Error::Exists));
+    assert_eq!(
+        fs.flat_create(&vec![b'n'; FLAT_NAME_MAX + 1], 0o644, 0, 0),
+        Err(Error::NameTooLong)
+    );
+    assert!(matches!(
+        fs.flat_create(b"", 0o644, 0, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        fs.flat_create(b"dir", 0o040_755, 0, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Any bytes, slashes included: the names are not paths.
+    let b = fs.flat_create(b"fax/2024/in", 0o644, 0, 0).unwrap();
+    fs.write(b.ino, 0, b"page").unwrap();
+    // A file in the tree may get a flat name too.
+    let c = fs.create(ROOT_INO, b"c", 0o644, 0, 0).unwrap();
+    fs.flat_link(b"also c", c.ino).unwrap();
+    assert_eq!(fs.getattr(c.ino).unwrap().inode.nlink, 2);
+    assert_eq!(fs.flat_link(b"also c", c.ino), Err(Error::Exists));
+    assert!(matches!(
+        fs.flat_link(b"root", ROOT_INO),
+        Err(Error::NotPermitted(_))
+    ));
+    let mut fs = remount(fs);
+    assert_eq!(fs.flat_lookup(&long).unwrap().ino, a.ino);
+    let got = fs.flat_lookup(b"fax/2024/in").unwrap();
+    assert_eq!(got.ino, b.ino);
+    let mut buf = [0; 10];
+    assert_eq!(fs.read(b.ino, 0, &mut buf).unwrap(), 4);
+    assert_eq!(fs.flat_lookup(b"nothing"), Err(Error::NotFound));
+    let listed: Vec<Vec<u8>> = fs
+        .flat_list(b"", 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        listed,
+        [b"also c".to_vec(), b"fax/2024/in".to_vec(), long.clone()]
+    );
+    let rest = fs.flat_list(b"also c", 1).unwrap();
+    assert_eq!(rest, [(b"fax/2024/in".to_vec(), b.ino)]);
+    // The file keeps its flat name when its directory entry goes, and goes with the last.
+    fs.unlink(ROOT_INO, b"c").unwrap();
+    assert_eq!(fs.flat_lookup(b"also c").unwrap().inode.nlink, 1);
+    fs.flat_remove(b"also c").unwrap();
+    assert_eq!(fs.getattr(c.ino), Err(Error::NotFound));
+    assert_eq!(fs.flat_remove(b"also c"), Err(Error::NotFound));
+    // A record file with a flat name.
+    fs.make_records(a.ino, RecordFormat::fixed(2)).unwrap();
+    fs.record_add(a.ino, b"ab").unwrap();
+    let files = fs.statfs().files;
+    let mut fs = remount(fs);
+    assert_eq!(fs.statfs().files, files);
+    assert_eq!(fs.record_read(a.ino, 0).unwrap(), b"ab");
+    fs.flat_remove(&long).unwrap();
+    fs.flat_remove(b"fax/2024/in").unwrap();
+    let mut fs = remount(fs);
+    assert_eq!(fs.statfs().files, 1);
+    assert!(fs.flat_list(b"", 10).unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Power cuts.
+
+/// One step of a power-cut scenario.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A record file in the root.
+    Create(&'static str, RecordFormat),
+    /// Adds a record (length, seed).
+    Add(&'static str, usize, u8),
+    /// Replaces the record that many places after the oldest (length, seed).
+    Update(&'static str, u64, usize, u8),
+    RemoveFirst(&'static str),
+    RemoveLast(&'static str),
+    CreateInt(u32),
+    RemoveInt(u32),
+    FlatCreate(&'static str),
+    FlatRemove(&'static str),
+    Sync,
+}
+
+fn apply<D: Segments>(fs: &mut Fs<D>, step: &Step) -> Result<(), Error> {
+    let rec = |fs: &mut Fs<D>, name: &str| fs.lookup(ROOT_INO, name.as_bytes()).map(|a| a.ino);
+    match step {
+        Step::Create(name, fmt) => fs
+            .create_records(ROOT_INO, name.as_bytes(), *fmt, 0o644, 0, 0)
+            .map(drop),
+        Step::Add(name, len, seed) => {
+            let f = rec(fs, name)?;
+            fs.record_add(f, &data(*seed, *len)).map(drop)
+        }
+        Step::Update(name, i, len, seed) => {
+            let f = rec(fs, name)?;
+            let first = fs.record_info(f)?.first;
+            fs.record_update(f, first + i, &data(*seed, *len))
+        }
+        Step::RemoveFirst(name) => {
+            let f = rec(fs, name)?;
+            fs.record_remove_first(f)
+        }
+        Step::RemoveLast(name) => {
+            let f = rec(fs, name)?;
+            fs.record_remove_last(f)
+        }
+        Step::CreateInt(n) => fs.create_int(ROOT_INO, *n, 0o644, 0, 0).map(drop),
+        Step::RemoveInt(n) => fs.remove_int(ROOT_INO, *n),
+        Step::FlatCreate(name) => fs.flat_create(name.as_bytes(), 0o644, 0, 0).map(drop),
+        Step::FlatRemove(name) => fs.flat_remove(name.as_bytes()),
+        Step::Sync => fs.sync(),
+    }
+}
+
+/// A record file's `first`, `next` and records.
+type Records = (u64, u64, Vec<(u64, Vec<u8>)>);
+
+/// What a volume holds, as these scenarios see it: the tree (with record files as their
+/// byte streams), every record file's numbers and records, and the flat names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct State {
+    tree: BTreeMap<Vec<u8>, Entry>,
+    records: BTreeMap<Vec<u8>, Records>,
+    flat: Vec<Vec<u8>>,
+}
+
+fn state<D: Segments>(fs: &mut Fs<D>) -> State {
+    let (tree, _) = dump(fs).unwrap();
+    let mut records = BTreeMap::new();
+    for e in fs.readdir(ROOT_INO, 0, 1000).unwrap() {
+        if let Ok(info) = fs.record_info(e.ino) {
+            let list = fs.record_list(e.ino).unwrap();
+            records.insert(e.name, (info.first, info.next, list));
+        }
+    }
+    let flat = fs
+        .flat_list(b"", 1000)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    State {
+        tree,
+        records,
+        flat,
+    }
+}
+
+fn ops<D: Sim>(fs: &Fs<D>) -> u64 {
+    fs.ftl().log().device().sim().ops()
+}
+
+fn powered<D: Sim>(fs: &Fs<D>) -> bool {
+    fs.ftl().log().device().sim().is_powered()
+}
+
+/// Runs `steps` on a fresh volume, then again cut after every device operation (clean and
+/// torn): after each cut the volume mounts, `fsck` finds it clean, and it holds the state
+/// after some step between the last sync and the step cut off — no step half done.
+fn every_cut<D: Sim>(dev: D, config: FsConfig, steps: &[Step]) {
+    let base = Fs::format(dev, config).unwrap().unmount().unwrap();
+    let mut fs = Fs::mount(base.clone(), config).unwrap();
+    let start = ops(&fs);
+    let mut states = vec![state(&mut fs)];
+    for (i, step) in steps.iter().enumerate() {
+        apply(&mut fs, step).unwrap_or_else(|e| panic!("step {i} {step:?}: {e}"));
+        states.push(state(&mut fs));
+    }
+    let total = ops(&fs) - start;
+    assert!(total >= 4, "only {total} device operations");
+    drop(fs);
+    for k in 0..=total {
+        for torn in [false, true] {
+            let what = format!("cut after {k} of {total} operations (torn {torn})");
+            let mut fs = Fs::mount(base.clone(), config).unwrap();
+            fs.ftl_mut()
+                .log_mut()
+                .device_mut()
+                .sim_mut()
+                .schedule_cut(k, torn);
+            let (mut done, mut durable) = (0, 0);
+            for (i, step) in steps.iter().enumerate() {
+                let r = apply(&mut fs, step);
+                if !powered(&fs) {
+                    break;
+                }
+                r.unwrap_or_else(|e| panic!("{what}: step {i} {step:?}: {e}"));
+                done = i + 1;
+                if matches!(step, Step::Sync) {
+                    durable = i + 1;
+                }
+            }
+            assert_eq!(!powered(&fs), k < total, "{what}: did the cut come?");
+            let mut dev = fs.into_device();
+            dev.sim_mut().set_faults(Default::default());
+            dev.sim_mut().reboot();
+            let mut fs = Fs::mount(dev, config).unwrap_or_else(|e| panic!("{what}: mount: {e}"));
+            fsck_clean(&mut fs, &what);
+            let got = state(&mut fs);
+            let hi = (done + 1).min(states.len() - 1);
+            assert!(
+                (durable..=hi).any(|i| states[i] == got),
+                "{what}: no state of steps {durable}..={hi} matches:\n{got:#?}"
+            );
+            assert_eq!(
+                fs.statfs().files,
+                dump(&mut fs).unwrap().1 as u64 + flat_only(&got),
+                "{what}"
+            );
+        }
+    }
+}
+
+/// Inodes named only by flat names (not in the tree's dump).
+fn flat_only(s: &State) -> u64 {
+    s.flat.len() as u64
+}
+
+fn eager() -> FsConfig {
+    FsConfig {
+        dirty_limit: Some(1),
+        ..fs_config()
+    }
+}
+
+fn on_every_device(steps: &[Step]) {
+    every_cut(nor(true), eager(), steps);
+    every_cut(nor(false), eager(), steps);
+    every_cut(nand(), eager(), steps);
+    every_cut(nand(), fs_config(), steps);
+}
+
+#[test]
+fn power_cuts_add_and_update_with_length_changes() {
+    let steps = [
+        Step::Create("r", RecordFormat::variable()),
+        Step::Add("r", 40, 1),
+        Step::Add("r", 300, 2),
+        Step::Sync,
+        Step::Add("r", 10, 3),
+        // Longer, over several chunks; then shorter; then empty.
+        Step::Update("r", 0, 600, 4),
+        Step::Update("r", 1, 7, 5),
+        Step::Update("r", 2, 0, 6),
+        Step::RemoveFirst("r"),
+        Step::RemoveLast("r"),
+        Step::Add("r", 129, 7),
+    ];
+    on_every_device(&steps);
+}
+
+#[test]
+fn power_cuts_wrap_a_cyclic_file() {
+    let steps = [
+        Step::Create("c", RecordFormat::cyclic(3, 32)),
+        Step::Add("c", 32, 1),
+        Step::Add("c", 32, 2),
+        Step::Add("c", 32, 3),
+        Step::Sync,
+        // Each of these removes the oldest and adds one, together.
+        Step::Add("c", 32, 4),
+        Step::Add("c", 32, 5),
+        Step::Update("c", 1, 32, 6),
+        Step::Add("c", 32, 7),
+        Step::Add("c", 32, 8),
+        Step::Sync,
+    ];
+    on_every_device(&steps);
+}
+
+#[test]
+fn power_cuts_integer_and_flat_names() {
+    let steps = [
+        Step::CreateInt(3),
+        Step::FlatCreate("a long flat name"),
+        Step::Sync,
+        Step::CreateInt(4),
+        Step::RemoveInt(3),
+        Step::FlatCreate("another"),
+        Step::FlatRemove("a long flat name"),
+    ];
+    every_cut(nor(true), eager(), &steps);
+    every_cut(nand(), eager(), &steps);
+}
+
+// ---------------------------------------------------------------------------------------
+// Property test.
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(usize, u16, u8),
+    Update(usize, u8, u16, u8),
+    Read(usize, u8),
+    Stream(usize, u16, u16),
+    RemoveFirst(usize),
+    RemoveLast(usize),
+    Sync,
+    Remount,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let len = prop_oneof![8 => 0..200u16, 1 => 0..(RECORD_MAX as u16 + 2)];
+    prop_oneof![
+        6 => (0..3usize, len.clone(), any::<u8>()).prop_map(|(f, l, s)| Op::Add(f, l, s)),
+        3 => (0..3usize, any::<u8>(), len, any::<u8>()).prop_map(|(f, i, l, s)| Op::Update(f, i, l, s)),
+        2 => (0..3usize, any::<u8>()).prop_map(|(f, i)| Op::Read(f, i)),
+        1 => (0..3usize, any::<u16>(), any::<u16>()).prop_map(|(f, o, l)| Op::Stream(f, o, l)),
+        1 => (0..3usize).prop_map(Op::RemoveFirst),
+        1 => (0..3usize).prop_map(Op::RemoveLast),
+        1 => Just(Op::Sync),
+        1 => Just(Op::Remount),
+    ]
+}
+
+/// The model of one record file.
+struct Model {
+    format: RecordFormat,
+    first: u64,
+    recs: VecDeque<Vec<u8>>,
+}
+
+impl Model {
+    fn next(&self) -> u64 {
+        self.first + self.recs.len() as u64
+    }
+    fn refuses(&self, len: usize) -> Option<Error> {
+        if len > RECORD_MAX {
+            Some(Error::TooBig)
+        } else if self.format.record_size != 0 && len != self.format.record_size as usize {
+            Some(Error::InvalidArgument("record of the wrong length"))
+        } else {
+            None
+        }
+    }
+}
+
+fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
+    let formats = [
+        RecordFormat::variable(),
+        RecordFormat::cyclic(4, 0),
+        RecordFormat::cyclic(3, 20),
+    ];
+    let mut fs = Fs::format(dev, fs_config()).unwrap();
+    let mut files = Vec::new();
+    let mut models = Vec::new();
+    for (i, &f) in formats.iter().enumerate() {
+        let name = format!("r{i}");
+        files.push(
+            fs.create_records(ROOT_INO, name.as_bytes(), f, 0o644, 0, 0)
+                .unwrap()
+                .ino,
+        );
+        models.push(Model {
+            format: f,
+            first: 0,
+            recs: VecDeque::new(),
+        });
+    }
+    let same_err = |got: Result<(), Error>, want: Option<Error>| -> Result<(), TestCaseError> {
+        match (got, want) {
+            (Ok(()), None) => Ok(()),
+            (Err(g), Some(w)) if g.errno() == w.errno() => Ok(()),
+            (g, w) => Err(TestCaseError::fail(format!(
+                "got {g:?}, the model says {w:?}"
+            ))),
+        }
+    };
+    for (step, op) in ops.iter().enumerate() {
+        let what = format!("step {step} {op:?}");
+        match *op {
+            Op::Add(f, len, seed) => {
+                let m = &mut models[f];
+                let d = data(seed, len as usize);
+                let want = m.refuses(d.len());
+                let got = fs.record_add(files[f], &d);
+                // A full volume refuses, and the refusal changes nothing.
+                let want = if got == Err(Error::NoSpace) && want.is_none() {
+                    Some(Error::NoSpace)
+                } else {
+                    want
+                };
+                if want.is_none() {
+                    prop_assert_eq!(got.clone(), Ok(m.next()), "{}", what);
+                    m.recs.push_back(d);
+                    if m.format.capacity > 0 && m.recs.len() > m.format.capacity as usize {
+                        m.recs.pop_front();
+                        m.first += 1;
+                    }
+                }
+                same_err(got.map(drop), want)?;
+            }
+            Op::Update(f, i, len, seed) => {
+                let m = &mut models[f];
+                let d = data(seed, len as usize);
+                let n = m.first + u64::from(i % 6);
+                let idx = (n - m.first) as usize;
+                let want = if idx >= m.recs.len() {
+                    m.refuses(d.len()).or(Some(Error::NotFound))
+                } else {
+                    m.refuses(d.len())
+                };
+                let got = fs.record_update(files[f], n, &d);
+                let want = if got == Err(Error::NoSpace) && want.is_none() {
+                    Some(Error::NoSpace)
+                } else {
+                    want
+                };
+                if want.is_none() {
+                    m.recs[idx] = d;
+                }
+                same_err(got, want).map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+            }
+            Op::Read(f, i) => {
+                let m = &models[f];
+                let n = m.first + u64::from(i % 6);
+                let want = m
+                    .recs
+                    .get((n - m.first) as usize)
+                    .cloned()
+                    .ok_or(Error::NotFound);
+                prop_assert_eq!(fs.record_read(files[f], n), want, "{}", what);
+            }
+            Op::Stream(f, off, len) => {
+                let all: Vec<u8> = models[f].recs.iter().flatten().copied().collect();
+                let mut buf = vec![0; len as usize];
+                let n = fs.read(files[f], u64::from(off), &mut buf).unwrap();
+                let from = (off as usize).min(all.len());
+                let to = (from + len as usize).min(all.len());
+                prop_assert_eq!(&buf[..n], &all[from..to], "{}", what);
+            }
+            Op::RemoveFirst(f) | Op::RemoveLast(f) => {
+                let m = &mut models[f];
+                let want = if m.recs.is_empty() {
+                    Some(Error::NotFound)
+                } else {
+                    None
+                };
+                let got = if matches!(op, Op::RemoveFirst(_)) {
+                    fs.record_remove_first(files[f])
+                } else {
+                    fs.record_remove_last(files[f])
+                };
+                if want.is_none() {
+                    if matches!(op, Op::RemoveFirst(_)) {
+                        m.recs.pop_front();
+                        m.first += 1;
+                    } else {
+                        m.recs.pop_back();
+                    }
+                }
+                same_err(got, want)?;
+            }
+            Op::Sync => fs.sync().unwrap(),
+            Op::Remount => {
+                fs = remount(fs);
+            }
+        }
+    }
+    let mut fs = remount(fs);
+    for (f, m) in models.iter().enumerate() {
+        let info = fs.record_info(files[f]).unwrap();
+        prop_assert_eq!((info.first, info.next), (m.first, m.next()));
+        let want: Vec<(u64, Vec<u8>)> = m
+            .recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (m.first + i as u64, r.clone()))
+            .collect();
+        prop_assert_eq!(fs.record_list(files[f]).unwrap(), want);
+        let size: usize = m.recs.iter().map(Vec::len).sum();
+        prop_assert_eq!(fs.getattr(files[f]).unwrap().inode.size, size as u64);
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24)
+}
+
+proptest! {
+    // 24 cases per device in the suite; PROPTEST_CASES=N for a longer soak.
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn record_files_match_model_on_nor(ops in proptest::collection::vec(op(), 1..120)) {
+        run_model(nor(true), &ops)?;
+    }
+
+    #[test]
+    fn record_files_match_model_on_nand(ops in proptest::collection::vec(op(), 1..120)) {
+        run_model(nand(), &ops)?;
+    }
+}
