@@ -45,8 +45,13 @@ pub enum Error {
     NotPermitted(&'static str),
     /// The volume does not support this (EOPNOTSUPP).
     Unsupported(&'static str),
-    /// No open file with this handle (EBADF).
+    /// No open file with this handle, or no open transaction with this identifier (EBADF).
     BadHandle,
+    /// A transaction cannot be serialized with the others and has been aborted, or an
+    /// atomic operation touched what an open transaction changed (EDEADLK).
+    Conflict,
+    /// Every transaction identifier of the window is in use (EAGAIN).
+    TooManyTransactions,
 }
 
 impl Error {
@@ -73,6 +78,8 @@ impl Error {
             Error::NotPermitted(_) => 1,
             Error::Unsupported(_) => 95,
             Error::BadHandle => 9,
+            Error::Conflict => 35,
+            Error::TooManyTransactions => 11,
         }
     }
 }
@@ -109,6 +116,8 @@ impl fmt::Display for Error {
             Error::NotPermitted(why) => write!(f, "operation not permitted: {why}"),
             Error::Unsupported(why) => write!(f, "operation not supported: {why}"),
             Error::BadHandle => write!(f, "bad file handle"),
+            Error::Conflict => write!(f, "conflict between transactions"),
+            Error::TooManyTransactions => write!(f, "transaction identifiers exhausted"),
         }
     }
 }

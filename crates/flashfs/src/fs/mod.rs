@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up: the volume's sectors are a block device on the log ([`Ftl`]), told
 //! exactly which sectors are dead so the cleaner never copies garbage; [`Space`] knows which
-//! are free; one [`Tree`] holds every inode, directory entry, extended attribute and extent
+//! are free; one [`Tree`](crate::index::Tree) holds every inode, directory entry, extended attribute and extent
 //! (keys in `layout`); file data lives in whole sectors that extents point to.
 //!
 //! Nothing is changed in place. An operation changes the working version in RAM (dirty tree
@@ -24,6 +24,7 @@ mod path;
 mod record;
 mod space;
 mod store;
+mod txn;
 mod xattr;
 
 use alloc::collections::BTreeMap;
@@ -36,16 +37,16 @@ pub use names::{int_name, parse_int_name, INT_COOKIE_BASE};
 pub use namespace::{DirEntry, RenameFlags};
 pub use namespace::{NAME_MAX, TARGET_MAX};
 pub use record::{RecordFormat, RecordInfo, RECORD_MAX};
+pub use txn::Tid;
 pub use xattr::XattrFlags;
 pub use xattr::XATTR_VALUE_MAX;
 
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl, FtlConfig};
-use crate::index::{Tree, TreeConfig};
+use crate::index::TreeConfig;
 use crate::log::Head;
 use crate::media::Segments;
 use layout::{item, key, Superblock};
-use store::Store;
 
 /// When reads update the access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,9 @@ pub struct FsConfig {
     pub atime: Atime,
     /// The wall clock for timestamps.
     pub clock: fn() -> Timespec,
+    /// Transaction identifiers (SPEC.md §8.5a): how many transactions can be open at once,
+    /// at most (at least 1).
+    pub tid_window: u32,
 }
 
 impl Default for FsConfig {
@@ -89,6 +93,7 @@ impl Default for FsConfig {
             spare_pointers: None,
             atime: Atime::Relative,
             clock: system_clock,
+            tid_window: 64,
         }
     }
 }
@@ -201,7 +206,8 @@ impl Lifetime {
 /// A mounted file system on a flash device.
 #[derive(Debug)]
 pub struct Fs<D: Segments> {
-    tree: Tree<Store<D>>,
+    /// The index, seen through the running transaction's changes if any (`txn`).
+    tree: txn::TxTree<D>,
     sb: Superblock,
     config: FsConfig,
     /// Open counts of inodes opened through [`Fs::open`].
@@ -385,6 +391,7 @@ impl<D: Segments> Fs<D> {
     /// the last commit.
     fn reload(&mut self) -> Result<()> {
         // Not `abort`: the tree's own last commit may be the one whose superblock failed.
+        self.tree.tx.invalidate_all();
         self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
         self.rescan().map(drop)
     }

@@ -11,6 +11,7 @@ use alloc::vec::Vec;
 use super::layout::{self, item, key, key_u64, Extent, Inode, Superblock, FIRST_INO, ROOT_INO};
 use super::space::Space;
 use super::store::Store;
+use super::txn::TxTree;
 use super::{Fs, FsConfig};
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
@@ -104,7 +105,10 @@ impl<D: Segments> Fs<D> {
             node_writes: 0,
             node_patches: 0,
         };
-        let tree = Tree::open_at(store, None, 0, tree_config)?;
+        let tree = TxTree::new(
+            Tree::open_at(store, None, 0, tree_config)?,
+            config.tid_window,
+        );
         let mut fs = Fs {
             tree,
             sb: Superblock {
@@ -180,7 +184,10 @@ impl<D: Segments> Fs<D> {
         if sb.root.0 == 0 || sb.root.0 >= sectors {
             return Err(Error::Corrupt("superblock root beyond the volume"));
         }
-        let tree = Tree::open_at(store, Some(sb.root), sb.index_gen, tree_config)?;
+        let tree = TxTree::new(
+            Tree::open_at(store, Some(sb.root), sb.index_gen, tree_config)?,
+            config.tid_window,
+        );
         let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit);
         let mut fs = Fs {
             tree,

@@ -21,6 +21,18 @@ pub struct Space {
     /// Where the last data allocation ended: the next one starts there, so a file written
     /// in several calls still gets consecutive sectors.
     cursor: u64,
+    /// While an operation of a transaction runs: where its data sectors are recorded
+    /// (allocations to undo if it aborts, releases to make only if it commits).
+    pub tx: Option<TxSpace>,
+}
+
+/// The data sectors an open transaction allocated and released.
+#[derive(Debug, Default, Clone)]
+pub struct TxSpace {
+    /// Runs allocated: no committed version uses them; an abort gives them back.
+    pub allocated: Vec<(u64, u64)>,
+    /// Runs released: still in use until the transaction commits.
+    pub released: Vec<(u64, u64)>,
 }
 
 impl Space {
@@ -84,6 +96,9 @@ impl Space {
         let got = want.min(a + n - start);
         self.take(start, got);
         self.cursor = start + got;
+        if let Some(tx) = &mut self.tx {
+            tx.allocated.push((start, got));
+        }
         Some((start, got))
     }
 
@@ -97,11 +112,29 @@ impl Space {
 
     /// Returns sectors that no version uses (allocated and never committed).
     pub fn unalloc(&mut self, start: u64, n: u64) {
+        if let Some(tx) = &mut self.tx {
+            if let Some(i) = tx.allocated.iter().rposition(|&r| r == (start, n)) {
+                tx.allocated.remove(i);
+            }
+        }
         self.insert(start, n);
     }
 
-    /// The working version no longer uses these sectors.
+    /// The working version no longer uses these data sectors (inside a transaction: the
+    /// transaction's version, so they wait for its commit).
     pub fn release(&mut self, start: u64, n: u64) {
+        if let Some(tx) = &mut self.tx {
+            if n > 0 {
+                tx.released.push((start, n));
+            }
+            return;
+        }
+        self.release_node(start, n);
+    }
+
+    /// The working version no longer uses these sectors (index nodes: never a
+    /// transaction's).
+    pub fn release_node(&mut self, start: u64, n: u64) {
         if n > 0 {
             self.pending.push((start, n));
             self.pending_count += n;

@@ -76,7 +76,7 @@ impl<D: Segments> NodeStore for Store<D> {
     }
 
     fn release(&mut self, at: NodePtr) {
-        self.space.release(at.0, 1);
+        self.space.release_node(at.0, 1);
     }
 
     fn can_patch(&self) -> bool {
