@@ -226,8 +226,29 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> flashfs::Result<()> {
         self.access(|d| d.write_slot(seg, slot, tag, data))
     }
+    fn write_slot_verified(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        tag: &Tag,
+        data: &[u8],
+    ) -> flashfs::Result<()> {
+        self.access(|d| d.write_slot_verified(seg, slot, tag, data))
+    }
     fn slot_erased(&mut self, seg: u32, slot: u32) -> flashfs::Result<bool> {
         self.access(|d| d.slot_erased(seg, slot))
+    }
+    fn can_patch(&self) -> bool {
+        self.inner.can_patch()
+    }
+    fn patch_slot(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        offset: usize,
+        bytes: &[u8],
+    ) -> flashfs::Result<()> {
+        self.access(|d| d.patch_slot(seg, slot, offset, bytes))
     }
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         self.inner.risks_earlier_slot(slot)
