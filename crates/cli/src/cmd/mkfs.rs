@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 use flash::preset::Preset;
 use flash::spec::DeviceSpec;
 use flash::store::FileStore;
@@ -24,6 +24,7 @@ Examples:
   flashfs mkfs dev.img --preset nand-128m --ftl             a block device on 128 MiB of NAND
   flashfs mkfs dev.img --preset nand-128m --ftl --sectors 20000 --force
   flashfs mkfs nor.img --preset 28f008sa --ftl --sector-size 4096 --reserve 4
+  flashfs mkfs small.img --preset nand-1g --blocks 512        a custom geometry: 512 blocks of nand-1g
 
 Without --ftl the image holds the native file system (blocks of a NAND page, or 512 bytes
 on NOR): mount it with `flashfs mount`, or use `flashfs ls/put/get` on the image directly.
@@ -55,6 +56,14 @@ pub struct Args {
     /// sector is a page.
     #[arg(long, value_name = "BYTES")]
     pub sector_size: Option<u32>,
+    /// A custom geometry: this many erase blocks (NAND) or units (NOR) instead of the
+    /// preset's, with its timings, endurance and ECC.
+    #[arg(long, value_name = "N")]
+    pub blocks: Option<u32>,
+    /// A custom geometry: erase units of this many bytes (NOR), or blocks of this many pages
+    /// (NAND), instead of the preset's.
+    #[arg(long, value_name = "N")]
+    pub block_size: Option<u32>,
     /// Free segments held back for the cleaner, at least 2: each one more lowers the size
     /// exported and leaves the cleaner more room.
     #[arg(long, value_name = "N", default_value_t = LogConfig::default().reserve)]
@@ -71,7 +80,8 @@ pub struct Formatted {
 
 /// Runs `flashfs mkfs`.
 pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let preset = device::lookup(&a.preset)?;
+    let mut preset = device::lookup(&a.preset)?;
+    preset.spec = custom_geometry(a, preset.spec)?;
     check_options(a, &preset)?;
     let path = a.image.as_path();
     let shown = device::shown(path);
@@ -103,6 +113,30 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// Refuses options that cannot apply, before anything is written.
+/// The preset's device with the geometry the options give, checked as a simulator would.
+fn custom_geometry(a: &Args, spec: DeviceSpec) -> anyhow::Result<DeviceSpec> {
+    if a.blocks.is_none() && a.block_size.is_none() {
+        return Ok(spec);
+    }
+    let custom = match spec {
+        DeviceSpec::Nor(mut s) => {
+            s.units = a.blocks.unwrap_or(s.units);
+            s.unit_size = a.block_size.unwrap_or(s.unit_size);
+            DeviceSpec::Nor(s)
+        }
+        DeviceSpec::Nand(mut s) => {
+            s.blocks = a.blocks.unwrap_or(s.blocks);
+            s.pages_per_block = a.block_size.unwrap_or(s.pages_per_block);
+            DeviceSpec::Nand(s)
+        }
+        DeviceSpec::Nvram(_) => bail!("--blocks and --block-size apply to flash, not NVRAM"),
+    };
+    custom
+        .validate()
+        .map_err(|e| anyhow!("that geometry is not a device: {e}"))?;
+    Ok(custom)
+}
+
 fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
     let min = LogConfig::default().reserve;
     if a.reserve < min {
