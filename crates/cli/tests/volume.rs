@@ -456,15 +456,32 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
 fn mkfs_takes_a_custom_geometry() {
     let dir = TempDir::new().unwrap();
     let image = dir.path().join("custom.img");
-    mkfs(&image, "nand-128m", &["--blocks", "300", "--block-size", "16"]);
+    mkfs(
+        &image,
+        "nand-128m",
+        &["--blocks", "300", "--block-size", "16"],
+    );
     let j = info_json(&image);
     let geometry = j["geometry"].as_str().unwrap();
     assert!(geometry.starts_with("300 blocks x 16 pages"), "{geometry}");
-    assert_eq!(j["space"]["detail"], "0 of 4,380 sectors of 512 B in use", "{j}");
+    assert_eq!(
+        j["space"]["detail"], "0 of 4,380 sectors of 512 B in use",
+        "{j}"
+    );
     let nor = dir.path().join("nor.img");
-    mkfs(&nor, "28f008sa", &["--blocks", "32", "--block-size", "65536"]);
+    mkfs(
+        &nor,
+        "28f008sa",
+        &["--blocks", "32", "--block-size", "65536"],
+    );
     let j = info_json(&nor);
-    assert!(j["geometry"].as_str().unwrap().starts_with("32 units x 64 KiB"), "{j}");
+    assert!(
+        j["geometry"]
+            .as_str()
+            .unwrap()
+            .starts_with("32 units x 64 KiB"),
+        "{j}"
+    );
     // A geometry no device has: one line, nothing made.
     let bad = dir.path().join("bad.img");
     let line = fails(

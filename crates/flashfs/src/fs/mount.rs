@@ -109,18 +109,20 @@ impl<D: Segments> Fs<D> {
             Tree::open_at(store, None, 0, tree_config)?,
             config.tid_window,
         );
+        // The superblock of no commit yet: the first commit, below, writes it.
+        let sb = Superblock {
+            commit: 0,
+            root: NodePtr(0),
+            next_ino: FIRST_INO,
+            sectors,
+            block_size: ss as u32,
+            index_gen: 0,
+            user_bytes: 0,
+            flash_slots: 0,
+        };
         let mut fs = Fs {
             tree,
-            sb: Superblock {
-                commit: 0,
-                root: NodePtr(0),
-                next_ino: FIRST_INO,
-                sectors,
-                block_size: ss as u32,
-                index_gen: 0,
-                user_bytes: 0,
-                flash_slots: 0,
-            },
+            sb,
             config,
             open: Default::default(),
             inodes: 1,
@@ -128,16 +130,7 @@ impl<D: Segments> Fs<D> {
             dirty_limit,
             commits: 0,
             bytes_written: 0,
-            mount_base: Superblock {
-                commit: 0,
-                root: NodePtr(0),
-                next_ino: FIRST_INO,
-                sectors,
-                block_size: ss as u32,
-                index_gen: 0,
-                user_bytes: 0,
-                flash_slots: 0,
-            },
+            mount_base: sb,
             garbage_spares: 0,
             extent_cache: Default::default(),
             buf: vec![0; ss],
