@@ -95,6 +95,9 @@ enum Command {
     /// Rename or move a file or directory on the image.
     #[command(after_help = cmd::files::EXAMPLES)]
     Mv(cmd::files::MvArgs),
+    /// Run transactions on the image from a script (all of each, or none).
+    #[command(after_help = cmd::tx::EXAMPLES)]
+    Tx(cmd::tx::Args),
 }
 
 /// Options every command sees.
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
         Command::Rm(args) => cmd::files::rm(&args, &mut out).map(done),
         Command::Mkdir(args) => cmd::files::mkdir(&args, &mut out).map(done),
         Command::Mv(args) => cmd::files::mv(&args, &mut out).map(done),
+        Command::Tx(args) => cmd::tx::run(&args, &mut out).map(done),
     }
     .and_then(|code| Ok(out.flush().map(|()| code)?));
     match result {

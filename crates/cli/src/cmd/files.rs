@@ -131,16 +131,16 @@ pub struct MvArgs {
 const CHUNK: usize = 1 << 20;
 
 /// The native file system of an image, mounted over a view that keeps writes in memory.
-struct Image {
+pub(crate) struct Image {
     path: PathBuf,
-    shown: String,
-    fs: AnyFs<ImageStore>,
+    pub(crate) shown: String,
+    pub(crate) fs: AnyFs<ImageStore>,
     /// The image file's owner, for what the command creates.
     owner: (u32, u32),
 }
 
 impl Image {
-    fn open(path: &Path) -> anyhow::Result<Image> {
+    pub(crate) fn open(path: &Path) -> anyhow::Result<Image> {
         let shown = device::shown(path);
         let store = ImageStore::open(path, false)?;
         let meta = std::fs::metadata(path)
@@ -173,7 +173,7 @@ impl Image {
     }
 
     /// Commits and writes what changed back into the image file.
-    fn save(self) -> anyhow::Result<()> {
+    pub(crate) fn save(self) -> anyhow::Result<()> {
         let shown = self.shown.clone();
         let store = self.fs.close().with_context(|| shown.clone())?;
         let ImageStore::ReadOnly(overlay) = store else {

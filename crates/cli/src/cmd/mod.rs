@@ -10,3 +10,4 @@ pub mod mkfs;
 pub mod presets;
 pub mod sim;
 pub mod torture;
+pub mod tx;
