@@ -385,3 +385,18 @@ fn foreign_and_blank_devices() {
     let (report, dev) = check_device(nand(), fs_config(), false);
     assert!(!report.mounted && dev.is_none() && !report.problems.is_empty());
 }
+
+/// A volume whose superblock block lost its content (the page decayed, or was overwritten)
+/// is damage, not a foreign volume: the log's header says it is a file system.
+#[test]
+fn a_lost_superblock_is_damage_not_a_foreign_volume() {
+    use flashfs::BlockDevice;
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let ss = fs.block_size() as usize;
+    fs.ftl_mut().write(0, &vec![0u8; ss]).unwrap();
+    let dev = fs.into_device();
+    assert!(matches!(
+        Fs::mount(dev, fs_config()),
+        Err(Error::Corrupt("the superblock is missing from block 0"))
+    ));
+}

@@ -530,8 +530,11 @@ impl Superblock {
         let b = sector
             .get(..SB_LEN)
             .ok_or(Error::Corrupt("sector too small for a superblock"))?;
+        // Only read once the log's header said the volume is a file system: a block 0
+        // without the magic is damage (or a format that never finished), not another kind
+        // of volume.
         if b[0..4] != SB_MAGIC {
-            return Err(Error::NotFormatted("no file-system superblock"));
+            return Err(Error::Corrupt("the superblock is missing from block 0"));
         }
         if b[4] != FS_VERSION {
             return Err(Error::NotFormatted("unsupported file-system version"));
