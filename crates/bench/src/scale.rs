@@ -123,23 +123,29 @@ impl Rng {
     }
 }
 
+/// Device time now.
+fn now(fs: &Fs<Dev>) -> std::time::Duration {
+    fs.ftl().log().device().now()
+}
+
+/// Device microseconds per operation since `t0`, over `n` operations.
+fn us_per(fs: &Fs<Dev>, t0: std::time::Duration, n: u64) -> f64 {
+    (now(fs) - t0).as_secs_f64() * 1e6 / n.max(1) as f64
+}
+
 /// Cost of `ops` operations each run with a cold cache: page reads and device time per op.
 fn cold<F>(fs: &mut Fs<Dev>, ops: u64, mut op: F) -> Result<(f64, f64)>
 where
     F: FnMut(&mut Fs<Dev>, u64) -> flashfs::Result<()>,
 {
     let reads0 = fs.ftl().log().device().flash().stats().reads;
-    let t0 = fs.ftl().log().device().now();
+    let t0 = now(fs);
     for i in 0..ops {
         fs.drop_caches();
         op(fs, i).context(|| "measured operation".into())?;
     }
     let reads = fs.ftl().log().device().flash().stats().reads - reads0;
-    let t = fs.ftl().log().device().now() - t0;
-    Ok((
-        reads as f64 / ops as f64,
-        t.as_secs_f64() * 1e6 / ops as f64,
-    ))
+    Ok((reads as f64 / ops as f64, us_per(fs, t0, ops)))
 }
 
 fn name(i: u64) -> Vec<u8> {
@@ -183,7 +189,7 @@ fn directory(
     let mut rows = Vec::new();
     let mut made = 0;
     for &n in &opts.dir_checkpoints {
-        let t0 = fs.ftl().log().device().now();
+        let t0 = now(&fs);
         let before = made;
         while made < n {
             fs.create(dir, &name(made), 0o644, 0, 0)
@@ -194,8 +200,7 @@ fn directory(
             }
         }
         fs.sync().context(|| "sync".into())?;
-        let build = (fs.ftl().log().device().now() - t0).as_secs_f64() * 1e6
-            / (made - before).max(1) as f64;
+        let build = us_per(&fs, t0, made - before);
         let height = fs.index_height().context(|| "height".into())?;
         let (reads, us) = cold(&mut fs, opts.samples, |fs, _| {
             fs.lookup(dir, &name(rng.below(made))).map(drop)
@@ -259,7 +264,7 @@ fn big_file(
     let mut rows = Vec::new();
     let mut mib = 0;
     for &n in &opts.file_checkpoints_mib {
-        let t0 = fs.ftl().log().device().now();
+        let t0 = now(&fs);
         let before = mib;
         while mib < n.min(fits) {
             fs.write(ino, mib << 20, &chunk)
@@ -279,8 +284,7 @@ fn big_file(
             .context(|| "extending".into())?;
         }
         fs.sync().context(|| "sync".into())?;
-        let build =
-            (fs.ftl().log().device().now() - t0).as_secs_f64() * 1e6 / (mib - before).max(1) as f64;
+        let build = us_per(&fs, t0, mib - before);
         let extents = fs.extents(ino).context(|| "extents".into())?.len() as u64;
         let height = fs.index_height().context(|| "height".into())?;
         let (reads, nodes, us) =
@@ -323,7 +327,7 @@ fn fragmented(
     let mut rows = Vec::new();
     let mut done = 0;
     for &n in &opts.frag_checkpoints {
-        let t0 = fs.ftl().log().device().now();
+        let t0 = now(&fs);
         let before = done;
         while done < n {
             let off = rng.below(size / 4096) * 4096;
@@ -334,8 +338,7 @@ fn fragmented(
             }
         }
         fs.sync().context(|| "sync".into())?;
-        let build = (fs.ftl().log().device().now() - t0).as_secs_f64() * 1e6
-            / (done - before).max(1) as f64;
+        let build = us_per(&fs, t0, done - before);
         let extents = fs.extents(ino).context(|| "extents".into())?.len() as u64;
         let height = fs.index_height().context(|| "height".into())?;
         let (reads, nodes, us) = random_reads(&mut fs, ino, size, opts.samples, &mut rng)?;

@@ -237,6 +237,8 @@ impl<D: Segments> Fs<D> {
 
     /// Walks the committed index: every node, then every item.
     pub(super) fn walk(&mut self) -> Result<Usage> {
+        let max_size = self.max_file_size();
+        let max_blocks = max_size / self.bs();
         let mut usage = Usage::new(self.sb.sectors);
         usage.mark(0, 1)?;
         let mut nodes = Vec::new();
@@ -250,13 +252,20 @@ impl<D: Segments> Fs<D> {
             let (ino, ty, rest) = layout::split_key(&k)?;
             usage.max_ino = usage.max_ino.max(ino);
             match ty {
+                // Sizes and extents are bounded here, once, so that nothing after mount
+                // does arithmetic on a damaged value.
                 item::INODE => {
-                    Inode::decode(&v)?;
+                    if Inode::decode(&v)?.size > max_size {
+                        return Err(Error::Corrupt("an inode larger than a file can be"));
+                    }
                     usage.inodes += 1;
                 }
                 item::EXTENT => {
-                    layout::suffix_u64(rest)?;
+                    let first = layout::suffix_u64(rest)?;
                     let e = Extent::decode(&v)?;
+                    if first.checked_add(e.len).is_none_or(|end| end > max_blocks) {
+                        return Err(Error::Corrupt("an extent past the largest file"));
+                    }
                     usage.mark(e.start, e.len)?;
                 }
                 item::DIRENT => {
