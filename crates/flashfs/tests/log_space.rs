@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use flashfs::log::policy::Policy;
 use flashfs::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, Log, LogConfig, Owner, SlotAddr};
 
@@ -103,5 +104,42 @@ fn idle_time_cleans_ahead_of_need() {
     for k in 0..n {
         ftl.read(k, &mut buf).unwrap();
         assert_eq!(buf, pattern(k, if k % 3 == 0 { 5 } else { 0 }, ss));
+    }
+}
+
+/// Cleaning that must find a victim finds one even when every candidate lost data in the
+/// same instant: the cost-benefit age is zero everywhere then, which once scored every victim
+/// at zero and made a log with room report ENOSPC (found by the torture on a 7-unit part,
+/// after a trim).
+#[test]
+fn forced_cleaning_finds_a_victim_when_every_segment_just_changed() {
+    for policy in [Policy::CostBenefit, Policy::Adaptive, Policy::Greedy] {
+        let config = LogConfig {
+            policy,
+            ..LogConfig::default()
+        };
+        let mut log = Log::format(nor(true), config, FORMAT_BLOCK_DEVICE, |_| Ok(1)).unwrap();
+        let data = vec![0x5Au8; 512];
+        let mut slots = Vec::new();
+        // Fill the log until only the cleaner's reserve is left.
+        loop {
+            match log.append(
+                flashfs::Head::Warm,
+                slots.len() as u32,
+                Kind::Sector,
+                &data,
+                &mut Hoarder,
+            ) {
+                Ok(at) => slots.push(at),
+                Err(Error::NoSpace) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // Every segment loses half its data in the same instant.
+        for at in slots.iter().step_by(2) {
+            log.kill(*at);
+        }
+        log.append(flashfs::Head::Warm, 0, Kind::Sector, &data, &mut Hoarder)
+            .unwrap_or_else(|e| panic!("{policy:?}: a write after half the data died: {e}"));
     }
 }

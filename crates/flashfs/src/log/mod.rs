@@ -756,6 +756,8 @@ impl<D: Segments> Log<D> {
         };
         self.stats.cleaned += 1;
         if self.segs[v.seg as usize].state == SegState::Failing {
+            // Retiring it makes its survivors the only copies, as an erase would.
+            self.seal_heads();
             return self.retire(v.seg);
         }
         // Erasing a bank that a head writes to would stall every write for the whole erase:
@@ -812,7 +814,10 @@ impl<D: Segments> Log<D> {
             if s.live > max_live {
                 continue;
             }
-            let age = now.saturating_sub(s.modified_ns) as f64 / 1e9;
+            // At least a nanosecond old: segments whose data died this very instant (every
+            // one a trim just touched) must still score above zero, or cleaning that must
+            // take any victim (threshold 0) would find none and report a full device.
+            let age = now.saturating_sub(s.modified_ns).max(1) as f64 / 1e9;
             let Some(score) = self.config.policy.score(s.live, self.geo.slots, age) else {
                 continue;
             };
