@@ -965,6 +965,8 @@ fn pick_slot<D: SimSegments>(dev: &mut D, pick: u64, sectors: u64) -> Option<(u3
             dev.read_slot(seg, slot, &mut buf).ok()?;
             fault::record_sectors(&buf, sectors)
         }
+        // Statistics only: no sector depends on it.
+        Kind::Counters => Vec::new(),
     };
     Some((seg, slot, touched))
 }

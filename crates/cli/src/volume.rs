@@ -225,12 +225,18 @@ impl<S: Store> AnyFtl<S> {
         })
     }
 
-    /// Flushes, lets every background erase finish and gives the store back, flushed.
-    pub fn close(mut self) -> anyhow::Result<S> {
-        self.flush()?;
+    /// What the host wrote and the log programmed since the format, if known, and whether
+    /// that counts every session (see [`Ftl::lifetime_complete`]).
+    pub fn lifetime(&self) -> (Option<flashfs::fs::Lifetime>, bool) {
+        with_ftl!(self, f => (f.lifetime(), f.lifetime_complete()))
+    }
+
+    /// Closes the block device (recording its lifetime counters), lets every background
+    /// erase finish and gives the store back, flushed.
+    pub fn close(self) -> anyhow::Result<S> {
         let mut store = match self {
-            AnyFtl::Nor(f) => f.into_device().into_inner().into_store(),
-            AnyFtl::Nand(f) => f.into_device().into_inner().into_store(),
+            AnyFtl::Nor(f) => f.close()?.into_inner().into_store(),
+            AnyFtl::Nand(f) => f.close()?.into_inner().into_store(),
         };
         store.flush().map_err(device::explain)?;
         Ok(store)

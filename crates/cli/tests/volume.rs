@@ -94,7 +94,13 @@ fn open_nand(image: &Path) -> Ftl<NandSegments<NandSim<FileStore>>> {
     Ftl::mount(NandSegments::new(sim).unwrap(), FtlConfig::default()).unwrap()
 }
 
-fn close_nand(mut ftl: Ftl<NandSegments<NandSim<FileStore>>>) {
+fn close_nand(ftl: Ftl<NandSegments<NandSim<FileStore>>>) {
+    let mut store = ftl.close().unwrap().into_inner().into_store();
+    flash::store::Store::flush(&mut store).unwrap();
+}
+
+/// Leaves the block device as a power cut after a flush would: without its close.
+fn cut_nand(mut ftl: Ftl<NandSegments<NandSim<FileStore>>>) {
     ftl.flush().unwrap();
     let mut store = ftl.into_device().into_inner().into_store();
     flash::store::Store::flush(&mut store).unwrap();
@@ -118,11 +124,10 @@ fn mkfs_ftl_makes_a_clean_volume_that_info_describes() {
     assert_eq!(j["space"]["capacity_bytes"], 4000 * 512);
     assert_eq!(j["space"]["used_bytes"], 0);
     assert_eq!(j["log"]["slot_bytes"], 512);
+    // Nothing written yet: the counters are known, and zero.
+    assert_eq!(j["writes"]["user_bytes"], 0);
     assert!(j["write_amplification"].is_null());
-    assert!(j["write_amplification_note"]
-        .as_str()
-        .unwrap()
-        .contains("erase count"));
+    assert!(j["write_amplification_note"].is_null());
     // The format erased every unit once.
     assert_eq!(j["erase_counts"]["min"], 1);
     assert_eq!(j["erase_counts"]["max"], 1);
@@ -209,12 +214,20 @@ fn info_reports_what_was_written_and_plots_both_histograms() {
     };
     assert_eq!(j["space"]["used_bytes"], 2048 * 512);
     assert_eq!(j["space"]["free_bytes"], 0);
-    assert_eq!(j["log"]["live_slots"], 2048);
+    // Every sector, and the block device's counters record.
+    assert_eq!(j["log"]["live_slots"], 2048 + 1);
     // The data fills at least 2048 / 31 segments; segments left with nothing live are free
     // after the mount, and dead slots beside live ones are reclaimable.
     assert!(j["log"]["segments_in_use"].as_u64().unwrap() >= 2048 / 31);
     assert!(j["log"]["reclaimable_slots"].as_u64().unwrap() < 2 * 2048);
     assert!(j["log"]["newest_sequence"].as_u64().unwrap() >= 3 * 2048);
+    // The block device's counters: every sector write, and at least as many programs.
+    assert_eq!(j["writes"]["user_bytes"], 3 * 2048 * 512);
+    let flash = j["writes"]["flash_bytes"].as_u64().unwrap();
+    assert!(flash > 3 * 2048 * 512, "{flash}");
+    let wa = j["write_amplification"].as_f64().unwrap();
+    assert!((wa - flash as f64 / (3 * 2048 * 512) as f64).abs() < 1e-9);
+    assert!(j["write_amplification_note"].is_null());
     assert_eq!(j["plots"].as_array().unwrap().len(), 4);
     for name in ["erase-counts", "segment-utilization"] {
         let png = std::fs::read(plots.join(format!("{name}.png"))).unwrap();
@@ -223,6 +236,37 @@ fn info_reports_what_was_written_and_plots_both_histograms() {
         assert!(svg.contains("<svg"), "{name}.svg");
     }
     assert_eq!(digest(&img), before, "info --plot changed the image");
+}
+
+#[test]
+fn info_says_when_a_session_ended_without_a_close() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("nand.img");
+    mkfs(&img, "nand-128m", &["--sectors", "256"]);
+    let mut ftl = open_nand(&img);
+    for s in 0..256u64 {
+        ftl.write(s, &pattern(s, 512)).unwrap();
+    }
+    close_nand(ftl);
+    let mut ftl = open_nand(&img);
+    for s in 0..100u64 {
+        ftl.write(s, &pattern(s + 1, 512)).unwrap();
+    }
+    cut_nand(ftl);
+    let j = info_json(&img);
+    // The counters are those of the last close, and say so.
+    assert_eq!(j["writes"]["user_bytes"], 256 * 512);
+    assert!(j["write_amplification_note"]
+        .as_str()
+        .unwrap()
+        .contains("last clean close"));
+    flashfs()
+        .arg("info")
+        .arg(&img)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("128 KiB written to sectors"))
+        .stdout(predicate::str::contains("as of the last clean close"));
 }
 
 #[test]
@@ -464,8 +508,10 @@ fn mkfs_takes_a_custom_geometry() {
     let j = info_json(&image);
     let geometry = j["geometry"].as_str().unwrap();
     assert!(geometry.starts_with("300 blocks x 16 pages"), "{geometry}");
+    // 15 slots in each of the 292 segments left after the cleaner's reserve, the bad-block
+    // spares and the open heads, less one for the block device's counters record.
     assert_eq!(
-        j["space"]["detail"], "0 of 4,380 sectors of 512 B in use",
+        j["space"]["detail"], "0 of 4,379 sectors of 512 B in use",
         "{j}"
     );
     let nor = dir.path().join("nor.img");

@@ -58,8 +58,9 @@ struct InfoJson {
     space: Option<Space>,
     file_system: Option<NativeInfo>,
     log: Option<LogUsage>,
+    writes: Option<Writes>,
     write_amplification: Option<f64>,
-    write_amplification_note: &'static str,
+    write_amplification_note: Option<&'static str>,
     endurance_cycles: u64,
     erase_counts: Option<Spread>,
     total_erases: u64,
@@ -75,9 +76,21 @@ struct Bin {
     count: u64,
 }
 
-/// Why `info` gives no write amplification for a block device.
-const WAF_NOTE: &str = "not recorded in the image: it keeps each block's erase count and the \
-log's sequence numbers, not program counts (`flashfs bench` measures it)";
+/// What a volume wrote over its life, as far as the image records it.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Writes {
+    /// Bytes written by the host (to files, or to the block device's sectors).
+    user_bytes: u64,
+    /// Bytes the log programmed for them.
+    flash_bytes: u64,
+    write_amplification: Option<f64>,
+}
+
+/// Why a block device's write amplification is short of the truth.
+const WRITES_INCOMPLETE: &str = "as of the last clean close: the last session ended without \
+one (a power cut), and its writes are not counted";
+/// Why a block device's write amplification is unknown.
+const WRITES_UNKNOWN: &str = "unknown: the block device's counters record is missing or damaged";
 
 /// The volume on an image, as far as the command line reads it.
 struct Volume {
@@ -85,6 +98,9 @@ struct Volume {
     space: Option<Space>,
     log: Option<LogUsage>,
     native: Option<NativeInfo>,
+    writes: Option<Writes>,
+    /// Why `writes` is missing or incomplete.
+    writes_note: Option<&'static str>,
 }
 
 /// Runs `flashfs info`.
@@ -166,8 +182,9 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             space: volume.space,
             file_system: volume.native,
             log: volume.log,
-            write_amplification: None,
-            write_amplification_note: WAF_NOTE,
+            writes: volume.writes,
+            write_amplification: volume.writes.and_then(|w| w.write_amplification),
+            write_amplification_note: volume.writes_note,
             endurance_cycles: endurance,
             erase_counts: spread,
             total_erases,
@@ -280,21 +297,31 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 count(l.reclaimable_slots)
             ),
         ]);
-        // The native file system counts its writes in its superblock (above); the block
-        // device has only its sequence numbers.
+        // The native file system shows its writes with its figures (above).
         if volume.native.is_none() {
-            rows.push(vec![
-                "writes".into(),
-                format!(
-                    "newest sequence number {}: about {} slot{} ({}) written since the format, \
-                 cleaning's copies aside",
-                    count(l.newest_sequence),
-                    count(l.newest_sequence),
-                    device::plural(l.newest_sequence),
-                    bytes(l.newest_sequence * l.slot_bytes)
+            let line = match volume.writes {
+                Some(w) => {
+                    let wa = match w.write_amplification {
+                        Some(wa) => format!("write amplification {wa:.2} so far"),
+                        None => "no sector written yet".into(),
+                    };
+                    let mut line = format!(
+                        "{} written to sectors, {} programmed: {wa}",
+                        bytes(w.user_bytes),
+                        bytes(w.flash_bytes)
+                    );
+                    if let Some(note) = volume.writes_note {
+                        line.push_str(&format!(" ({note})"));
+                    }
+                    line
+                }
+                None => format!(
+                    "{} (newest sequence number {})",
+                    volume.writes_note.unwrap_or(WRITES_UNKNOWN),
+                    count(l.newest_sequence)
                 ),
-            ]);
-            rows.push(vec!["write amplif.".into(), WAF_NOTE.into()]);
+            };
+            rows.push(vec!["writes".into(), line]);
         }
     }
     rows.push(vec![
@@ -384,16 +411,33 @@ fn format_line(f: &Format) -> String {
 /// Mounts the volume in memory and reads its space and log usage.
 fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volume> {
     let mut native = None;
+    let (mut writes, mut writes_note) = (None, None);
     let (space, log) = match format {
         Format::Unformatted => (None, None),
         Format::BlockDevice { .. } => {
             let ftl = AnyFtl::mount(media, FtlConfig::default())
                 .context("cannot mount the block device (`flashfs fsck` checks it)")?;
             let (space, log) = ftl.usage();
+            match ftl.lifetime() {
+                (Some(l), complete) => {
+                    writes = Some(Writes {
+                        user_bytes: l.user_bytes,
+                        flash_bytes: l.flash_bytes,
+                        write_amplification: l.write_amplification(),
+                    });
+                    writes_note = (!complete).then_some(WRITES_INCOMPLETE);
+                }
+                (None, _) => writes_note = Some(WRITES_UNKNOWN),
+            }
             (Some(space), Some(log))
         }
         Format::Native { .. } => {
             let (space, log, info) = native_usage(media)?;
+            writes = Some(Writes {
+                user_bytes: info.user_bytes,
+                flash_bytes: info.flash_bytes,
+                write_amplification: info.write_amplification,
+            });
             native = Some(info);
             (Some(space), Some(log))
         }
@@ -403,6 +447,8 @@ fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volum
         space,
         log,
         native,
+        writes,
+        writes_note,
     })
 }
 

@@ -30,6 +30,7 @@ mod xattr;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
+pub use crate::ftl::Lifetime;
 pub use check::{check_device, CheckReport, Problem};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, PIECE_BLOCKS};
 pub use layout::{Extent, FileType, Ino, Inode, Timespec, FLAT_NAME_MAX, ROOT_INO};
@@ -184,23 +185,6 @@ pub struct FsStats {
     pub node_patches: u64,
     /// File bytes written by callers.
     pub bytes_written: u64,
-}
-
-/// What the volume has written over its life, as of now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Lifetime {
-    /// File bytes written by callers.
-    pub user_bytes: u64,
-    /// Bytes the log programmed for them: data, index, superblocks and the cleaner's copies
-    /// (slots of data, without NAND spare bytes).
-    pub flash_bytes: u64,
-}
-
-impl Lifetime {
-    /// Write amplification so far: flash bytes per user byte (`None` before any write).
-    pub fn write_amplification(&self) -> Option<f64> {
-        (self.user_bytes > 0).then(|| self.flash_bytes as f64 / self.user_bytes as f64)
-    }
 }
 
 /// A mounted file system on a flash device.

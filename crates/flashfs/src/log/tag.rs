@@ -37,6 +37,8 @@ pub enum Kind {
     /// A list of sector ranges whose newest data was lost to an unreadable block: they read
     /// as an I/O error until written again.
     Lost,
+    /// The block device's lifetime counters (only the newest is live); the key is unused.
+    Counters,
 }
 
 impl Kind {
@@ -45,6 +47,7 @@ impl Kind {
             Kind::Sector => 1,
             Kind::Trim => 2,
             Kind::Lost => 3,
+            Kind::Counters => 4,
         }
     }
 
@@ -59,6 +62,7 @@ impl Kind {
             1 => Some(Kind::Sector),
             2 => Some(Kind::Trim),
             3 => Some(Kind::Lost),
+            4 => Some(Kind::Counters),
             _ => None,
         }
     }

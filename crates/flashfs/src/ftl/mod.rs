@@ -5,7 +5,12 @@
 //! devices that buffer programs. Mount rebuilds the sector map by scanning the log: for each
 //! sector the slot with the highest sequence number wins, unless a later trim record hides it.
 
+mod counters;
+
 use alloc::vec::Vec;
+
+use counters::Counters;
+pub use counters::Lifetime;
 
 use crate::error::{Error, Result};
 use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
@@ -80,6 +85,8 @@ struct SectorMap {
     records: alloc::collections::BTreeMap<u64, Record>,
     /// Records that hide nothing any more, to be killed in the log.
     useless: Vec<SlotAddr>,
+    /// The live counters record, if any.
+    counters_at: Option<SlotAddr>,
 }
 
 /// A live trim or loss record.
@@ -169,6 +176,7 @@ impl Owner for SectorMap {
     fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
         match tag.kind {
             Kind::Sector => self.at.get(tag.key as usize) == Some(&self.pack(at)),
+            Kind::Counters => self.counters_at == Some(at),
             Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
                 Some(r) if r.at != at => false,
                 // No version it hides is left anywhere: the record has done its work.
@@ -186,6 +194,10 @@ impl Owner for SectorMap {
         let packed = self.pack(at);
         let sector = match tag {
             Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
+            Some(t) if t.kind == Kind::Counters => {
+                self.counters_at = self.counters_at.filter(|&c| c != at);
+                None
+            }
             Some(t) => {
                 // A record lost: the sectors it hid keep their state for this session.
                 self.records.remove(&t.seq);
@@ -215,6 +227,11 @@ impl Owner for SectorMap {
                     r.at = to;
                 }
             }
+            Kind::Counters => {
+                if self.counters_at == Some(from) {
+                    self.counters_at = Some(to);
+                }
+            }
         }
     }
 }
@@ -225,6 +242,21 @@ pub struct Ftl<D> {
     log: Log<D>,
     map: SectorMap,
     buf: Vec<u8>,
+    /// Lifetime counters of a block-device volume (a file system keeps its own).
+    counters: Option<Lifetimes>,
+}
+
+/// The block device's lifetime counters in RAM.
+#[derive(Debug, Clone, Copy)]
+struct Lifetimes {
+    /// The newest counters record found at mount (zero at format); `None` if it was missing
+    /// or damaged, in which case the counters are unknown for good.
+    base: Option<Counters>,
+    /// Whether the volume was closed after its last write: if not, `base` misses the writes
+    /// of the session that ended without a close.
+    closed: bool,
+    /// Sectors the host has written since mount.
+    sectors: u64,
 }
 
 impl<D: Segments> Ftl<D> {
@@ -237,7 +269,10 @@ impl<D: Segments> Ftl<D> {
     /// file system that keeps its blocks in them).
     pub(crate) fn format_as(dev: D, config: FtlConfig, format: u8) -> Result<Self> {
         Self::check_size(dev.geometry())?;
+        // A block device keeps one slot for its counters record (at most one is live).
+        let counted = format == FORMAT_BLOCK_DEVICE;
         let log = Log::format(dev, config.log, format, |capacity| {
+            let capacity = capacity.saturating_sub(counted as u64);
             let max = u32::try_from(capacity)
                 .unwrap_or(u32::MAX - 1)
                 .min(u32::MAX - 1);
@@ -251,7 +286,16 @@ impl<D: Segments> Ftl<D> {
                 None => Ok(max),
             }
         })?;
-        Ok(Self::with(log, config))
+        let mut ftl = Self::with(log, config);
+        if counted {
+            ftl.counters = Some(Lifetimes {
+                base: Some(Counters::default()),
+                closed: true,
+                sectors: 0,
+            });
+            ftl.write_counters()?;
+        }
+        Ok(ftl)
     }
 
     /// Mounts the block device on `dev` by scanning its log.
@@ -282,6 +326,7 @@ impl<D: Segments> Ftl<D> {
         // Trim and loss records, in sequence order; a record and the cleaner's copies of it
         // share a sequence number: keep one.
         let mut records: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
+        let mut counters: Option<(SlotAddr, Tag)> = None;
         for (at, tag) in &found {
             match tag.kind {
                 Kind::Sector if (tag.key as usize) < sectors => {
@@ -295,6 +340,14 @@ impl<D: Segments> Ftl<D> {
                     }
                 }
                 Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
+                Kind::Counters => {
+                    if counters
+                        .as_ref()
+                        .is_none_or(|(a, t)| ftl.log.newer((*at, tag), (*a, t)))
+                    {
+                        counters = Some((*at, *tag));
+                    }
+                }
                 Kind::Trim | Kind::Lost => {
                     let keep = records
                         .get(&tag.seq)
@@ -343,6 +396,9 @@ impl<D: Segments> Ftl<D> {
                 ftl.log.mark_live(a);
             }
         }
+        if format == FORMAT_BLOCK_DEVICE {
+            ftl.counters = Some(ftl.mount_counters(counters)?);
+        }
         ftl.log.finish_mount();
         Ok(ftl)
     }
@@ -375,10 +431,96 @@ impl<D: Segments> Ftl<D> {
                 hidden_by: alloc::vec![0; sectors],
                 records: Default::default(),
                 useless: Vec::new(),
+                counters_at: None,
             },
             buf: alloc::vec![0; geo.slot_size as usize],
             log,
+            counters: None,
         }
+    }
+
+    /// The counters the newest counters record holds (marking it live), and whether anything
+    /// was written after it.
+    fn mount_counters(&mut self, newest: Option<(SlotAddr, Tag)>) -> Result<Lifetimes> {
+        let Some((at, tag)) = newest else {
+            return Ok(Lifetimes {
+                base: None,
+                closed: false,
+                sectors: 0,
+            });
+        };
+        let base = match self.log.read(at, &mut self.buf) {
+            Ok(()) => Counters::decode(&self.buf),
+            Err(Error::Io) => None,
+            Err(e) => return Err(e),
+        };
+        self.map.counters_at = Some(at);
+        self.log.mark_live(at);
+        Ok(Lifetimes {
+            base,
+            closed: tag.seq == self.log.last_seq(),
+            sectors: 0,
+        })
+    }
+
+    /// The counters as of now, if known.
+    fn counters_now(&self) -> Option<Counters> {
+        let c = self.counters?;
+        let base = c.base?;
+        let st = self.log.stats();
+        Some(Counters {
+            sectors: base.sectors + c.sectors,
+            slots: base.slots + st.user_slots + st.copied_slots,
+        })
+    }
+
+    /// What the host has written to this block device and what the log programmed for it,
+    /// since format: `None` if unknown (a file-system volume, which keeps its own, or a
+    /// counters record lost to damage). Counts the writes of a session that ended without
+    /// [`Ftl::close`] only if [`Ftl::lifetime_complete`].
+    pub fn lifetime(&self) -> Option<Lifetime> {
+        let c = self.counters_now()?;
+        let ss = self.sector_size() as u64;
+        Some(Lifetime {
+            user_bytes: c.sectors * ss,
+            flash_bytes: c.slots * ss,
+        })
+    }
+
+    /// Whether [`Ftl::lifetime`] counts every write: false when the previous session ended
+    /// without a close (a power cut), whose writes since the last close are not counted.
+    pub fn lifetime_complete(&self) -> bool {
+        self.counters.is_some_and(|c| c.closed)
+    }
+
+    /// Writes a counters record (counting its own slot) and kills the previous one.
+    fn write_counters(&mut self) -> Result<()> {
+        let Some(mut c) = self.counters_now() else {
+            return Ok(());
+        };
+        c.slots += 1;
+        let rec = c.encode(self.sector_size());
+        let at = self
+            .log
+            .append(Head::Meta, 0, Kind::Counters, &rec, &mut self.map)?;
+        if let Some(old) = self.map.counters_at.replace(at) {
+            self.log.kill(old);
+        }
+        Ok(())
+    }
+
+    /// Closes the block device: records its lifetime counters (if anything was written since
+    /// mount), makes everything durable and gives the device back.
+    pub fn close(mut self) -> Result<D> {
+        let wrote = self.counters.is_some_and(|c| c.sectors > 0) || {
+            let st = self.log.stats();
+            st.user_slots + st.copied_slots > 0
+        };
+        if wrote {
+            self.write_counters()?;
+        }
+        self.log.sync()?;
+        Ok(self.log.into_device())
     }
 
     fn check(&self, sector: u64, len: usize) -> Result<u64> {
@@ -459,6 +601,9 @@ impl<D: Segments> Ftl<D> {
             let at = self
                 .log
                 .append(head, k as u32, Kind::Sector, chunk, &mut self.map)?;
+            if let Some(c) = &mut self.counters {
+                c.sectors += 1;
+            }
             // Read the old place only now: cleaning during the append may have moved it.
             if let Some(old) = self.map.slot(k) {
                 self.log.kill(old);
