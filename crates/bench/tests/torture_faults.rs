@@ -360,3 +360,32 @@ fn factory_bad_blocks_are_never_touched() {
         violations(&results)
     );
 }
+
+/// On MLC NAND, the survivors the cleaner copies out of a block whose program failed become
+/// the only copies when that block is retired, as when a block is erased: the cleaner's head
+/// must not leave them in an LSB page whose MSB partner a torn program could still spoil.
+/// These cases (found by a soak of the `silent` kind) lost flushed sectors before it did.
+#[test]
+fn mlc_survivors_of_a_retired_block_are_safe_from_a_torn_program() {
+    for (workload, seed, cut) in [
+        (Workload::AppendLog, 21971, 304),
+        (Workload::AppendLog, 22371, 328),
+        (Workload::Database, 22234, 160),
+        (Workload::KawaguchiRandom, 22091, 185),
+    ] {
+        let opts = TortureOptions {
+            presets: vec!["mlc-flexfs".into()],
+            targets: vec![TargetKind::Ftl],
+            faults: vec![Fault::Silent],
+            workloads: vec![workload],
+            cuts: 1,
+            seed,
+            cut: Some(cut),
+            torn: true,
+            ..TortureOptions::default()
+        };
+        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+        assert_eq!(outcome.reports[0].cases, 1);
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations[0]);
+    }
+}
