@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use flashfs::fs::{Ino, RenameFlags, Tid, XattrFlags, ROOT_INO};
+use flashfs::fs::{Ino, RecordFormat, RenameFlags, Tid, XattrFlags, ROOT_INO};
 use flashfs::{Error, Fs, FsConfig, Segments};
 use flashfs_bench::torture::SimSegments;
 use proptest::prelude::*;
@@ -444,6 +444,118 @@ fn an_abort_undoes_everything() {
     let mut fs = remount(fs);
     assert_eq!(dump(&mut fs).unwrap().0, before);
     assert_eq!(fs.statfs(), statfs);
+    clean(&mut fs);
+}
+
+#[test]
+fn record_and_name_operations_inside_transactions() {
+    let mut fs = fresh();
+    let log = fs
+        .create_records(ROOT_INO, b"log", RecordFormat::cyclic(3, 8), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    let book = fs
+        .create_records(ROOT_INO, b"book", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.record_add(log, b"record-0").unwrap();
+    fs.record_add(book, b"alice").unwrap();
+    fs.record_add(book, b"bob").unwrap();
+    let other = file(&mut fs, ROOT_INO, b"other", b"untouched");
+    fs.sync().unwrap();
+    let before = dump(&mut fs).unwrap().0;
+
+    // Everything a transaction does to records and names, then an abort: nothing happened.
+    let t = fs.begin().unwrap();
+    fs.in_tx(t, |fs| {
+        for i in 1..=4u8 {
+            fs.record_add(log, &[b'0' + i; 8])?;
+        }
+        fs.record_update(book, 0, b"alice, with a much longer entry")?;
+        fs.record_remove_first(book)?;
+        let n = fs.create_int(ROOT_INO, 7, 0o644, 0, 0)?.ino;
+        fs.make_records(n, RecordFormat::fixed(4))?;
+        fs.record_add(n, b"1234")?;
+        fs.flat_create(b"a long flat name for a file", 0o644, 0, 0)?;
+        Ok(())
+    })
+    .unwrap();
+    // Outside the transaction: the name it is creating is off limits until it ends, the
+    // other names are not.
+    assert_eq!(fs.lookup_int(ROOT_INO, 7).err(), Some(Error::Conflict));
+    assert_eq!(fs.lookup(ROOT_INO, b"other").unwrap().ino, other);
+    fs.abort(t).unwrap();
+    assert_eq!(dump(&mut fs).unwrap().0, before);
+    clean(&mut fs);
+
+    // The same, committed: all of it, across a remount.
+    let t = fs.begin().unwrap();
+    fs.in_tx(t, |fs| {
+        for i in 1..=4u8 {
+            fs.record_add(log, &[b'0' + i; 8])?;
+        }
+        fs.record_update(book, 0, b"alice, with a much longer entry")?;
+        fs.record_remove_first(book)?;
+        let n = fs.create_int(ROOT_INO, 7, 0o644, 0, 0)?.ino;
+        fs.make_records(n, RecordFormat::fixed(4))?;
+        fs.record_add(n, b"1234")?;
+        fs.flat_create(b"a long flat name for a file", 0o644, 0, 0)?;
+        Ok(())
+    })
+    .unwrap();
+    fs.commit_tx(t).unwrap();
+    let mut fs = remount(fs);
+    // The cyclic file kept its newest three.
+    let kept: Vec<Vec<u8>> = fs
+        .record_list(log)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(kept, vec![vec![b'2'; 8], vec![b'3'; 8], vec![b'4'; 8]]);
+    let book_now: Vec<Vec<u8>> = fs
+        .record_list(book)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(book_now, vec![b"bob".to_vec()]);
+    let n = fs.lookup_int(ROOT_INO, 7).unwrap().ino;
+    assert_eq!(fs.record_read(n, 0).unwrap(), b"1234");
+    fs.flat_lookup(b"a long flat name for a file").unwrap();
+    clean(&mut fs);
+}
+
+#[test]
+fn records_follow_the_isolation_rules() {
+    let mut fs = fresh();
+    let f = fs
+        .create_records(ROOT_INO, b"r", RecordFormat::fixed(4), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.record_add(f, b"zero").unwrap();
+    fs.sync().unwrap();
+    let early = fs.begin().unwrap();
+    let late = fs.begin().unwrap();
+    fs.in_tx(late, |fs| fs.record_add(f, b"late").map(|_| ()))
+        .unwrap();
+    // An atomic record operation on a file an open transaction changed is refused.
+    assert_eq!(fs.record_add(f, b"atom"), Err(Error::Conflict));
+    // While the later one is open the earlier one reads the file as it was (it comes first
+    // in the serial order).
+    assert_eq!(fs.in_tx(early, |fs| fs.records(f)).unwrap(), 1);
+    fs.commit_tx(late).unwrap();
+    assert_eq!(fs.record_read(f, 1).unwrap(), b"late");
+    // Once the later one committed, a read of the file it changed (a record's read checks
+    // the file's record numbers) aborts the earlier one.
+    assert_eq!(
+        fs.in_tx(early, |fs| fs.record_read(f, 0)),
+        Err(Error::Conflict)
+    );
+    // Undone; the identifier stays taken until the caller ends it.
+    assert_eq!(fs.commit_tx(early), Err(Error::Conflict));
+    assert_eq!(fs.transactions(), 0);
+    assert_eq!(fs.records(f).unwrap(), 2);
     clean(&mut fs);
 }
 
