@@ -121,3 +121,14 @@ fn a_file_system_volume_keeps_no_block_device_counters() {
     let fs = flashfs::Fs::format(nand(), fs_config()).unwrap();
     assert_eq!(fs.ftl().lifetime(), None);
 }
+
+#[test]
+fn a_close_with_nothing_new_writes_no_record() {
+    let ftl = Ftl::format(nand(), FtlConfig::default()).unwrap();
+    let ss = ftl.sector_size() as u64;
+    // Format, close, mount, close: the format's record is the only one.
+    let ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+    let ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+    assert_eq!(ftl.lifetime().unwrap().flash_bytes, ss);
+    assert_eq!(ftl.log().last_seq(), 1, "one slot written since the format");
+}

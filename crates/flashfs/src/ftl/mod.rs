@@ -257,6 +257,9 @@ struct Lifetimes {
     closed: bool,
     /// Sectors the host has written since mount.
     sectors: u64,
+    /// Slots the log had programmed since mount when the last counters record was written:
+    /// a close writes another only if more were programmed since.
+    recorded_slots: u64,
 }
 
 impl<D: Segments> Ftl<D> {
@@ -292,6 +295,7 @@ impl<D: Segments> Ftl<D> {
                 base: Some(Counters::default()),
                 closed: true,
                 sectors: 0,
+                recorded_slots: 0,
             });
             ftl.write_counters()?;
         }
@@ -447,6 +451,7 @@ impl<D: Segments> Ftl<D> {
                 base: None,
                 closed: false,
                 sectors: 0,
+                recorded_slots: 0,
             });
         };
         let base = match self.log.read(at, &mut self.buf) {
@@ -460,6 +465,7 @@ impl<D: Segments> Ftl<D> {
             base,
             closed: tag.seq == self.log.last_seq(),
             sectors: 0,
+            recorded_slots: 0,
         })
     }
 
@@ -467,10 +473,9 @@ impl<D: Segments> Ftl<D> {
     fn counters_now(&self) -> Option<Counters> {
         let c = self.counters?;
         let base = c.base?;
-        let st = self.log.stats();
         Some(Counters {
             sectors: base.sectors + c.sectors,
-            slots: base.slots + st.user_slots + st.copied_slots,
+            slots: base.slots + self.slots_since_mount(),
         })
     }
 
@@ -506,17 +511,27 @@ impl<D: Segments> Ftl<D> {
         if let Some(old) = self.map.counters_at.replace(at) {
             self.log.kill(old);
         }
+        let programmed = self.slots_since_mount();
+        if let Some(l) = &mut self.counters {
+            l.recorded_slots = programmed;
+        }
         Ok(())
+    }
+
+    /// Slots the log has programmed since mount.
+    fn slots_since_mount(&self) -> u64 {
+        let st = self.log.stats();
+        st.user_slots + st.copied_slots
     }
 
     /// Closes the block device: records its lifetime counters (if anything was written since
     /// mount), makes everything durable and gives the device back.
     pub fn close(mut self) -> Result<D> {
-        let wrote = self.counters.is_some_and(|c| c.sectors > 0) || {
-            let st = self.log.stats();
-            st.user_slots + st.copied_slots > 0
-        };
-        if wrote {
+        let programmed = self.slots_since_mount();
+        if self
+            .counters
+            .is_some_and(|c| c.base.is_some() && programmed > c.recorded_slots)
+        {
             self.write_counters()?;
         }
         self.log.sync()?;
