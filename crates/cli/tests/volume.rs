@@ -445,8 +445,9 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
     for s in 0..256u64 {
         ftl.write(s, &pattern(s, 512)).unwrap();
     }
-    // The first slot of a segment holding data decays while mounted: reading it fails, and
-    // the block device records the sector as lost (it keeps failing after a remount).
+    // The second slot of a full segment decays while mounted (the first of the first
+    // segment holds the counters record, not a sector): reading it fails, and the block
+    // device records the sector as lost (it keeps failing after a remount).
     let seg = ftl
         .log()
         .segments()
@@ -456,7 +457,7 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
     ftl.log_mut()
         .device_mut()
         .flash_mut()
-        .inject_bit_errors(PageAddr::new(seg, 1), 8)
+        .inject_bit_errors(PageAddr::new(seg, 2), 8)
         .unwrap();
     let mut buf = vec![0u8; 512];
     let failing: Vec<u64> = (0..256u64)
