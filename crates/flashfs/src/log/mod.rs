@@ -44,6 +44,10 @@ pub enum Head {
 
 const HEADS: usize = 4;
 
+/// Segments a device needs before [`LogConfig::separate_meta`] takes effect: below, a
+/// segment open for metadata alone is more than a sixteenth of the device.
+pub const SEPARATE_META_MIN_SEGMENTS: u32 = 16;
+
 impl Head {
     const ALL: [Head; HEADS] = [Head::Hot, Head::Warm, Head::Cold, Head::Meta];
 
@@ -94,7 +98,9 @@ pub struct LogConfig {
     pub background_erase: bool,
     /// Whether the owner's metadata gets a head of its own even without hot/cold
     /// separation: a file system's index nodes die young together, so segments of them
-    /// clean cheaply; a block device's few records are not worth an open segment.
+    /// clean cheaply; a block device's few records are not worth an open segment. Ignored
+    /// on a device of fewer than [`SEPARATE_META_MIN_SEGMENTS`] segments, where the open
+    /// segment would cost a large share of the capacity.
     pub separate_meta: bool,
     /// Whether every program is read back and compared (slot data and tag, segment
     /// headers), and a segment is checked to read erased before its header is written. A
@@ -897,7 +903,7 @@ impl<D: Segments> Log<D> {
             Head::Cold => 2,
             // Metadata gets a segment of its own only under full separation; on small devices
             // the extra open segment costs more than mixing a few records in.
-            Head::Meta if self.config.hot_cold || self.config.separate_meta => 3,
+            Head::Meta if self.config.hot_cold || self.meta_apart() => 3,
             Head::Meta => 1,
         }
     }
@@ -1176,13 +1182,19 @@ impl<D: Segments> Log<D> {
         good.saturating_sub(spare) as u64 * usable as u64
     }
 
-    /// Distinct heads the configuration opens.
+    /// Distinct heads the configuration opens (as [`Log::head_index`] assigns them): the
+    /// capacity leaves room for each.
     fn heads_in_use(&self) -> u32 {
         match (self.config.separate_cleaning_head, self.config.hot_cold) {
             (false, _) => 1,
-            (true, false) => 2,
+            (true, false) => 2 + u32::from(self.meta_apart()),
             (true, true) => 4,
         }
+    }
+
+    /// Whether metadata gets a head of its own without hot/cold separation.
+    fn meta_apart(&self) -> bool {
+        self.config.separate_meta && self.geo.segments >= SEPARATE_META_MIN_SEGMENTS
     }
 
     /// The device's shape.
