@@ -10,6 +10,10 @@
 //! - [`plot`]: the results as PNG and SVG figures.
 //! - [`scale`]: directory lookups and random file reads as a directory and a file grow
 //!   on the native file system (cold cache, device time).
+//! - [`tffs`]: Gal & Toledo 2005 §5 on the native file system: the fax, phone and
+//!   event-recorder workloads, capacity, endurance, erasures per unit of user data,
+//!   reclamation efficiency and heap, on the paper's NOR devices and configurations.
+//! - [`heap`]: a counting global allocator, for the heap figures.
 //! - [`torture`]: power cuts at device operations of block-device workloads, checked after
 //!   every remount against a model of what may survive.
 //!
@@ -24,10 +28,12 @@
 
 mod error;
 pub mod fswork;
+pub mod heap;
 pub mod kawaguchi;
 pub mod plot;
 pub mod report;
 pub mod scale;
+pub mod tffs;
 pub mod torture;
 pub mod workload;
 

@@ -438,3 +438,171 @@ pub fn bar_chart(
     )?;
     Ok(vec![png, svg])
 }
+
+/// One panel of a grouped bar chart: groups along the x axis (e.g. devices), one bar per
+/// series in each group (e.g. configurations), and reference lines (e.g. a paper's figure).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarPanel {
+    /// The panel's caption.
+    pub title: String,
+    /// Group labels, left to right.
+    pub groups: Vec<String>,
+    /// Series: a name and one value per group (`None`: no bar, "n/a" drawn instead).
+    pub series: Vec<(String, Vec<Option<f64>>)>,
+    /// Horizontal reference lines: label and value, drawn dashed.
+    pub references: Vec<(String, f64)>,
+}
+
+/// Grouped bars: a panel per [`BarPanel`], side by side, with a common y axis.
+fn draw_grouped<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    y_desc: &str,
+    y_max: f64,
+    panels: &[BarPanel],
+) -> Result<()> {
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, (FONT, 24)).map_err(err)?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for (p, area) in panels.iter().zip(areas.iter()) {
+        let groups = p.groups.len().max(1);
+        let series = p.series.len().max(1);
+        let mut chart = ChartBuilder::on(area)
+            .caption(&p.title, (FONT, 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..groups as f64, 0f64..y_max)
+            .map_err(err)?;
+        // Ticks fall on the halves, the groups' centres, where the group names go.
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(2 * groups + 1)
+            .x_label_formatter(&|v| {
+                let i = v.floor();
+                if (v - i - 0.5).abs() < 1e-6 {
+                    p.groups.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(y_desc)
+            .y_label_formatter(&|v| format!("{v}"))
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .draw()
+            .map_err(err)?;
+        let width = 0.8 / series as f64;
+        for (si, (name, values)) in p.series.iter().enumerate() {
+            let color = COLORS[si % COLORS.len()];
+            let bars: Vec<Rectangle<(f64, f64)>> = values
+                .iter()
+                .enumerate()
+                .filter_map(|(g, v)| {
+                    let x0 = g as f64 + 0.1 + si as f64 * width;
+                    v.map(|v| {
+                        Rectangle::new(
+                            [(x0, 0.0), (x0 + width * 0.9, v.min(y_max))],
+                            color.filled(),
+                        )
+                    })
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(err)?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+            let missing: Vec<Text<(f64, f64), String>> = values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_none())
+                .map(|(g, _)| {
+                    let x0 = g as f64 + 0.1 + si as f64 * width;
+                    Text::new(
+                        "n/a".to_string(),
+                        (x0, y_max * 0.02),
+                        (FONT, 11).into_font(),
+                    )
+                })
+                .collect();
+            chart.draw_series(missing).map_err(err)?;
+        }
+        for (ri, (label, v)) in p.references.iter().enumerate() {
+            let color = RGBColor(0x40, 0x40, 0x40);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(0.0, *v), (groups as f64, *v)],
+                    6,
+                    4,
+                    color.stroke_width(1 + ri as u32 % 2),
+                ))
+                .map_err(err)?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 12, y)], color.stroke_width(1))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+/// Writes a grouped bar chart as `<dir>/<name>.png` and `<dir>/<name>.svg` (creating `dir`
+/// if missing) and returns the two files: the panels side by side, a y axis from 0 to
+/// `y_max` (`None`: a little above the tallest bar or reference line).
+pub fn grouped_bar_chart(
+    dir: &Path,
+    name: &str,
+    title: &str,
+    y_desc: &str,
+    y_max: Option<f64>,
+    panels: &[BarPanel],
+) -> Result<Vec<PathBuf>> {
+    register_font()?;
+    std::fs::create_dir_all(dir)?;
+    let top = y_max.unwrap_or_else(|| {
+        let m = panels
+            .iter()
+            .flat_map(|p| {
+                p.series
+                    .iter()
+                    .flat_map(|s| s.1.iter().flatten().copied())
+                    .chain(p.references.iter().map(|r| r.1))
+            })
+            .fold(0.0f64, f64::max);
+        if m > 0.0 {
+            m * 1.35
+        } else {
+            1.0
+        }
+    });
+    let size = (40 + 520 * panels.len().max(1) as u32, 480);
+    let png = dir.join(format!("{name}.png"));
+    draw_grouped(
+        BitMapBackend::new(&png, size).into_drawing_area(),
+        title,
+        y_desc,
+        top,
+        panels,
+    )?;
+    let svg = dir.join(format!("{name}.svg"));
+    draw_grouped(
+        SVGBackend::new(&svg, size).into_drawing_area(),
+        title,
+        y_desc,
+        top,
+        panels,
+    )?;
+    Ok(vec![png, svg])
+}

@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use crate::error::{BenchError, Result};
 use crate::kawaguchi::{describe_config, Experiment, KawaguchiOptions, Row};
 
@@ -135,40 +137,8 @@ pub fn table(opts: &KawaguchiOptions, rows: &[Row]) -> Result<String> {
             note,
         ]);
     }
-    let mut widths = header.map(str::len);
-    for c in &cells {
-        for (w, s) in widths.iter_mut().zip(c.iter()) {
-            *w = (*w).max(s.chars().count());
-        }
-    }
-    let line = |out: &mut String, c: &[&str]| -> std::fmt::Result {
-        let mut s = String::new();
-        for (i, (cell, w)) in c.iter().zip(widths.iter()).enumerate() {
-            if i > 0 {
-                s.push_str("  ");
-            }
-            let pad = w - cell.chars().count();
-            // Text left, numbers right.
-            if i == 0 || i == 3 || i == 14 {
-                s.push_str(cell);
-                s.push_str(&" ".repeat(pad));
-            } else {
-                s.push_str(&" ".repeat(pad));
-                s.push_str(cell);
-            }
-        }
-        writeln!(out, "{}", s.trim_end())
-    };
-    line(&mut out, &header).map_err(w)?;
-    let rule: Vec<String> = widths.iter().map(|&n| "-".repeat(n)).collect();
-    line(
-        &mut out,
-        &rule.iter().map(String::as_str).collect::<Vec<_>>(),
-    )
-    .map_err(w)?;
-    for c in &cells {
-        line(&mut out, &c.iter().map(String::as_str).collect::<Vec<_>>()).map_err(w)?;
-    }
+    let rows: Vec<Vec<String>> = cells.iter().map(|c| c.to_vec()).collect();
+    out.push_str(&columns(&header, &rows, &[0, 3, 14]));
     writeln!(
         out,
         "wait %: share of the device time the host waited on banks busy erasing (device time \
@@ -181,8 +151,49 @@ pub fn table(opts: &KawaguchiOptions, rows: &[Row]) -> Result<String> {
     Ok(out)
 }
 
-/// One JSON object per row, one per line.
-pub fn json_lines(rows: &[Row]) -> Result<String> {
+/// A table as text: the header, a rule, then one line per row; every column as wide as its
+/// widest cell, the columns listed in `left` flush left (text) and the others flush right
+/// (numbers), two spaces between columns, no trailing blanks.
+pub fn columns(header: &[&str], rows: &[Vec<String>], left: &[usize]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, cell) in r.iter().enumerate() {
+            if i >= widths.len() {
+                widths.push(0);
+            }
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.zip(widths.iter()).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = " ".repeat(w - cell.chars().count());
+            if left.contains(&i) {
+                s.push_str(cell);
+                s.push_str(&pad);
+            } else {
+                s.push_str(&pad);
+                s.push_str(cell);
+            }
+        }
+        let mut s = s.trim_end().to_string();
+        s.push('\n');
+        s
+    };
+    let mut out = line(&mut header.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|&n| "-".repeat(n)).collect();
+    out.push_str(&line(&mut rule.iter().map(String::as_str)));
+    for r in rows {
+        out.push_str(&line(&mut r.iter().map(String::as_str)));
+    }
+    out
+}
+
+/// One JSON object per row, one per line (the rows of any benchmark).
+pub fn json_lines<T: Serialize>(rows: &[T]) -> Result<String> {
     let mut out = String::new();
     for r in rows {
         let s = serde_json::to_string(r).map_err(|e| BenchError::Report(format!("json: {e}")))?;
@@ -194,7 +205,20 @@ pub fn json_lines(rows: &[Row]) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::group;
+    use super::{columns, group};
+
+    #[test]
+    fn columns_align_text_left_and_numbers_right() {
+        let rows = vec![
+            vec!["fax".to_string(), "7.5".to_string()],
+            vec!["recorder".to_string(), "12.25".to_string()],
+        ];
+        let t = columns(&["workload", "pct"], &rows, &[0]);
+        assert_eq!(
+            t,
+            "workload    pct\n--------  -----\nfax         7.5\nrecorder  12.25\n"
+        );
+    }
 
     #[test]
     fn thousands_are_grouped() {

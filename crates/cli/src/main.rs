@@ -16,6 +16,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Counts heap use, for `flashfs bench tffs`'s heap figures; otherwise the system allocator.
+#[global_allocator]
+static ALLOC: flashfs_bench::heap::CountingAlloc = flashfs_bench::heap::CountingAlloc;
+
 /// What `flashfs --help` shows after the list of commands.
 const EXAMPLES: &str = "\
 Examples:

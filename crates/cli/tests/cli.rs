@@ -307,6 +307,7 @@ fn every_command_has_help_with_an_example() {
         &["mkdir"][..],
         &["mv"][..],
         &["bench", "fuse"][..],
+        &["bench", "tffs"][..],
     ] {
         flashfs()
             .args(args)
@@ -450,6 +451,63 @@ fn bench_kawaguchi_prints_measured_rows_as_json() {
     assert_eq!(w["paper_kbps"], 231.0);
     assert!(w["throughput_kbps"].as_f64().unwrap() > 0.0);
     assert!(w["waf"].as_f64().unwrap() >= 1.0);
+}
+
+#[test]
+fn bench_tffs_prints_measured_rows_as_json() {
+    let out = flashfs()
+        .args(["bench", "tffs", "--device", "448/2", "--config", "default"])
+        .args(["--workload", "fax", "--workload", "recorder"])
+        .args(["--cycles", "16", "--check-cycles", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        for key in [
+            "workload",
+            "device",
+            "config",
+            "capacity_pct",
+            "endurance_pct",
+            "erasures_per_unit",
+            "reclaim_eff",
+            "heap_bytes",
+        ] {
+            assert!(r.get(key).is_some(), "missing {key} in {r}");
+        }
+        assert_eq!(r["device"], "448/2");
+        assert_eq!(r["cycle_limit"], 16);
+        let e = r["endurance_pct"].as_f64().unwrap();
+        assert!(e > 0.0 && e < 100.0, "{r}");
+        let eff = r["reclaim_eff"].as_f64().unwrap();
+        assert!(eff > 0.0 && eff <= 1.0, "{r}");
+        // The binary counts its heap.
+        assert!(r["heap_bytes"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_eq!(rows[0]["workload"], "fax");
+    assert_eq!(rows[1]["workload"], "recorder");
+}
+
+#[test]
+fn bench_tffs_refuses_a_zero_cycle_limit_in_one_line() {
+    let out = flashfs()
+        .args(["bench", "tffs", "--cycles", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("flashfs: "), "{err}");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::scale::{run_scale, ScaleOptions};
+use flashfs_bench::tffs::{self, run_tffs, DeviceKind, TffsOptions, Variant, WorkloadKind};
 use flashfs_bench::workload::Pattern;
 use flashfs_bench::{plot, report};
 
@@ -19,6 +20,9 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench kawaguchi --pattern hot-cold --util 90 --policy adaptive --json
   flashfs bench scale --quick                   lookups and seeks as a directory and a file grow
   flashfs bench scale                           100,000 files, a 1 GiB file, on the 1 GiB NAND
+  flashfs bench tffs --quick                    TFFS's fax, phone and recorder workloads (seconds)
+  flashfs bench tffs --plot out/                the full run (minutes), with Figs 6, 8 and 10
+  flashfs bench tffs --workload fax --device 448/2 --config 2-4-nsp --json
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -35,6 +39,13 @@ pub enum Command {
     /// thousands of extents; page reads and device time per operation.
     #[command(after_help = EXAMPLES)]
     Scale(ScaleArgs),
+    /// Gal & Toledo 2005 (TFFS), section 5: the fax, phone and event-recorder workloads on
+    /// the native file system over the paper's NOR parts (8192/64, 448/64, 448/2) and
+    /// configurations (fan-out 7-14 and 2-4, with and without spare pointers, small RAM):
+    /// capacity, endurance, erasures per unit, reclamation efficiency and heap, with the
+    /// paper's figures beside ours.
+    #[command(after_help = EXAMPLES)]
+    Tffs(TffsArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
     /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
     /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
@@ -57,6 +68,48 @@ pub struct ScaleArgs {
     /// Cold operations measured per row.
     #[arg(long)]
     samples: Option<u64>,
+}
+
+/// Options of `flashfs bench tffs`.
+#[derive(Debug, Args)]
+pub struct TffsArgs {
+    /// A lower cycle limit (24 erases per unit, checked at 96) and only the default
+    /// configuration on the 8 MB part: seconds instead of minutes.
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per row instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Write the bar charts (PNG and SVG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// Only these workloads: fax, phone, recorder (repeatable).
+    #[arg(long, value_parser = ["fax", "phone", "recorder"])]
+    workload: Vec<String>,
+    /// Only these devices: 8192/64, 448/64, 448/2 (repeatable).
+    #[arg(long, value_parser = ["8192/64", "448/64", "448/2"])]
+    device: Vec<String>,
+    /// Only these configurations: default, 7-14, 2-4, 2-4-nsp, small-ram (repeatable).
+    #[arg(long = "config", value_parser = ["default", "7-14", "2-4", "2-4-nsp", "small-ram"])]
+    configs: Vec<String>,
+    /// Erases per unit at which the device counts as worn out (the parts are rated 100,000).
+    #[arg(long, value_name = "N")]
+    cycles: Option<u32>,
+    /// A second limit for the cycle-limit check rows; 0 for none.
+    #[arg(long, value_name = "N")]
+    check_cycles: Option<u32>,
+    /// The wear leveller's trigger: the erase-count spread between units that makes it move
+    /// static data (default: a tenth of the cycle limit, at least 1; the parts' own 1,000 is
+    /// 1% of their rated 100,000, but 1% of a scaled limit moves static data every cycle or
+    /// two).
+    #[arg(long, value_name = "N")]
+    wear_spread: Option<u32>,
+    /// Measure only capacity or only endurance.
+    #[arg(long, value_parser = ["capacity", "endurance"])]
+    only: Option<String>,
+    /// Seed of the workloads.
+    #[arg(long, default_value_t = 2005)]
+    seed: u64,
 }
 
 /// Options of `flashfs bench kawaguchi`.
@@ -97,6 +150,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
     match cmd {
         Command::Kawaguchi(args) => kawaguchi(args, global, out),
         Command::Scale(args) => scale(args, global, out),
+        Command::Tffs(args) => tffs_bench(args, global, out),
         Command::Fuse(args) => super::fusebench::run(args, global, out),
     }
 }
@@ -135,6 +189,79 @@ fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
             opts.preset, opts.samples
         )?;
         out.write_all(flashfs_bench::scale::table(&rows).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn tffs_bench(args: &TffsArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        TffsOptions::quick()
+    } else {
+        TffsOptions::default()
+    };
+    opts.seed = args.seed;
+    if !args.workload.is_empty() {
+        opts.workloads = args
+            .workload
+            .iter()
+            .filter_map(|w| WorkloadKind::from_name(w))
+            .collect();
+    }
+    if !args.device.is_empty() {
+        opts.devices = args
+            .device
+            .iter()
+            .filter_map(|d| DeviceKind::from_label(d))
+            .collect();
+    }
+    if !args.configs.is_empty() {
+        opts.large_variants = None;
+        opts.variants = args
+            .configs
+            .iter()
+            .filter_map(|c| Variant::from_label(c))
+            .collect();
+    }
+    if let Some(c) = args.cycles {
+        if c == 0 {
+            bail!("--cycles must be at least 1");
+        }
+        opts.cycles = c;
+    }
+    if let Some(c) = args.check_cycles {
+        opts.check_cycles = (c > 0).then_some(c);
+    }
+    if let Some(w) = args.wear_spread {
+        opts.wear_spread = Some(w);
+    }
+    match args.only.as_deref() {
+        Some("capacity") => opts.endurance = false,
+        Some("endurance") => opts.capacity = false,
+        _ => {}
+    }
+    let bar = global.progress_bar(1, "{msg:>28} [{bar:40}] {percent}% {eta}");
+    let rows = run_tffs(&opts, &mut |label, done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(label.to_string());
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        out.write_all(report::json_lines(&rows)?.as_bytes())?;
+    } else {
+        out.write_all(tffs::table(&opts, &rows)?.as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let files = tffs::plot(&rows, dir)?;
+        eprintln!("wrote {} plot files to {}", files.len(), dir.display());
+    }
+    let failed: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.label())))
+        .collect();
+    if let Some(first) = failed.first() {
+        bail!("{} row(s) failed; the first: {first}", failed.len());
     }
     Ok(())
 }

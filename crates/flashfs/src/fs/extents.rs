@@ -6,16 +6,19 @@
 //! item is mirrored here as it is made in the index (or, if the index reports an error,
 //! the file's map is dropped). Deleting a file drops its map, and rebuilding the RAM state
 //! from the committed index (mount, or the return to the last commit after a failed one)
-//! drops them all. Maps are bounded in number of files and in total extents; a file with
-//! more extents than the budget is read through the index, as if it had no map.
+//! drops them all. Maps are bounded in number of files ([`FsConfig::extent_maps`], 0 for
+//! none: every read then walks the index) and in total extents; a file with more extents
+//! than the budget is read through the index, as if it had no map.
+//!
+//! [`FsConfig::extent_maps`]: super::FsConfig::extent_maps
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::layout::{Extent, Ino};
 
-/// Files whose maps are kept at most.
-const FILES: usize = 8;
+/// Files whose maps are kept at most, by default.
+pub(super) const FILES: usize = 8;
 /// Extents kept at most, over all files (about 48 bytes of RAM each).
 pub(super) const EXTENTS: usize = 1 << 16;
 
@@ -36,9 +39,11 @@ struct Entry {
 }
 
 /// Extent maps of a few files (see the module documentation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct ExtentCache {
     files: BTreeMap<Ino, Entry>,
+    /// Files whose maps are kept at most (0: none).
+    max_files: usize,
     /// Extents held, over all files.
     extents: usize,
     clock: u64,
@@ -57,10 +62,27 @@ pub(super) enum Known<'a> {
     Map(&'a BTreeMap<u64, Extent>),
 }
 
+impl Default for ExtentCache {
+    fn default() -> Self {
+        ExtentCache::new(FILES)
+    }
+}
+
 impl ExtentCache {
+    /// An empty cache that keeps the maps of up to `max_files` files (0: none).
+    pub fn new(max_files: usize) -> ExtentCache {
+        ExtentCache {
+            files: BTreeMap::new(),
+            max_files,
+            extents: 0,
+            clock: 0,
+            bypass: false,
+        }
+    }
+
     /// What is known of `ino`'s extents, marked as just used.
     pub fn get(&mut self, ino: Ino) -> Known<'_> {
-        if self.bypass {
+        if self.bypass || self.max_files == 0 {
             return Known::TooLarge;
         }
         self.clock += 1;
@@ -80,11 +102,13 @@ impl ExtentCache {
     /// least recently used maps to make room.
     pub fn load(&mut self, ino: Ino, map: Option<BTreeMap<u64, Extent>>) {
         self.forget(ino);
-        if self.bypass {
+        if self.bypass || self.max_files == 0 {
             return;
         }
         let n = map.as_ref().map_or(0, BTreeMap::len);
-        while !self.files.is_empty() && (self.files.len() >= FILES || self.extents + n > EXTENTS) {
+        while !self.files.is_empty()
+            && (self.files.len() >= self.max_files || self.extents + n > EXTENTS)
+        {
             let oldest = self
                 .files
                 .iter()

@@ -473,7 +473,10 @@ impl Extent {
 
 /// The superblock: sector 0 of the volume, rewritten by every commit. The block device
 /// underneath writes a sector atomically (a torn write leaves the previous version), so
-/// writing it is the commit point.
+/// writing it is the commit point. Where written bytes can be programmed again
+/// (reprogrammable NOR), a commit may instead append its superblock after the last one in
+/// the same sector ([`SB_STRIDE`] bytes apart): the newest valid one counts, and a torn
+/// append is an invalid record after the valid ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Superblock {
     /// Commits so far; each superblock has one more than the last.
@@ -498,18 +501,30 @@ pub struct Superblock {
 
 /// The superblock's magic: "FFS1".
 const SB_MAGIC: [u8; 4] = *b"FFS1";
-/// Format version of everything in this module and of the index nodes.
-pub const FS_VERSION: u8 = 1;
-/// Bytes of the encoded superblock (the rest of the sector is erased).
+/// Format version of everything in this module and of the index nodes: 2 since superblocks
+/// may be appended in block 0 (a reader of version 1 would miss them). Version 1 volumes,
+/// which never append, are read too.
+pub const FS_VERSION: u8 = 2;
+/// Bytes of an encoded superblock record.
 pub const SB_LEN: usize = 68;
+/// Distance between superblock records appended in block 0 (a whole number of words of any
+/// part); the rest of the block is erased.
+pub const SB_STRIDE: usize = 72;
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
 impl Superblock {
-    /// Encodes the superblock into a sector.
+    /// Encodes the superblock into a sector, as its first record (the rest erased).
     pub fn encode(&self, sector: &mut [u8]) {
         sector.fill(0xFF);
-        let b = &mut sector[..SB_LEN];
+        self.encode_record(&mut sector[..SB_STRIDE]);
+    }
+
+    /// Encodes the superblock as one record of [`SB_STRIDE`] bytes (its tail erased), to
+    /// append after the records in block 0.
+    pub fn encode_record(&self, rec: &mut [u8]) {
+        rec.fill(0xFF);
+        let b = &mut rec[..SB_LEN];
         b[0..4].copy_from_slice(&SB_MAGIC);
         b[4] = FS_VERSION;
         b[5..8].fill(0);
@@ -525,7 +540,7 @@ impl Superblock {
         b[64..68].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// Decodes and checks a superblock.
+    /// Decodes and checks the first superblock record of a sector.
     pub fn decode(sector: &[u8]) -> Result<Superblock> {
         let b = sector
             .get(..SB_LEN)
@@ -536,7 +551,7 @@ impl Superblock {
         if b[0..4] != SB_MAGIC {
             return Err(Error::Corrupt("the superblock is missing from block 0"));
         }
-        if b[4] != FS_VERSION {
+        if !(1..=FS_VERSION).contains(&b[4]) {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
         if CRC32.checksum(&b[..64]).to_le_bytes() != b[64..68] {
@@ -553,6 +568,35 @@ impl Superblock {
             user_bytes: r.u64(),
             flash_slots: r.u64(),
         })
+    }
+
+    /// The newest superblock of block 0 and how many records precede it (0: it is the
+    /// first). Records follow the first while each is a superblock of this version whose
+    /// commit is one more than the one before and whose geometry is the same; an erased
+    /// record, or one that fails its check (a torn append), ends them.
+    pub fn decode_newest(sector: &[u8]) -> Result<(Superblock, usize)> {
+        let mut sb = Superblock::decode(sector)?;
+        let mut at = 0;
+        if sector[4] < FS_VERSION {
+            return Ok((sb, 0));
+        }
+        while let Some(rec) = sector.get((at + 1) * SB_STRIDE..(at + 2) * SB_STRIDE) {
+            if rec.iter().all(|&b| b == 0xFF) || rec[4] != FS_VERSION {
+                break;
+            }
+            match Superblock::decode(rec) {
+                Ok(next)
+                    if next.commit == sb.commit + 1
+                        && next.sectors == sb.sectors
+                        && next.block_size == sb.block_size =>
+                {
+                    sb = next;
+                    at += 1;
+                }
+                _ => break,
+            }
+        }
+        Ok((sb, at))
     }
 }
 
@@ -600,8 +644,34 @@ mod tests {
         let mut s = [0u8; 512];
         sb.encode(&mut s);
         assert_eq!(Superblock::decode(&s), Ok(sb));
+        assert_eq!(Superblock::decode_newest(&s), Ok((sb, 0)));
+        // Appended records: the newest valid one counts; a torn one ends them.
+        let next = Superblock {
+            commit: 5,
+            root: NodePtr(11),
+            ..sb
+        };
+        next.encode_record(&mut s[SB_STRIDE..2 * SB_STRIDE]);
+        assert_eq!(Superblock::decode_newest(&s), Ok((next, 1)));
+        let mut torn = s;
+        let third = Superblock { commit: 6, ..next };
+        third.encode_record(&mut torn[2 * SB_STRIDE..3 * SB_STRIDE]);
+        assert_eq!(Superblock::decode_newest(&torn), Ok((third, 2)));
+        torn[2 * SB_STRIDE + 8] = 0;
+        assert_eq!(Superblock::decode_newest(&torn), Ok((next, 1)));
+        // A record that does not follow its predecessor is not a commit of this sequence.
+        let mut skip = s;
+        Superblock { commit: 9, ..next }.encode_record(&mut skip[2 * SB_STRIDE..3 * SB_STRIDE]);
+        assert_eq!(Superblock::decode_newest(&skip), Ok((next, 1)));
         s[9] ^= 1;
         assert!(matches!(Superblock::decode(&s), Err(Error::Corrupt(_))));
+        // Version 1 volumes (no appends) still read.
+        let mut v1 = [0u8; 512];
+        sb.encode(&mut v1);
+        v1[4] = 1;
+        let crc = CRC32.checksum(&v1[..64]);
+        v1[64..68].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Superblock::decode_newest(&v1), Ok((sb, 0)));
         assert_eq!(
             decode_dirent(&encode_dirent(5, FileType::Symlink)),
             Ok((5, FileType::Symlink))

@@ -81,6 +81,10 @@ pub struct FsConfig {
     /// Transaction identifiers (SPEC.md §8.5a): how many transactions can be open at once,
     /// at most (at least 1).
     pub tid_window: u32,
+    /// Files whose extent maps are kept in RAM after a read (8 by default; at most 65,536
+    /// extents over all of them). 0 keeps none: every read finds its extents in the index,
+    /// for devices with little RAM.
+    pub extent_maps: usize,
 }
 
 impl Default for FsConfig {
@@ -95,6 +99,7 @@ impl Default for FsConfig {
             atime: Atime::Relative,
             clock: system_clock,
             tid_window: 64,
+            extent_maps: extents::FILES,
         }
     }
 }
@@ -183,6 +188,10 @@ pub struct FsStats {
     pub node_writes: u64,
     /// Index nodes changed in place instead (spare pointers set).
     pub node_patches: u64,
+    /// Superblocks written as a whole block 0.
+    pub superblock_writes: u64,
+    /// Superblocks appended in place after the previous ones (reprogrammable NOR).
+    pub superblock_appends: u64,
     /// File bytes written by callers.
     pub bytes_written: u64,
 }
@@ -210,6 +219,12 @@ pub struct Fs<D: Segments> {
     buf: Vec<u8>,
     /// Extent maps of recently read files.
     extent_cache: extents::ExtentCache,
+    /// Superblock records block 0 holds, the newest being `sb`, when the next commit may
+    /// append after them; 0 when it must write block 0 afresh (after a mount, a failure, or
+    /// on media that cannot append).
+    sb_records: usize,
+    /// Commits since mount that appended their superblock.
+    sb_appends: u64,
 }
 
 impl<D: Segments> Fs<D> {
@@ -244,6 +259,8 @@ impl<D: Segments> Fs<D> {
             commits: self.commits,
             node_writes: self.tree.store().node_writes,
             node_patches: self.tree.store().node_patches,
+            superblock_writes: self.commits - self.sb_appends,
+            superblock_appends: self.sb_appends,
             bytes_written: self.bytes_written,
         }
     }
@@ -361,14 +378,46 @@ impl<D: Segments> Fs<D> {
             flash_slots: self.mount_base.flash_slots + self.slots_since_mount(),
             ..self.sb
         };
-        sb.encode(&mut self.buf);
-        let store = self.tree.store_mut();
-        store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
-        store.ftl.flush()?;
-        store.committed();
+        // Until this commit is on flash, nothing may be appended after a record that may
+        // be torn: a failure below leaves `sb_records` at 0, so the next commit writes a
+        // fresh block 0.
+        let appended = core::mem::take(&mut self.sb_records);
+        if !self.append_superblock(&sb, appended)? {
+            sb.encode(&mut self.buf);
+            let store = self.tree.store_mut();
+            store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
+            store.ftl.flush()?;
+            self.sb_records = 1;
+        }
+        self.tree.store_mut().committed();
         self.sb = sb;
         self.commits += 1;
         Ok(())
+    }
+
+    /// Appends `sb` in place after the `records` superblocks block 0 holds, where the medium
+    /// allows it (reprogrammable NOR, SPEC §8.2): a commit then programs one record, not a
+    /// whole block. False when it cannot (no room left, no record known to end cleanly, or a
+    /// program that did not take), and the caller writes block 0 afresh.
+    fn append_superblock(&mut self, sb: &Superblock, records: usize) -> Result<bool> {
+        let block = self.sb.block_size as usize;
+        let store = self.tree.store_mut();
+        if records == 0 || (records + 1) * layout::SB_STRIDE > block || !store.ftl.can_patch() {
+            return Ok(false);
+        }
+        let mut rec = [0xFFu8; layout::SB_STRIDE];
+        sb.encode_record(&mut rec);
+        match store.ftl.patch_sector(0, records * layout::SB_STRIDE, &rec) {
+            Ok(()) => {}
+            // A program that did not take (caught by reading back): the record may be
+            // half there; a fresh block 0 supersedes it.
+            Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        store.ftl.flush()?;
+        self.sb_records = records + 1;
+        self.sb_appends += 1;
+        Ok(true)
     }
 
     /// Forgets the working version: the tree, the free space and the counters go back to

@@ -8,6 +8,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::extents::ExtentCache;
 use super::layout::{self, item, key, key_u64, Extent, Inode, Superblock, FIRST_INO, ROOT_INO};
 use super::space::Space;
 use super::store::Store;
@@ -132,7 +133,9 @@ impl<D: Segments> Fs<D> {
             bytes_written: 0,
             mount_base: sb,
             garbage_spares: 0,
-            extent_cache: Default::default(),
+            extent_cache: ExtentCache::new(config.extent_maps),
+            sb_records: 0,
+            sb_appends: 0,
             buf: vec![0; ss],
         };
         let now = fs.now();
@@ -168,7 +171,9 @@ impl<D: Segments> Fs<D> {
             node_patches: 0,
         };
         store.read(0, &mut buf)?;
-        let sb = Superblock::decode(&buf)?;
+        // The newest of the superblocks block 0 holds. The first commit after the mount
+        // writes block 0 afresh: a torn record may follow the newest.
+        let (sb, _) = Superblock::decode_newest(&buf)?;
         if sb.sectors != sectors || sb.block_size as usize != ss {
             return Err(Error::Corrupt(
                 "superblock geometry differs from the volume",
@@ -194,7 +199,9 @@ impl<D: Segments> Fs<D> {
             bytes_written: 0,
             mount_base: sb,
             garbage_spares: 0,
-            extent_cache: Default::default(),
+            extent_cache: ExtentCache::new(config.extent_maps),
+            sb_records: 0,
+            sb_appends: 0,
             buf,
         };
         let orphans = fs.rescan()?;
