@@ -13,8 +13,6 @@
 //! Units: 1 MB = 2^20 bytes and 1 KB = 1024 bytes throughout (the paper's 15.75 MB array is
 //! 64 x 504 x 512 bytes).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use flash::preset::{self, Preset};
@@ -25,6 +23,7 @@ use flashfs::{BlockDevice, Ftl, FtlConfig, LogConfig, NorSegments, Segments};
 use serde::{Serialize, Serializer};
 
 use crate::error::{BenchError, Context, Result};
+use crate::workers;
 use crate::workload::{Pattern, Workload, CHUNK_BYTES, CHUNK_SECTORS, SECTOR_SIZE};
 
 /// Bytes in a MB (the paper's Mbytes are binary: its 15.75 MB array is 16,515,072 bytes).
@@ -543,7 +542,7 @@ fn split_time(row: &mut Row, spec: &NorSpec, work: &flash::stats::Stats, elapsed
 }
 
 /// Progress messages from the workers: a job's label and the bytes it just did.
-type Progress = mpsc::Sender<(String, u64)>;
+type Progress = std::sync::mpsc::Sender<workers::Report>;
 
 /// The final wear and segment state of a device.
 fn finish_row(row: &mut Row, ftl: &Ftl<Dev>) {
@@ -855,74 +854,23 @@ pub fn run_kawaguchi(
     }
     // Tasks: the write jobs, then the reads (index jobs.len()).
     let tasks = jobs.len() + usize::from(opts.reads);
-    let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
-    .min(tasks.max(1));
-
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Vec<Row>>>>> =
-        Mutex::new((0..tasks).map(|_| None).collect());
-    let (tx, rx) = mpsc::channel::<(String, u64)>();
-    std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (next, results, jobs, setup) = (&next, &results, &jobs, &setup);
-            handles.push(scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= tasks {
-                    break;
-                }
-                let r = if i < jobs.len() {
-                    let job = &jobs[i];
-                    match job.experiment {
-                        Experiment::Write(p) => run_write(setup, job, p, &tx).map(|r| vec![r]),
-                        _ => Err(BenchError::InvalidOptions("not a write job".to_string())),
-                    }
-                } else {
-                    let tx2 = tx.clone();
-                    run_reads(setup, &tx2).inspect(|rows| {
-                        // The reads count as progress once done.
-                        let read: u64 =
-                            rows.iter().map(|r| (r.mb_written * MB as f64) as u64).sum();
-                        let _ = tx2.send(("reads".to_string(), read));
-                    })
-                };
-                if let Ok(mut slots) = results.lock() {
-                    slots[i] = Some(r);
-                }
-            }));
-        }
-        drop(tx);
-        let mut done = 0u64;
-        for (label, bytes) in rx {
-            done = (done + bytes).min(total);
-            progress(&label, done, total);
-        }
-        for h in handles {
-            if h.join().is_err() {
-                if let Ok(mut slots) = results.lock() {
-                    for s in slots.iter_mut().filter(|s| s.is_none()) {
-                        *s = Some(Err(BenchError::Worker("a worker thread panicked".into())));
-                    }
-                }
+    let order: Vec<usize> = (0..tasks).collect();
+    let work = |i: usize, tx: &Progress| {
+        if let Some(job) = jobs.get(i) {
+            match job.experiment {
+                Experiment::Write(p) => run_write(&setup, job, p, tx).map(|r| vec![r]),
+                _ => Err(BenchError::InvalidOptions("not a write job".to_string())),
             }
+        } else {
+            run_reads(&setup, tx).inspect(|rows| {
+                // The reads count as progress once done.
+                let read: u64 = rows.iter().map(|r| (r.mb_written * MB as f64) as u64).sum();
+                let _ = tx.send(("reads".to_string(), read));
+            })
         }
-    });
-    let slots = results
-        .into_inner()
-        .map_err(|_| BenchError::Worker("a worker thread panicked".into()))?;
-    let mut rows = Vec::new();
-    for s in slots {
-        match s {
-            Some(Ok(r)) => rows.extend(r),
-            Some(Err(e)) => return Err(e),
-            None => return Err(BenchError::Worker("a row was never run".into())),
-        }
-    }
-    Ok(rows)
+    };
+    let rows = workers::run(&order, opts.threads, total, &work, progress)?;
+    Ok(rows.into_iter().flatten().collect())
 }
 
 /// The settings every write row shares, for printing above the table.

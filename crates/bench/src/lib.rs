@@ -35,6 +35,7 @@ pub mod report;
 pub mod scale;
 pub mod tffs;
 pub mod torture;
+mod workers;
 pub mod workload;
 
 pub use error::{BenchError, Result};

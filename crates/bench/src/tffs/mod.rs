@@ -31,8 +31,7 @@ pub mod device;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use flashfs::fs::{Atime, Timespec};
@@ -47,6 +46,7 @@ use crate::error::{BenchError, Result};
 use crate::heap::{uncounted, CountingAlloc, HeapMeter};
 use crate::plot::{grouped_bar_chart, BarPanel};
 use crate::report::{columns, group};
+use crate::workers;
 
 /// Erase cycles the parts are rated for (§5.1), the paper's endurance limit.
 pub const PAPER_CYCLES: u32 = 100_000;
@@ -713,71 +713,25 @@ pub fn run_tffs(
         let j = &jobs[i];
         std::cmp::Reverse(u64::from(dev_units(j.device)) * u64::from(dev_unit_bytes(j.device)))
     });
-    let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
-    .min(jobs.len().max(1));
     let total = jobs.len() as u64 * 1000;
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<TffsRow>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    let (tx, rx) = mpsc::channel::<(usize, u64)>();
-    std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let (next, results, jobs, order) = (&next, &results, &jobs, &order);
-            handles.push(scope.spawn(move || loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&i) = order.get(k) else {
-                    break;
-                };
-                let mut last = 0u64;
-                // Progress messages are the benchmark's, not the file system's heap.
-                let r = run_job(opts, &jobs[i], &mut |f| {
-                    let p = (f.clamp(0.0, 1.0) * 1000.0) as u64;
-                    if p > last {
-                        let _ = uncounted(|| tx.send((i, p - last)));
-                        last = p;
-                    }
-                });
-                if last < 1000 {
-                    let _ = tx.send((i, 1000 - last));
-                }
-                if let Ok(mut slots) = results.lock() {
-                    slots[i] = Some(r);
-                }
-            }));
-        }
-        drop(tx);
-        let mut done = 0u64;
-        for (i, d) in rx {
-            done = (done + d).min(total);
-            progress(&jobs[i].label(), done, total);
-        }
-        for h in handles {
-            if h.join().is_err() {
-                if let Ok(mut slots) = results.lock() {
-                    for s in slots.iter_mut().filter(|s| s.is_none()) {
-                        *s = Some(Err(BenchError::Worker("a worker thread panicked".into())));
-                    }
-                }
+    let labels: Vec<String> = jobs.iter().map(|j| j.label()).collect();
+    let work = |i: usize, tx: &Sender<workers::Report>| {
+        // Thousandths of the job reported so far. Progress messages are the benchmark's,
+        // not the file system's heap.
+        let mut last = 0u64;
+        let mut report = |p: u64| {
+            if p > last {
+                let _ = uncounted(|| tx.send((labels[i].clone(), p - last)));
+                last = p;
             }
-        }
-    });
-    let slots = results
-        .into_inner()
-        .map_err(|_| BenchError::Worker("a worker thread panicked".into()))?;
-    let mut rows = Vec::new();
-    for s in slots {
-        match s {
-            Some(Ok(r)) => rows.push(r),
-            Some(Err(e)) => return Err(e),
-            None => return Err(BenchError::Worker("a row was never run".into())),
-        }
-    }
-    Ok(rows)
+        };
+        let r = run_job(opts, &jobs[i], &mut |f| {
+            report((f.clamp(0.0, 1.0) * 1000.0) as u64)
+        });
+        report(1000);
+        r
+    };
+    workers::run(&order, opts.threads, total, &work, progress)
 }
 
 /// The settings every row shares, for printing above the tables.

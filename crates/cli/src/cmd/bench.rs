@@ -155,6 +155,36 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
     }
 }
 
+/// Runs a benchmark under a progress bar that its progress reports move.
+fn with_progress<T, E>(
+    global: Global,
+    template: &str,
+    run: impl FnOnce(&mut dyn FnMut(&str, u64, u64)) -> std::result::Result<T, E>,
+) -> Result<T>
+where
+    anyhow::Error: From<E>,
+{
+    let bar = global.progress_bar(1, template);
+    let r = run(&mut |label, done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(label.to_string());
+    });
+    bar.finish_and_clear();
+    Ok(r?)
+}
+
+/// Creates `dir`, draws the plots into it and says how many files it wrote.
+fn write_plots(
+    dir: &std::path::Path,
+    draw: impl FnOnce(&std::path::Path) -> Result<Vec<std::path::PathBuf>>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let files = draw(dir)?;
+    eprintln!("wrote {} plot files to {}", files.len(), dir.display());
+    Ok(())
+}
+
 fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     let mut opts = if args.quick {
         ScaleOptions::quick()
@@ -170,13 +200,9 @@ fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         }
         opts.samples = n;
     }
-    let bar = global.progress_bar(1, "{msg:>16} [{bar:40}] {pos}/{len} {eta}");
-    let rows = run_scale(&opts, &mut |label, done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(label.to_string());
+    let rows = with_progress(global, "{msg:>16} [{bar:40}] {pos}/{len} {eta}", |p| {
+        run_scale(&opts, p)
     })?;
-    bar.finish_and_clear();
     if args.json {
         for r in &rows {
             writeln!(out, "{}", serde_json::to_string(r)?)?;
@@ -239,22 +265,16 @@ fn tffs_bench(args: &TffsArgs, global: Global, out: &mut dyn Write) -> Result<()
         Some("endurance") => opts.capacity = false,
         _ => {}
     }
-    let bar = global.progress_bar(1, "{msg:>28} [{bar:40}] {percent}% {eta}");
-    let rows = run_tffs(&opts, &mut |label, done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(label.to_string());
+    let rows = with_progress(global, "{msg:>28} [{bar:40}] {percent}% {eta}", |p| {
+        run_tffs(&opts, p)
     })?;
-    bar.finish_and_clear();
     if args.json {
         out.write_all(report::json_lines(&rows)?.as_bytes())?;
     } else {
         out.write_all(tffs::table(&opts, &rows)?.as_bytes())?;
     }
     if let Some(dir) = &args.plot {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let files = tffs::plot(&rows, dir)?;
-        eprintln!("wrote {} plot files to {}", files.len(), dir.display());
+        write_plots(dir, |dir| Ok(tffs::plot(&rows, dir)?))?;
     }
     let failed: Vec<String> = rows
         .iter()
@@ -300,22 +320,18 @@ fn kawaguchi(args: &KawaguchiArgs, global: Global, out: &mut dyn Write) -> Resul
             .filter_map(|p| Policy::from_name(p))
             .collect();
     }
-    let bar = global.progress_bar(1, "{msg:>24} [{bar:40}] {bytes}/{total_bytes} {eta}");
-    let rows = run_kawaguchi(&opts, &mut |label, done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(label.to_string());
-    })?;
-    bar.finish_and_clear();
+    let rows = with_progress(
+        global,
+        "{msg:>24} [{bar:40}] {bytes}/{total_bytes} {eta}",
+        |p| run_kawaguchi(&opts, p),
+    )?;
     if args.json {
         out.write_all(report::json_lines(&rows)?.as_bytes())?;
     } else {
         out.write_all(report::table(&opts, &rows)?.as_bytes())?;
     }
     if let Some(dir) = &args.plot {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let files = plot::plot_all(&rows, dir)?;
-        eprintln!("wrote {} plot files to {}", files.len(), dir.display());
+        write_plots(dir, |dir| Ok(plot::plot_all(&rows, dir)?))?;
     }
     let failed: Vec<&str> = rows.iter().filter_map(|r| r.error.as_deref()).collect();
     if let Some(first) = failed.first() {
