@@ -447,6 +447,21 @@ fn an_abort_undoes_everything() {
     clean(&mut fs);
 }
 
+/// Record and name operations of every kind, on the files of
+/// [`record_and_name_operations_inside_transactions`].
+fn record_changes<D: Segments>(fs: &mut Fs<D>, log: Ino, book: Ino) -> flashfs::Result<()> {
+    for i in 1..=4u8 {
+        fs.record_add(log, &[b'0' + i; 8])?;
+    }
+    fs.record_update(book, 0, b"alice, with a much longer entry")?;
+    fs.record_remove_first(book)?;
+    let n = fs.create_int(ROOT_INO, 7, 0o644, 0, 0)?.ino;
+    fs.make_records(n, RecordFormat::fixed(4))?;
+    fs.record_add(n, b"1234")?;
+    fs.flat_create(b"a long flat name for a file", 0o644, 0, 0)?;
+    Ok(())
+}
+
 #[test]
 fn record_and_name_operations_inside_transactions() {
     let mut fs = fresh();
@@ -467,19 +482,7 @@ fn record_and_name_operations_inside_transactions() {
 
     // Everything a transaction does to records and names, then an abort: nothing happened.
     let t = fs.begin().unwrap();
-    fs.in_tx(t, |fs| {
-        for i in 1..=4u8 {
-            fs.record_add(log, &[b'0' + i; 8])?;
-        }
-        fs.record_update(book, 0, b"alice, with a much longer entry")?;
-        fs.record_remove_first(book)?;
-        let n = fs.create_int(ROOT_INO, 7, 0o644, 0, 0)?.ino;
-        fs.make_records(n, RecordFormat::fixed(4))?;
-        fs.record_add(n, b"1234")?;
-        fs.flat_create(b"a long flat name for a file", 0o644, 0, 0)?;
-        Ok(())
-    })
-    .unwrap();
+    fs.in_tx(t, |fs| record_changes(fs, log, book)).unwrap();
     // Outside the transaction: the name it is creating is off limits until it ends, the
     // other names are not.
     assert_eq!(fs.lookup_int(ROOT_INO, 7).err(), Some(Error::Conflict));
@@ -490,19 +493,7 @@ fn record_and_name_operations_inside_transactions() {
 
     // The same, committed: all of it, across a remount.
     let t = fs.begin().unwrap();
-    fs.in_tx(t, |fs| {
-        for i in 1..=4u8 {
-            fs.record_add(log, &[b'0' + i; 8])?;
-        }
-        fs.record_update(book, 0, b"alice, with a much longer entry")?;
-        fs.record_remove_first(book)?;
-        let n = fs.create_int(ROOT_INO, 7, 0o644, 0, 0)?.ino;
-        fs.make_records(n, RecordFormat::fixed(4))?;
-        fs.record_add(n, b"1234")?;
-        fs.flat_create(b"a long flat name for a file", 0o644, 0, 0)?;
-        Ok(())
-    })
-    .unwrap();
+    fs.in_tx(t, |fs| record_changes(fs, log, book)).unwrap();
     fs.commit_tx(t).unwrap();
     let mut fs = remount(fs);
     // The cyclic file kept its newest three.
