@@ -1,5 +1,5 @@
 //! Real NOR flash through `embedded-storage`: any [`embedded_storage::nor_flash::NorFlash`]
-//! is a [`NorFlash`](crate::NorFlash) medium; a `MultiwriteNorFlash` one is a reprogrammable
+//! is a [`NorFlash`] medium; a `MultiwriteNorFlash` one is a reprogrammable
 //! one.
 //!
 //! The adapter translates, it does not police: the rules of the medium are the chip's own.

@@ -298,7 +298,7 @@ impl FileType {
     }
 }
 
-/// An inode's attributes: the value of its [`item::INODE`] item.
+/// An inode's attributes: the value of its `INODE` item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inode {
     /// Type and permission bits (`S_IF*`, setuid, setgid, sticky, rwx).

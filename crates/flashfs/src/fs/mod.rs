@@ -2,7 +2,7 @@
 //! the log's sectors.
 //!
 //! Layers, bottom up: the volume's sectors are a block device on the log ([`Ftl`]), told
-//! exactly which sectors are dead so the cleaner never copies garbage; [`Space`] knows which
+//! exactly which sectors are dead so the cleaner never copies garbage; `Space` knows which
 //! are free; one [`Tree`](crate::index::Tree) holds every inode, directory entry, extended attribute and extent
 //! (keys in `layout`); file data lives in whole sectors that extents point to.
 //!
