@@ -214,30 +214,17 @@ impl<D: Segments> Fs<D> {
 
     /// Gives inode `ino` (not a directory) the integer name `n` in `dir` (a hard link).
     pub fn link_int(&mut self, ino: Ino, dir: Ino, n: u32) -> Result<Attr> {
-        let mut inode = self.inode(ino)?;
+        let inode = self.inode(ino)?;
         let ty = inode.file_type()?;
         if ty == FileType::Directory {
             return Err(Error::NotPermitted("hard link to a directory"));
         }
-        let mut parent = self.int_slot_free(dir, n)?;
-        if inode.nlink == 0 {
-            return Err(Error::NotFound);
-        }
-        if inode.nlink == u32::MAX {
-            return Err(Error::TooManyLinks);
-        }
-        self.ensure_free(0)?;
-        let now = self.now();
-        inode.nlink += 1;
-        inode.ctime = now;
-        self.put_inode(ino, &inode)?;
-        self.tree
-            .insert(&int_dirent_key(dir, n), &encode_dirent(ino, ty))?;
-        parent.mtime = now;
-        parent.ctime = now;
-        self.put_inode(dir, &parent)?;
-        self.maybe_commit()?;
-        self.attr(ino, inode)
+        let parent = self.int_slot_free(dir, n)?;
+        self.add_link(
+            (ino, inode, ty),
+            Some((dir, parent)),
+            &int_dirent_key(dir, n),
+        )
     }
 
     /// Removes integer name `n` from `dir`: a non-directory (which goes with its last link
@@ -338,7 +325,7 @@ impl<D: Segments> Fs<D> {
 
     /// Gives inode `ino` (not a directory) the flat name `name` as one more link.
     pub fn flat_link(&mut self, name: &[u8], ino: Ino) -> Result<Attr> {
-        let mut inode = self.inode(ino)?;
+        let inode = self.inode(ino)?;
         let ty = inode.file_type()?;
         if ty == FileType::Directory {
             return Err(Error::NotPermitted("a flat name for a directory"));
@@ -346,19 +333,7 @@ impl<D: Segments> Fs<D> {
         if self.flat_entry(name)?.is_some() {
             return Err(Error::Exists);
         }
-        if inode.nlink == 0 {
-            return Err(Error::NotFound);
-        }
-        if inode.nlink == u32::MAX {
-            return Err(Error::TooManyLinks);
-        }
-        self.ensure_free(0)?;
-        inode.nlink += 1;
-        inode.ctime = self.now();
-        self.put_inode(ino, &inode)?;
-        self.tree.insert(&flat_key(name), &encode_dirent(ino, ty))?;
-        self.maybe_commit()?;
-        self.attr(ino, inode)
+        self.add_link((ino, inode, ty), None, &flat_key(name))
     }
 
     /// The inode flat name `name` names.

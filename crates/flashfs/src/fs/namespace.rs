@@ -243,12 +243,12 @@ impl<D: Segments> Fs<D> {
     /// Gives inode `ino` another name (a hard link).
     pub fn link(&mut self, ino: Ino, dir: Ino, name: &[u8]) -> Result<Attr> {
         check_name(name)?;
-        let mut inode = self.inode(ino)?;
+        let inode = self.inode(ino)?;
         let ty = inode.file_type()?;
         if ty == FileType::Directory {
             return Err(Error::NotPermitted("hard link to a directory"));
         }
-        let mut parent = self.dir_inode(dir)?;
+        let parent = self.dir_inode(dir)?;
         if parent.nlink == 0 {
             return Err(Error::NotFound);
         }
@@ -256,6 +256,22 @@ impl<D: Segments> Fs<D> {
             return Err(Error::Exists);
         }
         self.check_not_int_named(dir, name)?;
+        self.add_link(
+            (ino, inode, ty),
+            Some((dir, parent)),
+            &dirent_key(dir, name),
+        )
+    }
+
+    /// Adds the entry `entry` (a string or an integer name in directory `parent`, or a flat
+    /// name without one; checked free) for the existing non-directory `ino` of type `ty`:
+    /// one more link, and the directory's times.
+    pub(super) fn add_link(
+        &mut self,
+        (ino, mut inode, ty): (Ino, Inode, FileType),
+        parent: Option<(Ino, Inode)>,
+        entry: &[u8],
+    ) -> Result<Attr> {
         if inode.nlink == 0 {
             return Err(Error::NotFound);
         }
@@ -267,11 +283,12 @@ impl<D: Segments> Fs<D> {
         inode.nlink += 1;
         inode.ctime = now;
         self.put_inode(ino, &inode)?;
-        self.tree
-            .insert(&dirent_key(dir, name), &encode_dirent(ino, ty))?;
-        parent.mtime = now;
-        parent.ctime = now;
-        self.put_inode(dir, &parent)?;
+        self.tree.insert(entry, &encode_dirent(ino, ty))?;
+        if let Some((dir, mut parent)) = parent {
+            parent.mtime = now;
+            parent.ctime = now;
+            self.put_inode(dir, &parent)?;
+        }
         self.maybe_commit()?;
         self.attr(ino, inode)
     }
