@@ -170,6 +170,25 @@ impl<D: SimSegments> Interruptible<D> {
         self.keep = false;
     }
 
+    /// Mutating operations the simulated part has made.
+    pub fn device_ops(&self) -> u64 {
+        self.inner.sim().ops()
+    }
+
+    /// Cuts the power at the part's `ops`-th mutating operation from now (torn: tearing it).
+    pub fn schedule_cut(&mut self, ops: u64, torn: bool) {
+        self.inner.sim_mut().schedule_cut(ops, torn);
+    }
+
+    /// Forgets every cut scheduled, here and in the part.
+    pub fn cancel_cut(&mut self) {
+        self.disarm();
+        let sim = self.inner.sim_mut();
+        let mut faults = sim.faults().clone();
+        faults.cut = None;
+        sim.set_faults(faults);
+    }
+
     fn tick(&mut self) -> flashfs::Result<()> {
         self.accesses += 1;
         match self.cut {

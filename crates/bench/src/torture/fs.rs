@@ -412,22 +412,18 @@ impl<D: SimSegments> Target for FsTarget<D> {
     }
 
     fn device_ops(&self) -> u64 {
-        self.device().map_or(0, |d| d.inner().sim().ops())
+        self.device().map_or(0, Interruptible::device_ops)
     }
 
     fn schedule_cut(&mut self, ops: u64, torn: bool) {
         if let Some(d) = self.device_mut() {
-            d.inner_mut().sim_mut().schedule_cut(ops, torn);
+            d.schedule_cut(ops, torn);
         }
     }
 
     fn cancel_cut(&mut self) {
         if let Some(d) = self.device_mut() {
-            d.disarm();
-            let sim = d.inner_mut().sim_mut();
-            let mut faults = sim.faults().clone();
-            faults.cut = None;
-            sim.set_faults(faults);
+            d.cancel_cut();
         }
     }
 
