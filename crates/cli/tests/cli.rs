@@ -1,32 +1,12 @@
 //! End-to-end tests of the `flashfs` command line.
 
+mod common;
+
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
-use assert_cmd::Command;
+use common::{fails, flashfs};
 use predicates::prelude::*;
 use tempfile::TempDir;
-
-fn flashfs() -> Command {
-    let mut cmd = cargo_bin_cmd!("flashfs");
-    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
-    cmd
-}
-
-/// Runs a command that must fail with one line on stderr; returns that line.
-fn fails(cmd: &mut Command, code: i32) -> String {
-    let out = cmd.assert().failure().code(code).get_output().clone();
-    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "expected one line on stderr, got {stderr:?}"
-    );
-    assert!(lines[0].starts_with("flashfs: "), "{stderr:?}");
-    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
-    lines[0].to_string()
-}
 
 fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8(stdout.to_vec())

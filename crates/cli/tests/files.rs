@@ -2,21 +2,17 @@
 //! without `--ftl`, and `ls`, `cat`, `get`, `put`, `rm`, `mkdir`, `mv` on an image without
 //! mounting it, including bad input (which must leave the image exactly as it was).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hasher};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use assert_cmd::Command;
+use common::{data, fails, flashfs};
 use tempfile::TempDir;
-
-fn flashfs() -> Command {
-    let mut cmd = cargo_bin_cmd!("flashfs");
-    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
-    cmd
-}
 
 /// Runs a command that must succeed; returns its stdout.
 fn ok(cmd: &mut Command) -> String {
@@ -29,34 +25,11 @@ fn raw(cmd: &mut Command) -> Vec<u8> {
     cmd.assert().success().get_output().stdout.clone()
 }
 
-/// Runs a command that must fail with one line on stderr; returns that line.
-fn fails(cmd: &mut Command, code: i32) -> String {
-    let out = cmd.assert().failure().code(code).get_output().clone();
-    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one line on stderr: {stderr:?}");
-    assert!(lines[0].starts_with("flashfs: "), "{stderr:?}");
-    assert!(!stderr.contains("panicked"), "{stderr:?}");
-    lines[0].to_string()
-}
-
 /// A digest of a file's bytes.
 fn digest(path: &Path) -> u64 {
     let mut h = DefaultHasher::new();
     h.write(&std::fs::read(path).unwrap());
     h.finish()
-}
-
-fn data(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 fn mkfs(img: &Path, preset: &str) {

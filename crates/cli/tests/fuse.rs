@@ -4,96 +4,13 @@
 //! Needs /dev/fuse, `fusermount3` (Debian fuse3), `mkfs.fat` and `fsck.fat` (dosfstools) and
 //! `mcopy`, `mtype`, `mmd` (mtools). Without them the test fails: it is never skipped.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{data, flashfs_bin, is_mounted, mount_pid, require_fuse, run, wait_gone, Mounted};
 use tempfile::TempDir;
-
-fn flashfs_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_flashfs"))
-}
-
-/// Fails the test, loudly, when something FUSE needs is missing.
-fn require_tools() {
-    assert!(
-        Path::new("/dev/fuse").exists(),
-        "/dev/fuse is missing: the FUSE test needs the fuse kernel module"
-    );
-    for tool in [
-        "fusermount3",
-        "mkfs.fat",
-        "fsck.fat",
-        "mcopy",
-        "mtype",
-        "mmd",
-    ] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            found,
-            "`{tool}` is missing: the FUSE test needs the Debian packages fuse3, dosfstools and mtools"
-        );
-    }
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("the command starts");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Unmounts on drop, so that a failing test leaves no mount behind.
-struct Mounted<'a>(&'a Path);
-
-impl Drop for Mounted<'_> {
-    fn drop(&mut self) {
-        if is_mounted(self.0) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(self.0)
-                .status();
-        }
-    }
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
-}
-
-/// Waits until process `pid` has ended (or only a zombie is left).
-fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return,
-            Ok(stat) => {
-                let state = stat
-                    .rsplit(')')
-                    .next()
-                    .and_then(|r| r.split_whitespace().next());
-                if state == Some("Z") {
-                    return;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "process {pid} did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -103,21 +20,9 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn data(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
-    require_tools();
+    require_fuse(&["mkfs.fat", "fsck.fat", "mcopy", "mtype", "mmd"]);
     let dir = TempDir::new().unwrap();
     let img = dir.path().join("dev.img");
     let mnt = dir.path().join("mnt");
@@ -144,12 +49,7 @@ fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
     let guard = Mounted(&mnt);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("mounted "), "{text}");
-    let pid: u32 = text
-        .split("(process ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .expect("the mount process id");
+    let pid = mount_pid(&text);
     assert!(is_mounted(&mnt));
     let disk = mnt.join("disk.img");
     assert_eq!(std::fs::metadata(&disk).unwrap().len(), 16384 * 512);
@@ -244,12 +144,7 @@ fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
         .args(["-o", "ro"]));
     let guard = Mounted(&mnt);
     let text = String::from_utf8(out.stdout).unwrap();
-    let pid: u32 = text
-        .split("(process ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .expect("the mount process id");
+    let pid = mount_pid(&text);
     assert!(std::fs::OpenOptions::new().write(true).open(&disk).is_err());
     run(Command::new("fsck.fat").arg("-n").arg(&disk));
     run(Command::new("fusermount3").arg("-u").arg(&mnt));

@@ -6,89 +6,17 @@
 //! Needs /dev/fuse and `fusermount3` (Debian fuse3). Without them the test fails: it is
 //! never skipped.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
+use common::{data, flashfs_bin, is_mounted, mount_pid, require_fuse, run, wait_gone, Mounted};
 use tempfile::TempDir;
-
-fn flashfs_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_flashfs"))
-}
-
-fn require_fuse() {
-    assert!(
-        Path::new("/dev/fuse").exists(),
-        "/dev/fuse is missing: the FUSE test needs the fuse kernel module"
-    );
-    let found = Command::new("sh")
-        .args(["-c", "command -v fusermount3"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "`fusermount3` is missing: install the Debian package fuse3"
-    );
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("the command starts");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Unmounts on drop, so that a failing test leaves no mount behind.
-struct Mounted<'a>(&'a Path);
-
-impl Drop for Mounted<'_> {
-    fn drop(&mut self) {
-        if is_mounted(self.0) {
-            let _ = Command::new("fusermount3")
-                .args(["-u", "-z"])
-                .arg(self.0)
-                .status();
-        }
-    }
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
-}
-
-fn wait_gone(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return,
-            Ok(stat) => {
-                let state = stat
-                    .rsplit(')')
-                    .next()
-                    .and_then(|r| r.split_whitespace().next());
-                if state == Some("Z") {
-                    return;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "process {pid} did not end");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Mounts in the background; returns the serving process.
 fn mount(img: &Path, mnt: &Path, extra: &[&str]) -> u32 {
@@ -99,29 +27,13 @@ fn mount(img: &Path, mnt: &Path, extra: &[&str]) -> u32 {
         .args(extra));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(is_mounted(mnt), "{text}");
-    text.split("(process ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .expect("the mount process id")
+    mount_pid(&text)
 }
 
 fn unmount(mnt: &Path, pid: u32) {
     run(Command::new("fusermount3").arg("-u").arg(mnt));
     wait_gone(pid);
     assert!(!is_mounted(mnt));
-}
-
-fn data(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 /// What the tree should hold: path -> node.
@@ -463,7 +375,7 @@ fn workload(mnt: &Path) -> Model {
 
 #[test]
 fn native_file_system_through_the_kernel_survives_unmount_fsck_and_remount() {
-    require_fuse();
+    require_fuse(&[]);
     let dir = TempDir::new().unwrap();
     let img = dir.path().join("dev.img");
     let mnt = dir.path().join("mnt");

@@ -1,16 +1,11 @@
 //! `flashfs tx`: transactions from a script, all or nothing, on an image.
 
+mod common;
+
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
-use assert_cmd::Command;
+use common::flashfs;
 use tempfile::TempDir;
-
-fn flashfs() -> Command {
-    let mut cmd = cargo_bin_cmd!("flashfs");
-    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
-    cmd
-}
 
 fn image(dir: &TempDir) -> std::path::PathBuf {
     let img = dir.path().join("tx.img");

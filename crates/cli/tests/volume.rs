@@ -1,38 +1,18 @@
 //! End-to-end tests of `flashfs mkfs`, `info` and `fsck`: volumes on image files, bad input,
 //! and images that must come out of a failed or read-only command exactly as they went in.
 
+mod common;
+
 use std::hash::{DefaultHasher, Hasher};
 use std::io::Read;
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
-use assert_cmd::Command;
+use common::{fails, flashfs};
 use flash::store::FileStore;
 use flash::{NandSim, PageAddr};
 use flashfs::{BlockDevice, Ftl, FtlConfig, NandSegments};
 use predicates::prelude::*;
 use tempfile::TempDir;
-
-fn flashfs() -> Command {
-    let mut cmd = cargo_bin_cmd!("flashfs");
-    cmd.env_remove("RUST_BACKTRACE").env("NO_COLOR", "1");
-    cmd
-}
-
-/// Runs a command that must fail with one line on stderr; returns that line.
-fn fails(cmd: &mut Command, code: i32) -> String {
-    let out = cmd.assert().failure().code(code).get_output().clone();
-    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "expected one line on stderr, got {stderr:?}"
-    );
-    assert!(lines[0].starts_with("flashfs: "), "{stderr:?}");
-    assert!(!stderr.contains("panicked"), "{stderr:?}");
-    lines[0].to_string()
-}
 
 /// A digest of a file's bytes.
 fn digest(path: &Path) -> (u64, u64) {
