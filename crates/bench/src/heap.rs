@@ -23,13 +23,16 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The system allocator, counting. See the module documentation.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CountingAlloc;
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// Meters running, on any thread: without one nothing is counted, so that a program that
+/// installs the allocator pays two relaxed loads per allocation and no more.
+static METERS: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// Bytes this thread allocated less what it freed (counted allocations only).
@@ -45,6 +48,9 @@ thread_local! {
 fn note(delta: i64) {
     if !INSTALLED.load(Ordering::Relaxed) {
         INSTALLED.store(true, Ordering::Relaxed);
+    }
+    if METERS.load(Ordering::Relaxed) == 0 {
+        return;
     }
     // `try_with`: during a thread's teardown its locals may be gone; that memory is not
     // measured anyway.
@@ -104,8 +110,9 @@ impl CountingAlloc {
         INSTALLED.load(Ordering::Relaxed)
     }
 
-    /// Counted bytes this thread allocated and has not freed (memory freed by another
-    /// thread than the one that allocated it moves between the two threads' counts).
+    /// Counted bytes this thread allocated and has not freed, while meters ran (memory freed
+    /// by another thread than the one that allocated it moves between the two threads'
+    /// counts).
     pub fn thread_current() -> i64 {
         THREAD_CURRENT.with(Cell::get)
     }
@@ -136,6 +143,7 @@ impl HeapMeter {
     /// Starts measuring on this thread: the level now is the baseline, and the thread's
     /// high-water mark restarts from it. One meter per thread at a time.
     pub fn start() -> HeapMeter {
+        METERS.fetch_add(1, Ordering::Relaxed);
         let base = CountingAlloc::thread_current();
         THREAD_PEAK.with(|p| p.set(base));
         HeapMeter {
@@ -154,5 +162,11 @@ impl HeapMeter {
     /// before the start).
     pub fn current(&self) -> i64 {
         CountingAlloc::thread_current() - self.base
+    }
+}
+
+impl Drop for HeapMeter {
+    fn drop(&mut self) {
+        METERS.fetch_sub(1, Ordering::Relaxed);
     }
 }
