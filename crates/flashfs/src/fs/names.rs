@@ -138,36 +138,6 @@ impl<D: Segments> Fs<D> {
         }
     }
 
-    /// A new inode numbered from the superblock, in the working version, counted.
-    fn make_inode(
-        &mut self,
-        ty: FileType,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        parent: Ino,
-    ) -> Result<(Ino, Inode)> {
-        let now = self.now();
-        let ino = self.sb.next_ino;
-        self.sb.next_ino += 1;
-        let inode = Inode {
-            mode: ty.mode_bits() | (mode & 0o7777),
-            uid,
-            gid,
-            nlink: if ty == FileType::Directory { 2 } else { 1 },
-            size: 0,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            rdev: 0,
-            blocks: 0,
-            parent: if ty == FileType::Directory { parent } else { 0 },
-        };
-        self.put_inode(ino, &inode)?;
-        self.inodes += 1;
-        Ok((ino, inode))
-    }
-
     /// Checks that `dir` is a live directory where integer name `n` is free; returns its
     /// inode.
     fn int_slot_free(&mut self, dir: Ino, n: u32) -> Result<Inode> {
@@ -186,23 +156,17 @@ impl<D: Segments> Fs<D> {
     /// if a string entry is spelled as `n` is shown (`#n`).
     pub fn create_int(&mut self, dir: Ino, n: u32, mode: u32, uid: u32, gid: u32) -> Result<Attr> {
         let ty = creatable(mode)?;
-        let mut parent = self.int_slot_free(dir, n)?;
-        if ty == FileType::Directory && parent.nlink == u32::MAX {
-            return Err(Error::TooManyLinks);
-        }
-        self.ensure_free(0)?;
-        let (ino, inode) = self.make_inode(ty, mode, uid, gid, dir)?;
-        self.tree
-            .insert(&int_dirent_key(dir, n), &encode_dirent(ino, ty))?;
-        if ty == FileType::Directory {
-            parent.nlink += 1;
-        }
-        let now = self.now();
-        parent.mtime = now;
-        parent.ctime = now;
-        self.put_inode(dir, &parent)?;
+        let parent = self.int_slot_free(dir, n)?;
+        let attr = self.add_new_entry(
+            (dir, parent),
+            &int_dirent_key(dir, n),
+            ty,
+            mode,
+            0,
+            (uid, gid),
+        )?;
         self.maybe_commit()?;
-        self.attr(ino, inode)
+        Ok(attr)
     }
 
     /// Looks integer name `n` up in `dir`.
@@ -317,7 +281,7 @@ impl<D: Segments> Fs<D> {
             return Err(Error::Exists);
         }
         self.ensure_free(0)?;
-        let (ino, inode) = self.make_inode(ty, mode, uid, gid, 0)?;
+        let (ino, inode) = self.make_inode(ty, mode, 0, uid, gid, 0)?;
         self.tree.insert(&flat_key(name), &encode_dirent(ino, ty))?;
         self.maybe_commit()?;
         self.attr(ino, inode)

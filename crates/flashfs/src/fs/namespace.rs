@@ -199,7 +199,7 @@ impl<D: Segments> Fs<D> {
         gid: u32,
     ) -> Result<Attr> {
         check_name(name)?;
-        let mut parent = self.dir_inode(dir)?;
+        let parent = self.dir_inode(dir)?;
         if parent.nlink == 0 {
             return Err(Error::NotFound);
         }
@@ -207,10 +207,54 @@ impl<D: Segments> Fs<D> {
             return Err(Error::Exists);
         }
         self.check_not_int_named(dir, name)?;
+        self.add_new_entry(
+            (dir, parent),
+            &dirent_key(dir, name),
+            ty,
+            mode,
+            rdev,
+            (uid, gid),
+        )
+    }
+
+    /// Makes a new inode of type `ty` named by `entry` (a string or an integer name in `dir`,
+    /// checked free) in the working version: the directory gains a link if `ty` is one, and
+    /// its times.
+    pub(super) fn add_new_entry(
+        &mut self,
+        (dir, mut parent): (Ino, Inode),
+        entry: &[u8],
+        ty: FileType,
+        mode: u32,
+        rdev: u64,
+        (uid, gid): (u32, u32),
+    ) -> Result<Attr> {
         if ty == FileType::Directory && parent.nlink == u32::MAX {
             return Err(Error::TooManyLinks);
         }
         self.ensure_free(0)?;
+        let (ino, inode) = self.make_inode(ty, mode, rdev, uid, gid, dir)?;
+        self.tree.insert(entry, &encode_dirent(ino, ty))?;
+        if ty == FileType::Directory {
+            parent.nlink += 1;
+        }
+        parent.mtime = inode.ctime;
+        parent.ctime = inode.ctime;
+        self.put_inode(dir, &parent)?;
+        self.attr(ino, inode)
+    }
+
+    /// A new inode numbered from the superblock, in the working version, counted; a
+    /// directory's records `parent` as its parent.
+    pub(super) fn make_inode(
+        &mut self,
+        ty: FileType,
+        mode: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+        parent: Ino,
+    ) -> Result<(Ino, Inode)> {
         let now = self.now();
         let ino = self.sb.next_ino;
         self.sb.next_ino += 1;
@@ -225,19 +269,11 @@ impl<D: Segments> Fs<D> {
             ctime: now,
             rdev,
             blocks: 0,
-            parent: if ty == FileType::Directory { dir } else { 0 },
+            parent: if ty == FileType::Directory { parent } else { 0 },
         };
         self.put_inode(ino, &inode)?;
-        self.tree
-            .insert(&dirent_key(dir, name), &encode_dirent(ino, ty))?;
-        if ty == FileType::Directory {
-            parent.nlink += 1;
-        }
-        parent.mtime = now;
-        parent.ctime = now;
-        self.put_inode(dir, &parent)?;
         self.inodes += 1;
-        self.attr(ino, inode)
+        Ok((ino, inode))
     }
 
     /// Gives inode `ino` another name (a hard link).
