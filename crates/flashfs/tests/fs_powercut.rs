@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use flashfs::fs::{
-    Ino, RenameFlags, SetAttr, XattrFlags, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+    Ino, RecordFormat, RenameFlags, SetAttr, XattrFlags, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
 };
 use flashfs::log::tag::{SegHeader, Tag, TagState};
 use flashfs::media::HeaderState;
@@ -166,6 +166,14 @@ enum Step {
     Release(usize),
     Fsync(String),
     Sync,
+    /// A record file: path, capacity (0: no bound), record size (0: any).
+    Records(String, u32, u32),
+    /// Adds a record: length, seed.
+    Add(String, usize, u8),
+    /// Replaces the record `back` before the newest: length, seed.
+    Update(String, u64, usize, u8),
+    RemoveFirst(String),
+    RemoveLast(String),
 }
 
 impl Step {
@@ -282,6 +290,34 @@ fn apply<D: Segments>(
             fs.fsync(ino, false)
         }
         Step::Sync => fs.sync(),
+        Step::Records(p, capacity, record_size) => {
+            let (d, n) = parent(fs, p)?;
+            let format = RecordFormat {
+                record_size: *record_size,
+                capacity: *capacity,
+            };
+            fs.create_records(d, &n, format, 0o644, 0, 0).map(drop)
+        }
+        Step::Add(p, len, seed) => {
+            let ino = fs.resolve(p.as_bytes())?;
+            fs.record_add(ino, &data(*seed, *len)).map(drop)
+        }
+        Step::Update(p, back, len, seed) => {
+            let ino = fs.resolve(p.as_bytes())?;
+            let info = fs.record_info(ino)?;
+            let n = (info.next.checked_sub(1 + back))
+                .filter(|&n| n >= info.first)
+                .ok_or(Error::NotFound)?;
+            fs.record_update(ino, n, &data(*seed, *len))
+        }
+        Step::RemoveFirst(p) => {
+            let ino = fs.resolve(p.as_bytes())?;
+            fs.record_remove_first(ino)
+        }
+        Step::RemoveLast(p) => {
+            let ino = fs.resolve(p.as_bytes())?;
+            fs.record_remove_last(ino)
+        }
     }
 }
 
@@ -572,6 +608,77 @@ fn symlinks_holes_and_attributes_with_eager_commits() {
 }
 
 /// A random path-based workload over a few names, not filling the volume.
+/// Record operations committed one by one are journal entries on reprogrammable NOR (SPEC.md
+/// §8.5b): appended in place, in fragments over several blocks when large, replayed by
+/// the mount. Cut at every device operation, each acknowledged one is there after the
+/// replay, and the one in flight entirely or not at all.
+#[test]
+fn journaled_record_operations() {
+    let log = s("/log");
+    let var = s("/var");
+    let mut steps = vec![
+        Step::Records(log.clone(), 5, 24),
+        Step::Records(var.clone(), 0, 0),
+        Step::Sync,
+    ];
+    // A cyclic file wrapping, an entry per operation.
+    for i in 0..8u8 {
+        steps.push(Step::Add(log.clone(), 24, i));
+        steps.push(Step::Sync);
+    }
+    // Variable records changing length, removed at both ends.
+    for i in 0..4u8 {
+        steps.push(Step::Add(var.clone(), 10 + 30 * usize::from(i), 20 + i));
+    }
+    steps.push(Step::Sync);
+    steps.push(Step::Update(var.clone(), 1, 140, 30));
+    steps.push(Step::Sync);
+    steps.push(Step::RemoveFirst(var.clone()));
+    steps.push(Step::RemoveLast(var.clone()));
+    steps.push(Step::Sync);
+    // An entry larger than a block: its fragments fill fresh blocks.
+    for i in 0..8u8 {
+        steps.push(Step::Add(var.clone(), 70, 40 + i));
+    }
+    let large = steps.len();
+    steps.push(Step::Sync);
+    steps.push(Step::Add(log.clone(), 24, 60));
+    steps.push(Step::Sync);
+    // A change the journal does not take: the commit is a checkpoint, then entries again.
+    steps.push(Step::Add(log.clone(), 24, 61));
+    steps.push(Step::Create(s("/f")));
+    steps.push(Step::Sync);
+    steps.push(Step::Add(log.clone(), 24, 62));
+    steps.push(Step::Sync);
+    // The scenario is what it says: commits as entries, one spanning blocks.
+    let base = formatted(nor(true), fs_config());
+    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
+    let mut handles = BTreeMap::new();
+    for (i, step) in steps.iter().enumerate() {
+        let before = v.fs.stats();
+        apply(&mut v.fs, step, &mut handles).unwrap();
+        let after = v.fs.stats();
+        if i == large {
+            assert_eq!(
+                after.journal_entries,
+                before.journal_entries + 1,
+                "{after:?}"
+            );
+            assert!(
+                after.journal_bytes - before.journal_bytes > 512,
+                "{after:?}"
+            );
+            assert!(after.journal_blocks > before.journal_blocks, "{after:?}");
+        }
+    }
+    let st = v.fs.stats();
+    assert!(st.journal_entries >= 12, "{st:?}");
+    let cuts = every_cut(nor(true), fs_config(), &steps);
+    assert!(cuts >= 60, "{cuts} cuts");
+    // Where the journal cannot be, the same steps are ordinary commits.
+    every_cut(nor(false), fs_config(), &steps);
+}
+
 fn workload(seed: u64, n: usize) -> Vec<Step> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move |m: u64| {
@@ -586,10 +693,25 @@ fn workload(seed: u64, n: usize) -> Vec<Step> {
     for f in files {
         steps.push(Step::Create(s(f)));
     }
+    // Record files, whose operations are journal entries where there is a journal.
+    let records = ["/r0", "/d/r1"];
+    steps.push(Step::Records(s(records[0]), 6, 20));
+    steps.push(Step::Records(s(records[1]), 0, 0));
     for _ in 0..n {
         let f = s(files[next(files.len() as u64) as usize]);
         let g = s(files[next(files.len() as u64) as usize]);
-        let step = match next(20) {
+        let r = s(records[next(2) as usize]);
+        let len = if r == records[0] {
+            20
+        } else {
+            next(300) as usize
+        };
+        let step = match next(28) {
+            20..=22 => Step::Add(r, len, next(250) as u8),
+            23 => Step::Update(r, next(3), len, next(250) as u8),
+            24 => Step::RemoveFirst(r),
+            25 => Step::RemoveLast(r),
+            26 | 27 => Step::Sync,
             0..=5 => Step::Write(f, next(6000), 1 + next(3000) as usize, next(250) as u8),
             6 => Step::Truncate(f, next(7000)),
             7 => Step::Sync,

@@ -85,16 +85,20 @@ pub enum Variant {
     /// node, a commit every 8 dirty nodes, no extent maps.
     #[serde(rename = "small-RAM")]
     SmallRam,
+    /// The defaults without the journal: every commit writes the index and a superblock.
+    #[serde(rename = "no-journal")]
+    NoJournal,
 }
 
 impl Variant {
     /// Every configuration, in the order of the tables.
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::Default,
         Variant::Wide,
         Variant::Narrow,
         Variant::NarrowNsp,
         Variant::SmallRam,
+        Variant::NoJournal,
     ];
 
     /// Name in reports and on the command line.
@@ -105,6 +109,7 @@ impl Variant {
             Variant::Narrow => "2-4",
             Variant::NarrowNsp => "2-4 NSP",
             Variant::SmallRam => "small-RAM",
+            Variant::NoJournal => "no-journal",
         }
     }
 
@@ -119,7 +124,7 @@ impl Variant {
     /// Entries per index node, as the paper writes it.
     pub fn fanout(self) -> &'static str {
         match self {
-            Variant::Default | Variant::SmallRam => "as many as fit",
+            Variant::Default | Variant::SmallRam | Variant::NoJournal => "as many as fit",
             Variant::Wide => "7-14",
             Variant::Narrow | Variant::NarrowNsp => "2-4",
         }
@@ -133,13 +138,16 @@ impl Variant {
     /// What it sets, in a line.
     pub fn describe(self) -> &'static str {
         match self {
-            Variant::Default => "FsConfig defaults: nodes as full as 512 B allow, spare pointers",
+            Variant::Default => {
+                "FsConfig defaults: nodes as full as 512 B allow, spare pointers, a journal"
+            }
             Variant::Wide => "tree.max_entries 14 (merge below 7), spare pointers",
             Variant::Narrow => "tree.max_entries 4 (merge below 2), spare pointers",
             Variant::NarrowNsp => "tree.max_entries 4 (merge below 2), no spare pointers",
             Variant::SmallRam => {
                 "defaults but tree.cache_bytes 0 (one cached node), dirty_limit 8, extent_maps 0"
             }
+            Variant::NoJournal => "defaults but journal_blocks 0: every commit a checkpoint",
         }
     }
 
@@ -164,6 +172,7 @@ impl Variant {
                 c.dirty_limit = Some(8);
                 c.extent_maps = 0;
             }
+            Variant::NoJournal => c.journal_blocks = Some(0),
         }
         c
     }
@@ -363,8 +372,12 @@ pub struct TffsRow {
     pub node_patches: Option<u64>,
     /// Segments the wear leveller moved (their live blocks are among the copies).
     pub wear_moves: Option<u64>,
+    /// Journal blocks written (their entries are programmed into them in place).
+    pub journal_blocks: Option<u64>,
     /// Commits.
     pub commits: Option<u64>,
+    /// Commits that were journal entries (the others wrote the index and a superblock).
+    pub journal_entries: Option<u64>,
     /// Index nodes written per commit.
     pub node_writes_per_commit: Option<f64>,
     /// Spare pointers set per commit.
@@ -479,7 +492,9 @@ fn empty_row(job: &Job) -> Result<TffsRow> {
         copied_blocks: None,
         node_patches: None,
         wear_moves: None,
+        journal_blocks: None,
         commits: None,
+        journal_entries: None,
         node_writes_per_commit: None,
         node_patches_per_commit: None,
         device_seconds: None,
@@ -631,7 +646,10 @@ fn endurance_figures(row: &mut TffsRow, env: &Env<Dev>) -> Option<String> {
     row.fullness = Some(env.used_fraction());
     row.node_blocks = Some(nodes);
     row.superblocks = Some(superblocks);
-    row.data_blocks = Some(user_slots.saturating_sub(nodes + superblocks));
+    let journal = b.fs.journal_blocks - a.fs.journal_blocks;
+    row.journal_blocks = Some(journal);
+    row.journal_entries = Some(b.fs.journal_entries - a.fs.journal_entries);
+    row.data_blocks = Some(user_slots.saturating_sub(nodes + superblocks + journal));
     row.copied_blocks = Some(copied);
     row.node_patches = Some(patches);
     row.wear_moves = Some(b.log.wear_moves - a.log.wear_moves);
@@ -985,9 +1003,11 @@ pub fn table(opts: &TffsOptions, rows: &[TffsRow]) -> Result<String> {
                 per(r.data_blocks),
                 per(r.node_blocks),
                 per(r.superblocks),
+                per(r.journal_blocks),
                 per(r.copied_blocks),
                 r.wear_moves.map_or("-".into(), group),
                 r.commits.map_or("-".into(), group),
+                r.journal_entries.map_or("-".into(), group),
                 frac(r.node_writes_per_commit),
                 frac(r.node_patches_per_commit),
                 pct(r.fullness.map(|f| f * 100.0)),
@@ -1003,9 +1023,11 @@ pub fn table(opts: &TffsOptions, rows: &[TffsRow]) -> Result<String> {
                     "data",
                     "index",
                     "superblocks",
+                    "journal",
                     "copies",
                     "wear moves",
                     "commits",
+                    "entries",
                     "nodes/commit",
                     "patches/commit",
                     "full %",

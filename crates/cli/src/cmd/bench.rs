@@ -89,8 +89,12 @@ pub struct TffsArgs {
     /// Only these devices: 8192/64, 448/64, 448/2 (repeatable).
     #[arg(long, value_parser = ["8192/64", "448/64", "448/2"])]
     device: Vec<String>,
-    /// Only these configurations: default, 7-14, 2-4, 2-4-nsp, small-ram (repeatable).
-    #[arg(long = "config", value_parser = ["default", "7-14", "2-4", "2-4-nsp", "small-ram"])]
+    /// Only these configurations: default, 7-14, 2-4, 2-4-nsp, small-ram, no-journal
+    /// (repeatable).
+    #[arg(
+        long = "config",
+        value_parser = ["default", "7-14", "2-4", "2-4-nsp", "small-ram", "no-journal"]
+    )]
     configs: Vec<String>,
     /// Erases per unit at which the device counts as worn out (the parts are rated 100,000).
     #[arg(long, value_name = "N")]

@@ -124,7 +124,7 @@ impl<D: Segments> Fs<D> {
     /// Checks the mounted volume (its working version is committed first, so the check
     /// sees what a remount would); with `repair`, fixes what is safe to fix and commits.
     pub fn check(&mut self, repair: bool) -> Result<CheckReport> {
-        self.commit()?;
+        self.checkpoint()?;
         let mut report = CheckReport {
             mounted: true,
             ..CheckReport::default()
@@ -145,7 +145,7 @@ impl<D: Segments> Fs<D> {
         self.check_space(&usage, &census, &mut report)?;
         if repair && !fixes.is_empty() {
             self.apply(fixes)?;
-            self.commit()?;
+            self.checkpoint()?;
             for p in &mut report.problems {
                 p.repaired = p.repaired || p.what.ends_with("(repairable)");
             }
@@ -517,7 +517,9 @@ impl<D: Segments> Fs<D> {
                 continue;
             }
             if !mapped.contains(&k) {
-                if !unwritten.contains(&k) {
+                // A journal block is written when an epoch first needs it.
+                let journal = (1..=u64::from(self.sb.journal_blocks)).contains(&k);
+                if !unwritten.contains(&k) && !journal {
                     problem(format!("block {k} is in use but holds no data"));
                 }
                 continue;

@@ -11,6 +11,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::extents::{self, Known};
+use super::journal::OpKind;
 use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, FileType, Ino, Inode};
 use super::{Atime, Fs};
 use crate::error::{Error, Result};
@@ -234,7 +235,11 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Updates the access time after a read, as the configuration says.
-    pub(super) fn touch_atime(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
+    pub(super) fn touch_atime(&mut self, ino: Ino, inode: Inode) -> Result<()> {
+        self.journaled(ino, || OpKind::Atime, |fs| fs.set_atime(ino, inode))
+    }
+
+    fn set_atime(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
         let now = self.now();
         let update = match self.config.atime {
             Atime::Never => false,

@@ -497,14 +497,17 @@ pub struct Superblock {
     /// Slots the log programmed over the volume's life (data, index, superblocks and the
     /// cleaner's copies), up to this commit.
     pub flash_slots: u64,
+    /// Blocks of the journal (blocks 1..=N; 0 for none), fixed at format.
+    pub journal_blocks: u16,
 }
 
 /// The superblock's magic: "FFS1".
 const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// Format version of everything in this module and of the index nodes: 2 since superblocks
-/// may be appended in block 0 (a reader of version 1 would miss them). Version 1 volumes,
-/// which never append, are read too.
-pub const FS_VERSION: u8 = 2;
+/// may be appended in block 0 (a reader of version 1 would miss them), 3 since volumes may
+/// have a journal (a reader of version 2 would miss its entries). Versions 1 and 2, which
+/// have neither, are read too.
+pub const FS_VERSION: u8 = 3;
 /// Bytes of an encoded superblock record.
 pub const SB_LEN: usize = 68;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
@@ -527,7 +530,8 @@ impl Superblock {
         let b = &mut rec[..SB_LEN];
         b[0..4].copy_from_slice(&SB_MAGIC);
         b[4] = FS_VERSION;
-        b[5..8].fill(0);
+        b[5] = 0;
+        b[6..8].copy_from_slice(&self.journal_blocks.to_le_bytes());
         b[8..16].copy_from_slice(&self.commit.to_le_bytes());
         b[16..24].copy_from_slice(&self.root.0.to_le_bytes());
         b[24..32].copy_from_slice(&self.next_ino.to_le_bytes());
@@ -557,6 +561,11 @@ impl Superblock {
         if CRC32.checksum(&b[..64]).to_le_bytes() != b[64..68] {
             return Err(Error::Corrupt("superblock checksum mismatch"));
         }
+        let journal_blocks = if b[4] >= 3 {
+            u16::from_le_bytes([b[6], b[7]])
+        } else {
+            0
+        };
         let mut r = Reader(&b[8..64]);
         Ok(Superblock {
             commit: r.u64(),
@@ -567,6 +576,7 @@ impl Superblock {
             index_gen: r.u32(),
             user_bytes: r.u64(),
             flash_slots: r.u64(),
+            journal_blocks,
         })
     }
 
@@ -577,18 +587,21 @@ impl Superblock {
     pub fn decode_newest(sector: &[u8]) -> Result<(Superblock, usize)> {
         let mut sb = Superblock::decode(sector)?;
         let mut at = 0;
-        if sector[4] < FS_VERSION {
+        // Version 1 never appended; appended records share the first record's version.
+        let version = sector[4];
+        if version < 2 {
             return Ok((sb, 0));
         }
         while let Some(rec) = sector.get((at + 1) * SB_STRIDE..(at + 2) * SB_STRIDE) {
-            if rec.iter().all(|&b| b == 0xFF) || rec[4] != FS_VERSION {
+            if rec.iter().all(|&b| b == 0xFF) || rec[4] != version {
                 break;
             }
             match Superblock::decode(rec) {
                 Ok(next)
                     if next.commit == sb.commit + 1
                         && next.sectors == sb.sectors
-                        && next.block_size == sb.block_size =>
+                        && next.block_size == sb.block_size
+                        && next.journal_blocks == sb.journal_blocks =>
                 {
                     sb = next;
                     at += 1;
@@ -640,6 +653,7 @@ mod tests {
             index_gen: 3,
             user_bytes: 1 << 40,
             flash_slots: 77,
+            journal_blocks: 5,
         };
         let mut s = [0u8; 512];
         sb.encode(&mut s);
@@ -671,7 +685,11 @@ mod tests {
         v1[4] = 1;
         let crc = CRC32.checksum(&v1[..64]);
         v1[64..68].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(Superblock::decode_newest(&v1), Ok((sb, 0)));
+        let v1_sb = Superblock {
+            journal_blocks: 0,
+            ..sb
+        };
+        assert_eq!(Superblock::decode_newest(&v1), Ok((v1_sb, 0)));
         assert_eq!(
             decode_dirent(&encode_dirent(5, FileType::Symlink)),
             Ok((5, FileType::Symlink))

@@ -12,10 +12,15 @@
 //! every operation is entirely there or entirely absent, and `fsync`/`sync` (which commit)
 //! make everything before them durable. Commits also happen on their own when the dirty
 //! nodes reach a budget, and before space runs out.
+//!
+//! On reprogrammable NOR a commit of record operations only is instead an entry in the
+//! `journal`, programmed in place: the operations themselves, replayed by the next mount,
+//! while the index stays dirty in RAM until a checkpoint (an ordinary commit) writes it.
 
 mod check;
 mod extents;
 mod file;
+mod journal;
 mod layout;
 mod mount;
 mod names;
@@ -61,7 +66,8 @@ pub enum Atime {
     Never,
 }
 
-/// File-system settings. None of them is recorded on flash: a volume mounts with any.
+/// File-system settings. None of them is recorded on flash but the journal's size, chosen
+/// at format: a volume mounts with any.
 #[derive(Debug, Clone, Copy)]
 pub struct FsConfig {
     /// The block device and log underneath.
@@ -85,6 +91,11 @@ pub struct FsConfig {
     /// extents over all of them). 0 keeps none: every read finds its extents in the index,
     /// for devices with little RAM.
     pub extent_maps: usize,
+    /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations commit
+    /// without writing the index. `None`: where the device can program written bytes again
+    /// (reprogrammable NOR), a 32nd of the volume, 8 to 64 blocks; elsewhere none. A mount
+    /// uses the volume's journal whatever this says.
+    pub journal_blocks: Option<u16>,
 }
 
 impl Default for FsConfig {
@@ -100,6 +111,7 @@ impl Default for FsConfig {
             clock: system_clock,
             tid_window: 64,
             extent_maps: extents::FILES,
+            journal_blocks: None,
         }
     }
 }
@@ -143,7 +155,8 @@ pub struct StatFs {
     pub block_size: u32,
     /// Blocks for files and their metadata.
     pub blocks: u64,
-    /// Blocks free now (counting those the next commit frees).
+    /// Blocks free now: those the next commit frees count as free, those its dirty index
+    /// nodes will take as used.
     pub blocks_free: u64,
     /// Inodes in use.
     pub files: u64,
@@ -182,8 +195,16 @@ pub struct SetAttr {
 /// Counters since mount.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FsStats {
-    /// Commits written.
+    /// Commits written: checkpoints (index nodes and a superblock) and journal entries.
     pub commits: u64,
+    /// Commits written as journal entries (SPEC.md §8.5b), without the index.
+    pub journal_entries: u64,
+    /// Bytes of those entries.
+    pub journal_bytes: u64,
+    /// Journal blocks written (each holding entries programmed into it in place later).
+    pub journal_blocks: u64,
+    /// Operations the mount replayed from the journal.
+    pub journal_replayed: u64,
     /// Index nodes written.
     pub node_writes: u64,
     /// Index nodes changed in place instead (spare pointers set).
@@ -225,6 +246,13 @@ pub struct Fs<D: Segments> {
     sb_records: usize,
     /// Commits since mount that appended their superblock.
     sb_appends: u64,
+    /// The journal (SPEC.md §8.5b).
+    journal: journal::Journal,
+    /// The time of the operation running under [`Fs::journaled`] (or being replayed):
+    /// every timestamp it sets.
+    op_time: Option<Timespec>,
+    /// Whether the mount is replaying the journal (no commits meanwhile).
+    replaying: bool,
 }
 
 impl<D: Segments> Fs<D> {
@@ -256,7 +284,11 @@ impl<D: Segments> Fs<D> {
     /// Counters since mount.
     pub fn stats(&self) -> FsStats {
         FsStats {
-            commits: self.commits,
+            commits: self.commits + self.journal.entries,
+            journal_entries: self.journal.entries,
+            journal_bytes: self.journal.entry_bytes,
+            journal_blocks: self.journal.block_writes,
+            journal_replayed: self.journal.replayed,
             node_writes: self.tree.store().node_writes,
             node_patches: self.tree.store().node_patches,
             superblock_writes: self.commits - self.sb_appends,
@@ -290,9 +322,9 @@ impl<D: Segments> Fs<D> {
         self.tree.drop_cache();
     }
 
-    /// Commits and gives the device back.
+    /// Commits (a checkpoint: the journal is left empty) and gives the device back.
     pub fn unmount(mut self) -> Result<D> {
-        self.sync()?;
+        self.checkpoint()?;
         Ok(self.tree.into_store().ftl.into_device())
     }
 
@@ -316,8 +348,14 @@ impl<D: Segments> Fs<D> {
     /// Space and inode counts.
     pub fn statfs(&self) -> StatFs {
         let space = &self.tree.store().space;
-        let total = self.sb.sectors.saturating_sub(1 + self.reserve);
-        let free = (space.free() + space.pending()).saturating_sub(self.reserve);
+        let meta = 1 + u64::from(self.sb.journal_blocks);
+        let total = self.sb.sectors.saturating_sub(meta + self.reserve);
+        // The working version's blocks: its dirty index nodes will take blocks and free
+        // those they replace (with a journal, many commits may pass before they do).
+        let t = self.tree.stats();
+        let free = (space.free() + space.pending() + t.replaced_nodes as u64)
+            .saturating_sub(t.dirty_nodes as u64)
+            .saturating_sub(self.reserve);
         StatFs {
             block_size: self.sb.block_size,
             blocks: total,
@@ -339,8 +377,30 @@ impl<D: Segments> Fs<D> {
         self.tree.store_mut().ftl.gc()
     }
 
-    /// Writes the working version and then the superblock that makes it current.
+    /// Makes the working version durable: as a journal entry if it can be one, otherwise
+    /// as a checkpoint.
     fn commit(&mut self) -> Result<()> {
+        let settled = self.tree.store().space.pending() == 0 && !self.journal.must_checkpoint;
+        // Dirty nodes whose every change a journal entry already holds are durable.
+        if settled && (!self.tree.is_dirty() || self.tree.mutations() == self.journal.durable) {
+            return Ok(());
+        }
+        match self.journal_commit() {
+            Ok(true) => Ok(()),
+            Ok(false) => self.checkpoint(),
+            Err(e) => {
+                self.journal.must_checkpoint = true;
+                self.reload()?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the working version into the index and then the superblock that makes it
+    /// current (what [`Fs::sync`] does where the volume has no journal): the journal's
+    /// entries are covered from then on, a mount replays nothing, and the blocks the
+    /// index needs for them show in [`Fs::statfs`].
+    pub fn checkpoint(&mut self) -> Result<()> {
         let space = &self.tree.store().space;
         if !self.tree.is_dirty() && space.pending() == 0 {
             return Ok(());
@@ -349,6 +409,7 @@ impl<D: Segments> Fs<D> {
         if result.is_err() {
             // Whatever went wrong, RAM no longer matches a version on flash for sure:
             // return to the committed one, which mount would find.
+            self.journal.must_checkpoint = true;
             self.reload()?;
         }
         result
@@ -392,6 +453,7 @@ impl<D: Segments> Fs<D> {
         self.tree.store_mut().committed();
         self.sb = sb;
         self.commits += 1;
+        self.journal.checkpointed(sb.commit, self.tree.mutations());
         Ok(())
     }
 
@@ -421,21 +483,29 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Forgets the working version: the tree, the free space and the counters go back to
-    /// the last commit.
+    /// the last commit (the last checkpoint and the journal's entries after it).
     fn reload(&mut self) -> Result<()> {
         // Not `abort`: the tree's own last commit may be the one whose superblock failed.
         self.tree.tx.invalidate_all();
         self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
-        self.rescan().map(drop)
+        self.rescan()?;
+        let must = self.journal.must_checkpoint;
+        self.replay_journal()?;
+        // Nothing is appended after an entry that may be torn: the replay starts no tail.
+        self.journal.must_checkpoint = must;
+        Ok(())
     }
 
-    /// Commits if the working version has grown to the budget.
+    /// Checkpoints if the working version has grown to the budget.
     fn maybe_commit(&mut self) -> Result<()> {
+        if self.replaying {
+            return Ok(());
+        }
         let space = &self.tree.store().space;
         if self.tree.stats().dirty_nodes >= self.dirty_limit
             || space.pending() > self.sb.sectors / 8
         {
-            self.commit()?;
+            self.checkpoint()?;
         }
         Ok(())
     }
@@ -457,9 +527,9 @@ impl<D: Segments> Fs<D> {
         }
     }
 
-    /// The time now.
+    /// The time now (the running journaled operation's time, if one runs).
     fn now(&self) -> Timespec {
-        (self.config.clock)()
+        self.op_time.unwrap_or_else(|| (self.config.clock)())
     }
 
     /// An inode's attributes.

@@ -9,6 +9,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::extents::ExtentCache;
+use super::journal::Journal;
 use super::layout::{self, item, key, key_u64, Extent, Inode, Superblock, FIRST_INO, ROOT_INO};
 use super::space::Space;
 use super::store::Store;
@@ -77,9 +78,12 @@ fn tree_config<D: Segments>(config: &FsConfig, ftl: &Ftl<D>) -> TreeConfig {
 }
 
 /// Reserve and commit budget for a volume of `sectors`: the reserve holds a commit of a
-/// full budget of dirty nodes plus the nodes one operation can dirty on top.
-fn budgets(sectors: u64, dirty_limit: Option<usize>) -> (u64, usize) {
-    let limit = dirty_limit.unwrap_or((sectors / 64).clamp(8, 512) as usize);
+/// full budget of dirty nodes plus the nodes one operation can dirty on top. With a
+/// journal the budget is larger: dirty nodes then wait for a checkpoint over many commits,
+/// and a small budget would force one every few.
+fn budgets(sectors: u64, dirty_limit: Option<usize>, journal: bool) -> (u64, usize) {
+    let share = if journal { 20 } else { 64 };
+    let limit = dirty_limit.unwrap_or((sectors / share).clamp(8, 512) as usize);
     (limit as u64 * 2 + 32, limit)
 }
 
@@ -94,11 +98,26 @@ impl<D: Segments> Fs<D> {
         }
         let ftl = Ftl::format_as(dev, config.ftl, FORMAT_FILE_SYSTEM)?;
         let sectors = ftl.sectors();
-        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit);
+        let journal_blocks = match config.journal_blocks {
+            None if ftl.can_patch() => (sectors / 32).clamp(8, 64) as u16,
+            None | Some(0) => 0,
+            Some(_) if !ftl.can_patch() => {
+                return Err(Error::InvalidArgument(
+                    "a journal needs a medium that can program written bytes again",
+                ))
+            }
+            Some(n) if u64::from(n) > sectors / 4 => {
+                return Err(Error::InvalidArgument(
+                    "a journal of more than a quarter of the volume",
+                ))
+            }
+            Some(n) => n,
+        };
+        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit, journal_blocks > 0);
         if sectors < MIN_SECTORS.max(reserve * 2) {
             return Err(Error::InvalidArgument("device too small for a file system"));
         }
-        let space = Space::from_used(sectors, |k| k == 0);
+        let space = Space::from_used(sectors, |k| k <= u64::from(journal_blocks));
         let tree_config = tree_config(&config, &ftl);
         let store = Store {
             ftl,
@@ -120,6 +139,7 @@ impl<D: Segments> Fs<D> {
             index_gen: 0,
             user_bytes: 0,
             flash_slots: 0,
+            journal_blocks,
         };
         let mut fs = Fs {
             tree,
@@ -137,6 +157,9 @@ impl<D: Segments> Fs<D> {
             sb_records: 0,
             sb_appends: 0,
             buf: vec![0; ss],
+            journal: Journal::new(u32::from(journal_blocks), 0),
+            op_time: None,
+            replaying: false,
         };
         let now = fs.now();
         let root = Inode {
@@ -186,7 +209,7 @@ impl<D: Segments> Fs<D> {
             Tree::open_at(store, Some(sb.root), sb.index_gen, tree_config)?,
             config.tid_window,
         );
-        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit);
+        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit, sb.journal_blocks > 0);
         let mut fs = Fs {
             tree,
             sb,
@@ -203,19 +226,27 @@ impl<D: Segments> Fs<D> {
             sb_records: 0,
             sb_appends: 0,
             buf,
+            journal: Journal::default(),
+            op_time: None,
+            replaying: false,
         };
         let orphans = fs.rescan()?;
         if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {
             return Err(Error::Corrupt("no root directory"));
         }
+        // Commits after the last checkpoint that are journal entries (SPEC.md §8.5b).
+        let replayed = fs.replay_journal()?;
+        // A block of this epoch may end in a torn or unfinished entry; nothing is appended
+        // after one, so a new epoch starts.
+        let journal_used = fs.journal.in_epoch.iter().any(|&b| b);
         // Spares a power cut left from an unrecorded commit: the next commit reuses their
         // generation, so the nodes holding them are copied now (SPEC.md §7.6).
         fs.garbage_spares = fs.tree.rewrite_garbage()? as u64;
         for ino in &orphans {
             fs.purge(*ino)?;
         }
-        if !orphans.is_empty() || fs.garbage_spares > 0 {
-            fs.commit()?;
+        if !orphans.is_empty() || fs.garbage_spares > 0 || replayed > 0 || journal_used {
+            fs.checkpoint()?;
         }
         Ok(fs)
     }
@@ -247,7 +278,7 @@ impl<D: Segments> Fs<D> {
         let max_size = self.max_file_size();
         let max_blocks = max_size / self.bs();
         let mut usage = Usage::new(self.sb.sectors);
-        usage.mark(0, 1)?;
+        usage.mark(0, 1 + u64::from(self.sb.journal_blocks))?;
         let mut nodes = Vec::new();
         self.tree.committed_nodes(|p| nodes.push(p))?;
         for p in nodes {

@@ -24,6 +24,7 @@
 
 use alloc::vec::Vec;
 
+use super::journal::OpKind;
 use super::layout::{item, key, key_u64, record_key, FileType, Ino, Inode, RecordHead};
 use super::{Attr, Fs};
 use crate::error::{Error, Result};
@@ -264,6 +265,10 @@ impl<D: Segments> Fs<D> {
     /// Adds a record after the newest; returns its number. A full cyclic file loses its
     /// oldest record in the same operation.
     pub fn record_add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
+        self.journaled(ino, || OpKind::Add(data.to_vec()), |fs| fs.add(ino, data))
+    }
+
+    fn add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
         let (inode, mut head) = self.record_file(ino)?;
         Self::check_record(&head, data)?;
         if head.next == u64::MAX {
@@ -321,6 +326,14 @@ impl<D: Segments> Fs<D> {
     /// Replaces record `n` with `data`, which may have another length (in a file of
     /// variable-length records): only that record's items are rewritten.
     pub fn record_update(&mut self, ino: Ino, n: u64, data: &[u8]) -> Result<()> {
+        self.journaled(
+            ino,
+            || OpKind::Update(n, data.to_vec()),
+            |fs| fs.update(ino, n, data),
+        )
+    }
+
+    fn update(&mut self, ino: Ino, n: u64, data: &[u8]) -> Result<()> {
         let (inode, head) = self.record_file(ino)?;
         Self::check_record(&head, data)?;
         if !(head.first..head.next).contains(&n) {
@@ -334,6 +347,10 @@ impl<D: Segments> Fs<D> {
 
     /// Removes the oldest record (`NotFound` if there is none).
     pub fn record_remove_first(&mut self, ino: Ino) -> Result<()> {
+        self.journaled(ino, || OpKind::RemoveFirst, |fs| fs.remove_first(ino))
+    }
+
+    fn remove_first(&mut self, ino: Ino) -> Result<()> {
         let (inode, mut head) = self.record_file(ino)?;
         if head.first == head.next {
             return Err(Error::NotFound);
@@ -346,6 +363,10 @@ impl<D: Segments> Fs<D> {
     /// Removes the newest record (`NotFound` if there is none). Its number is given again
     /// by the next [`Fs::record_add`].
     pub fn record_remove_last(&mut self, ino: Ino) -> Result<()> {
+        self.journaled(ino, || OpKind::RemoveLast, |fs| fs.remove_last(ino))
+    }
+
+    fn remove_last(&mut self, ino: Ino) -> Result<()> {
         let (inode, mut head) = self.record_file(ino)?;
         if head.first == head.next {
             return Err(Error::NotFound);

@@ -62,6 +62,8 @@ pub struct TreeStats {
     pub dirty_nodes: usize,
     /// Their estimated RAM.
     pub dirty_bytes: usize,
+    /// Nodes of the committed version that dirty ones replace (released at the commit).
+    pub replaced_nodes: usize,
     /// Most RAM (cached plus dirty) held at once since the tree was opened or the mark reset.
     pub high_water: usize,
 }
@@ -149,6 +151,9 @@ pub struct Tree<S: NodeStore> {
     pub(super) scanned: bool,
     pub(super) high_water: usize,
     pub(super) buf: Vec<u8>,
+    /// Changes of the working version so far (inserts and removals that changed a key):
+    /// the owner compares counts to tell whether anything changed behind its back.
+    pub(super) mutations: u64,
 }
 
 impl<S: NodeStore> Tree<S> {
@@ -261,6 +266,7 @@ impl<S: NodeStore> Tree<S> {
             garbage: BTreeSet::new(),
             scanned,
             high_water: 0,
+            mutations: 0,
             buf: vec![0; node_size],
         })
     }
@@ -332,6 +338,7 @@ impl<S: NodeStore> Tree<S> {
             cache_bytes: self.cache.ram(),
             dirty_nodes: self.arena.len(),
             dirty_bytes: self.arena.ram(),
+            replaced_nodes: self.pending_release.len(),
             high_water: self.high_water,
         }
     }
@@ -437,6 +444,7 @@ impl<S: NodeStore> Tree<S> {
         if old.as_deref() == Some(value) {
             return Ok(old);
         }
+        self.mutations += 1;
         let path = self.dirty_path(key)?;
         let leaf_id = path.last().map_or(0, |&(id, _)| id);
         let mut leaf = self.arena.take(leaf_id)?;
@@ -467,6 +475,7 @@ impl<S: NodeStore> Tree<S> {
         let Some(old) = self.get(key)? else {
             return Ok(None);
         };
+        self.mutations += 1;
         let path = self.dirty_path(key)?;
         let leaf_id = path.last().map_or(0, |&(id, _)| id);
         let mut leaf = self.arena.take(leaf_id)?;
@@ -479,6 +488,11 @@ impl<S: NodeStore> Tree<S> {
         self.fix_path(&path)?;
         self.note_ram();
         Ok(Some(old))
+    }
+
+    /// Changes of the working version so far (never reset: compare two counts).
+    pub fn mutations(&self) -> u64 {
+        self.mutations
     }
 
     /// Generation the dirty nodes will be written in.

@@ -88,6 +88,9 @@ pub fn fs_config() -> FsConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Content {
     File(Vec<u8>),
+    /// A record file: the numbers of its oldest record and of the next one added, and its
+    /// records.
+    Records(u64, u64, Vec<Vec<u8>>),
     Dir,
     Symlink(Vec<u8>),
     Other(FileType),
@@ -121,6 +124,25 @@ pub fn dump<D: Segments>(fs: &mut Fs<D>) -> Result<(BTreeMap<Vec<u8>, Entry>, us
         inodes.insert(ino);
         let attr = fs.getattr(ino).map_err(|x| e("getattr", &path, x))?;
         let content = match attr.kind {
+            FileType::Regular if fs.record_info(ino).is_ok() => {
+                let info = fs
+                    .record_info(ino)
+                    .map_err(|x| e("record info", &path, x))?;
+                let list = fs
+                    .record_list(ino)
+                    .map_err(|x| e("record list", &path, x))?;
+                if list.first().is_some_and(|r| r.0 != info.first) {
+                    return Err(format!(
+                        "records of {} misnumbered",
+                        String::from_utf8_lossy(&path)
+                    ));
+                }
+                Content::Records(
+                    info.first,
+                    info.next,
+                    list.into_iter().map(|r| r.1).collect(),
+                )
+            }
             FileType::Regular => {
                 let mut buf = vec![0; attr.inode.size as usize];
                 let n = fs.read(ino, 0, &mut buf).map_err(|x| e("read", &path, x))?;
@@ -214,6 +236,7 @@ pub fn show(d: &BTreeMap<Vec<u8>, Entry>) -> String {
         .map(|(p, e)| {
             let kind = match &e.content {
                 Content::File(_) => "f",
+                Content::Records(..) => "r",
                 Content::Dir => "d",
                 Content::Symlink(_) => "l",
                 Content::Other(_) => "o",
@@ -241,6 +264,20 @@ pub fn diff(a: &BTreeMap<Vec<u8>, Entry>, b: &BTreeMap<Vec<u8>, Entry>) -> Strin
                 if let (Content::File(u), Content::File(v)) = (&x.content, &y.content) {
                     if let Some(i) = u.iter().zip(v).position(|(p, q)| p != q) {
                         out += &format!("  {p}: content differs from byte {i}\n");
+                    }
+                }
+                if let (Content::Records(f, _, u), Content::Records(g, _, v)) =
+                    (&x.content, &y.content)
+                {
+                    let lens = |r: &[Vec<u8>]| r.iter().map(Vec::len).collect::<Vec<_>>();
+                    if x.content != y.content {
+                        out +=
+                            &format!(
+                            "  {p}: records from {f}, lengths {:?} vs from {g}, lengths {:?}{}\n",
+                            lens(u),
+                            lens(v),
+                            if u == v { " (same records)" } else { " (records differ)" }
+                        );
                     }
                 }
                 if (x.size, x.nlink, x.perm) != (y.size, y.nlink, y.perm) {

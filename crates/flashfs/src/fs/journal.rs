@@ -1,0 +1,778 @@
+//! The journal: small record operations made durable without writing the index.
+//!
+//! A commit normally writes every dirty index node and then the superblock: for a call-log
+//! entry of 15 bytes that is a leaf, the nodes above it whose spares are used up, and a
+//! superblock record — hundreds of bytes for every few bytes of data, and on NOR the
+//! erasures that follow. Where the medium can program written bytes again (reprogrammable
+//! NOR), a commit whose changes all come from record operations (add, update, remove, and
+//! the access times of reads) writes instead one **entry**: the operations themselves,
+//! programmed in place after the previous entry in a **journal block**. The index stays
+//! dirty in RAM; a later **checkpoint** (an ordinary commit) writes it, and the entries
+//! it covers are dead. Mount replays the entries written after the last checkpoint, so
+//! each entry is a commit point exactly like a superblock.
+//!
+//! The journal is blocks 1..=N of the volume (N in the superblock, 0 for none). Each
+//! checkpoint starts an **epoch**, named by its commit number; a block belongs to the epoch
+//! in its header, and is rewritten (a fresh slot, its entries area erased) only for a later
+//! epoch, when a durable checkpoint covers what it held. Within an epoch blocks are
+//! numbered in the order they were started; mount replays the epoch's blocks in that order
+//! and each block's entries until the first that is erased or fails its CRC. Nothing is
+//! appended after an entry that may be torn: after a mount or a failure the next entry
+//! starts a new block. Layout: SPEC.md §8.5b.
+
+use alloc::vec::Vec;
+
+use super::layout::{Ino, Timespec};
+use super::Fs;
+use crate::error::{Error, Result};
+use crate::ftl::BlockDevice;
+use crate::log::Head;
+use crate::media::Segments;
+
+/// Journal block magic.
+const MAGIC: [u8; 2] = *b"FJ";
+/// Journal block format version.
+const VERSION: u8 = 1;
+/// Bytes of a journal block's header.
+pub const HEADER_LEN: usize = 32;
+/// Entries start and end on this boundary: a whole number of words of any part.
+pub const ALIGN: usize = 8;
+/// Bytes a fragment adds to its operations: length (2) and CRC (4), before padding.
+const ENTRY_OVERHEAD: usize = 6;
+/// Blocks one entry may span: a commit larger than that is a checkpoint.
+pub const MAX_ENTRY_BLOCKS: usize = 4;
+
+const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// Operation codes.
+mod code {
+    pub const ADD: u8 = 1;
+    pub const UPDATE: u8 = 2;
+    pub const REMOVE_FIRST: u8 = 3;
+    pub const REMOVE_LAST: u8 = 4;
+    pub const ATIME: u8 = 5;
+}
+
+/// What a journaled operation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpKind {
+    /// [`Fs::record_add`](super::Fs::record_add).
+    Add(Vec<u8>),
+    /// [`Fs::record_update`](super::Fs::record_update) of record `n`.
+    Update(u64, Vec<u8>),
+    /// [`Fs::record_remove_first`](super::Fs::record_remove_first).
+    RemoveFirst,
+    /// [`Fs::record_remove_last`](super::Fs::record_remove_last).
+    RemoveLast,
+    /// A read set the access time.
+    Atime,
+}
+
+/// One journaled operation: replayed, it changes the index exactly as it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    /// The record file (or, for [`OpKind::Atime`], any inode).
+    pub ino: Ino,
+    /// The clock's time when it ran (the inode's new times).
+    pub time: Timespec,
+    /// What it did.
+    pub kind: OpKind,
+}
+
+fn nanos(t: Timespec) -> i128 {
+    i128::from(t.sec) * 1_000_000_000 + i128::from(t.nsec)
+}
+
+fn from_nanos(n: i128) -> Option<Timespec> {
+    let sec = i64::try_from(n.div_euclid(1_000_000_000)).ok()?;
+    Some(Timespec {
+        sec,
+        nsec: n.rem_euclid(1_000_000_000) as u32,
+    })
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Bytes of one entry, parsed with bounds checks.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7F).checked_shl(shift)?;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn bytes(&mut self, n: u64) -> Option<Vec<u8>> {
+        let n = usize::try_from(n).ok()?;
+        if n > self.0.len() {
+            return None;
+        }
+        let (a, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(a.to_vec())
+    }
+}
+
+/// Encodes `ops` as an entry's operations, each time relative to the one before (the first
+/// to `base`); `None` if a time is too far from the one before to encode.
+pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut prev = nanos(base);
+    for op in ops {
+        let t = nanos(op.time);
+        let delta = i64::try_from(t - prev).ok()?;
+        prev = t;
+        let (c, n, data) = match &op.kind {
+            OpKind::Add(d) => (code::ADD, None, Some(d)),
+            OpKind::Update(n, d) => (code::UPDATE, Some(*n), Some(d)),
+            OpKind::RemoveFirst => (code::REMOVE_FIRST, None, None),
+            OpKind::RemoveLast => (code::REMOVE_LAST, None, None),
+            OpKind::Atime => (code::ATIME, None, None),
+        };
+        out.push(c);
+        put_varint(&mut out, op.ino);
+        put_varint(&mut out, ((delta << 1) ^ (delta >> 63)) as u64);
+        if let Some(n) = n {
+            put_varint(&mut out, n);
+        }
+        if let Some(d) = data {
+            put_varint(&mut out, d.len() as u64);
+            out.extend_from_slice(d);
+        }
+    }
+    Some(out)
+}
+
+/// Decodes an entry's operations (times relative to `base`, as [`encode_ops`] wrote them).
+pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
+    let bad = Error::Corrupt("malformed journal entry");
+    let mut ops = Vec::new();
+    let mut prev = nanos(base);
+    while !b.is_empty() {
+        let mut c = Cursor(b);
+        let op = (|| {
+            let code = c.byte()?;
+            let ino = c.varint()?;
+            let z = c.varint()?;
+            let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            prev += i128::from(delta);
+            let time = from_nanos(prev)?;
+            let kind = match code {
+                code::ADD => {
+                    let n = c.varint()?;
+                    OpKind::Add(c.bytes(n)?)
+                }
+                code::UPDATE => {
+                    let r = c.varint()?;
+                    let n = c.varint()?;
+                    OpKind::Update(r, c.bytes(n)?)
+                }
+                code::REMOVE_FIRST => OpKind::RemoveFirst,
+                code::REMOVE_LAST => OpKind::RemoveLast,
+                code::ATIME => OpKind::Atime,
+                _ => return None,
+            };
+            Some(Op { ino, time, kind })
+        })()
+        .ok_or(bad.clone())?;
+        ops.push(op);
+        b = c.0;
+    }
+    Ok(ops)
+}
+
+/// A journal block's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// The checkpoint (superblock commit number) whose entries the block holds.
+    pub epoch: u64,
+    /// Its place among the epoch's blocks (0, 1, … in the order they were started).
+    pub index: u32,
+    /// The time the first operation's time is relative to.
+    pub base: Timespec,
+}
+
+impl BlockHeader {
+    /// Encodes the header into the first [`HEADER_LEN`] bytes of `b`.
+    pub fn encode(&self, b: &mut [u8]) {
+        let h = &mut b[..HEADER_LEN];
+        h[0..2].copy_from_slice(&MAGIC);
+        h[2] = VERSION;
+        h[3] = 0;
+        h[4..12].copy_from_slice(&self.epoch.to_le_bytes());
+        h[12..16].copy_from_slice(&self.index.to_le_bytes());
+        h[16..24].copy_from_slice(&self.base.sec.to_le_bytes());
+        h[24..28].copy_from_slice(&self.base.nsec.to_le_bytes());
+        let crc = CRC32.checksum(&h[..28]);
+        h[28..32].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The header of a journal block, or `None` if the block holds none (never written,
+    /// or not a journal block: either way it has no entries).
+    pub fn decode(b: &[u8]) -> Option<BlockHeader> {
+        let h = b.get(..HEADER_LEN)?;
+        if h[0..2] != MAGIC
+            || h[2] != VERSION
+            || CRC32.checksum(&h[..28]).to_le_bytes() != h[28..32]
+        {
+            return None;
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
+        let nsec = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
+        (nsec < 1_000_000_000).then(|| BlockHeader {
+            epoch: u64_at(4),
+            index: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")),
+            base: Timespec {
+                sec: u64_at(16) as i64,
+                nsec,
+            },
+        })
+    }
+}
+
+/// Bit of a fragment's length field: the entry goes on in the next block.
+const CONTINUED: u16 = 0x8000;
+
+/// Bytes a fragment of `ops_len` bytes of operations takes in a block.
+pub fn entry_len(ops_len: usize) -> usize {
+    (ops_len + ENTRY_OVERHEAD).div_ceil(ALIGN) * ALIGN
+}
+
+/// The most operation bytes a fragment taking at most `room` bytes holds.
+fn fragment_cap(room: usize) -> usize {
+    (room / ALIGN * ALIGN).saturating_sub(ENTRY_OVERHEAD)
+}
+
+fn entry_crc(h: &BlockHeader, offset: usize, body: &[u8]) -> u32 {
+    let mut d = CRC32.digest();
+    d.update(&h.epoch.to_le_bytes());
+    d.update(&h.index.to_le_bytes());
+    d.update(&(offset as u32).to_le_bytes());
+    d.update(body);
+    d.finalize()
+}
+
+/// Encodes a fragment of an entry, `ops` (encoded operations), for `offset` in the block of
+/// header `h`: length (with [`CONTINUED`] if the entry goes on in the next block),
+/// operations, CRC of the block's epoch and index, the offset and all before it, padded with
+/// erased bytes to [`ALIGN`].
+pub fn encode_fragment(h: &BlockHeader, offset: usize, ops: &[u8], continued: bool) -> Vec<u8> {
+    debug_assert!(ops.len() < usize::from(CONTINUED));
+    let len = ops.len() as u16 | if continued { CONTINUED } else { 0 };
+    let mut e = Vec::with_capacity(entry_len(ops.len()));
+    e.extend_from_slice(&len.to_le_bytes());
+    e.extend_from_slice(ops);
+    let crc = entry_crc(h, offset, &e);
+    e.extend_from_slice(&crc.to_le_bytes());
+    e.resize(entry_len(ops.len()), 0xFF);
+    e
+}
+
+/// The fragments of a journal block (encoded operations, and whether the entry goes on in
+/// the next block) and where the valid ones end: fragments run from [`HEADER_LEN`] until
+/// one is erased, does not fit or fails its CRC (a torn append). Only the last may go on.
+pub fn decode_fragments<'a>(h: &BlockHeader, block: &'a [u8]) -> (Vec<(&'a [u8], bool)>, usize) {
+    let mut out = Vec::new();
+    let mut at = HEADER_LEN;
+    while let Some(l) = block.get(at..at + 2) {
+        let field = u16::from_le_bytes([l[0], l[1]]);
+        let len = usize::from(field & !CONTINUED);
+        if field == u16::MAX || at + entry_len(len) > block.len() {
+            break;
+        }
+        let body = &block[at..at + 2 + len];
+        let crc = &block[at + 2 + len..at + 2 + len + 4];
+        if entry_crc(h, at, body).to_le_bytes() != crc {
+            break;
+        }
+        out.push((&body[2..], field & CONTINUED != 0));
+        at += entry_len(len);
+        if field & CONTINUED != 0 {
+            break;
+        }
+    }
+    (out, at)
+}
+
+/// Where the next entry goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Tail {
+    /// The journal block.
+    pub block: u64,
+    /// Its header.
+    pub header: BlockHeader,
+    /// Offset of the next entry.
+    pub offset: usize,
+    /// Time of the last operation in the block.
+    pub time: Timespec,
+}
+
+/// The journal's state in RAM.
+#[derive(Debug, Clone, Default)]
+pub struct Journal {
+    /// Blocks 1..=`blocks` are the journal (0: the volume has none).
+    pub blocks: u32,
+    /// The epoch: the commit number of the last checkpoint.
+    pub epoch: u64,
+    /// The block taking entries, if one may be appended to.
+    pub tail: Option<Tail>,
+    /// Which journal blocks hold entries of this epoch (index `block - 1`).
+    pub in_epoch: Vec<bool>,
+    /// Index the next block of this epoch gets.
+    pub next_index: u32,
+    /// Operations since the last durable point, in order.
+    pub pending: Vec<Op>,
+    /// The index's mutation count if every change since the last durable point is one of
+    /// `pending`; anything else changing the index leaves it behind, and the next commit is
+    /// a checkpoint.
+    pub mark: u64,
+    /// The index's mutation count at the last durable point.
+    pub durable: u64,
+    /// Set after a failure: the next commit is a checkpoint.
+    pub must_checkpoint: bool,
+    /// Entries written since mount.
+    pub entries: u64,
+    /// Bytes of entries written since mount (padding included).
+    pub entry_bytes: u64,
+    /// Journal blocks written (started) since mount.
+    pub block_writes: u64,
+    /// Operations replayed by the mount.
+    pub replayed: u64,
+}
+
+impl Journal {
+    /// The journal of a volume with `blocks` journal blocks, at the checkpoint `epoch`.
+    pub fn new(blocks: u32, epoch: u64) -> Journal {
+        Journal {
+            blocks,
+            epoch,
+            in_epoch: alloc::vec![false; blocks as usize],
+            ..Journal::default()
+        }
+    }
+
+    /// Starts a new epoch after the checkpoint `epoch`: every block may be rewritten.
+    pub fn checkpointed(&mut self, epoch: u64, mutations: u64) {
+        self.epoch = epoch;
+        self.tail = None;
+        self.in_epoch.iter_mut().for_each(|b| *b = false);
+        self.next_index = 0;
+        self.pending.clear();
+        self.mark = mutations;
+        self.durable = mutations;
+    }
+
+    /// Notes an operation done; `mutations` is the index's count after it. Operations that
+    /// would make an entry of more than [`MAX_ENTRY_BLOCKS`] blocks of `block_size` are not
+    /// kept (nor their RAM): the next commit is then a checkpoint.
+    pub fn note(&mut self, op: Op, mutations: u64, block_size: usize) {
+        self.pending.push(op);
+        let bytes: usize = self
+            .pending
+            .iter()
+            .map(|o| match &o.kind {
+                OpKind::Add(d) | OpKind::Update(_, d) => d.len() + 24,
+                _ => 24,
+            })
+            .sum();
+        if bytes > MAX_ENTRY_BLOCKS * (block_size - HEADER_LEN) {
+            self.pending.clear();
+            // No count ever reaches it: the next commit checkpoints, and resets it.
+            self.mark = u64::MAX;
+        } else {
+            self.mark = mutations;
+        }
+    }
+
+    /// Counts an entry written: every pending operation is durable.
+    fn written(&mut self, bytes: usize) {
+        self.pending.clear();
+        self.durable = self.mark;
+        self.entries += 1;
+        self.entry_bytes += bytes as u64;
+    }
+
+    /// A block that holds nothing of this epoch, to start, or `None` if all do.
+    pub fn free_block(&self) -> Option<u64> {
+        let i = self.in_epoch.iter().position(|&b| !b)?;
+        Some(i as u64 + 1)
+    }
+}
+
+impl<D: Segments> Fs<D> {
+    /// Runs `f`, a record operation on `ino` (or a read's access-time update), and notes it
+    /// for the journal as `kind()` if every change since the last durable point is noted
+    /// too. `f` takes its timestamps from [`Fs::now`], which gives the one time noted.
+    pub(super) fn journaled<R>(
+        &mut self,
+        ino: Ino,
+        kind: impl FnOnce() -> OpKind,
+        f: impl FnOnce(&mut Self) -> Result<R>,
+    ) -> Result<R> {
+        if self.op_time.is_some() {
+            // Inside another journaled operation, or replaying: that one is what counts.
+            return f(self);
+        }
+        let before = self.tree.mutations();
+        let noting = self.journal.blocks > 0 && before == self.journal.mark;
+        let commits = self.commits;
+        self.op_time = Some(self.now());
+        let result = f(self);
+        let time = self.op_time.take();
+        let changed = self.tree.mutations() != before;
+        // A checkpoint during `f` (the dirty budget) holds the operation already.
+        if noting && changed && result.is_ok() && self.commits == commits {
+            if let Some(time) = time {
+                let op = Op {
+                    ino,
+                    time,
+                    kind: kind(),
+                };
+                self.journal
+                    .note(op, self.tree.mutations(), self.sb.block_size as usize);
+            }
+        }
+        result
+    }
+
+    /// Writes the pending operations as one journal entry; false if they cannot be one
+    /// (no journal, other changes, not enough blocks left this epoch, a program that did
+    /// not take), and the caller checkpoints instead. The entry goes after the previous one
+    /// in the tail block and, as far as it does not fit there, in fragments filling fresh
+    /// blocks; its last fragment is the commit point.
+    pub(super) fn journal_commit(&mut self) -> Result<bool> {
+        let j = &self.journal;
+        if j.blocks == 0
+            || j.must_checkpoint
+            || j.pending.is_empty()
+            || self.tree.mutations() != j.mark
+            || self.tree.store().space.pending() > 0
+        {
+            return Ok(false);
+        }
+        let block_size = self.sb.block_size as usize;
+        let last_time = j.pending[j.pending.len() - 1].time;
+        // The entry starts in the tail if it fits there or the tail has more than a sliver
+        // left, relative to the tail's last operation; otherwise in a fresh block, relative
+        // to its base (the entry's last operation).
+        let tail_cap = j.tail.map_or(0, |t| fragment_cap(block_size - t.offset));
+        let in_tail = j.tail.and_then(|t| encode_ops(&j.pending, t.time));
+        let (ops, head) = match in_tail {
+            Some(ops) if tail_cap >= ops.len() || tail_cap >= 64 => {
+                let head = tail_cap.min(ops.len());
+                (ops, head)
+            }
+            _ => match encode_ops(&j.pending, last_time) {
+                Some(ops) => (ops, 0),
+                None => return Ok(false),
+            },
+        };
+        // Nothing is written unless the blocks the rest needs are all free.
+        let fresh_cap = fragment_cap(block_size - HEADER_LEN);
+        let fresh = (ops.len() - head).div_ceil(fresh_cap);
+        if fresh > j.in_epoch.iter().filter(|&&b| !b).count() {
+            return Ok(false);
+        }
+        let mut bytes = 0;
+        let mut rest = &ops[..];
+        if let Some(t) = j.tail.filter(|_| head > 0) {
+            let (part, more) = rest.split_at(head);
+            let f = encode_fragment(&t.header, t.offset, part, !more.is_empty());
+            let store = self.tree.store_mut();
+            match store.ftl.patch_sector(t.block, t.offset, &f) {
+                Ok(()) => {}
+                // A program that did not take (caught by reading back): the fragment may
+                // be half there, and the checkpoint the caller writes instead covers it.
+                Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => {
+                    self.journal.tail = None;
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+            self.journal.tail = Some(Tail {
+                offset: t.offset + f.len(),
+                time: last_time,
+                ..t
+            });
+            bytes += f.len();
+            rest = more;
+        }
+        while !rest.is_empty() {
+            let block = self.journal.free_block().ok_or(Error::NoSpace)?;
+            let (part, more) = rest.split_at(rest.len().min(fresh_cap));
+            // The base of the entries that start in this block: this entry is relative to
+            // the time before it, and the next to its last operation.
+            let header = BlockHeader {
+                epoch: self.journal.epoch,
+                index: self.journal.next_index,
+                base: last_time,
+            };
+            let f = encode_fragment(&header, HEADER_LEN, part, !more.is_empty());
+            self.buf.fill(0xFF);
+            header.encode(&mut self.buf);
+            self.buf[HEADER_LEN..HEADER_LEN + f.len()].copy_from_slice(&f);
+            self.tree
+                .store_mut()
+                .ftl
+                .write_to(block, &self.buf, Some(Head::Meta))?;
+            let j = &mut self.journal;
+            j.in_epoch[block as usize - 1] = true;
+            j.next_index += 1;
+            j.block_writes += 1;
+            j.tail = Some(Tail {
+                block,
+                header,
+                offset: HEADER_LEN + f.len(),
+                time: last_time,
+            });
+            bytes += f.len();
+            rest = more;
+        }
+        self.tree.store_mut().ftl.flush()?;
+        self.journal.written(bytes);
+        Ok(true)
+    }
+
+    /// Replays the entries written after the last checkpoint onto the working version (the
+    /// checkpoint's index, just opened); returns the operations replayed. The journal then
+    /// has no tail: the next entry starts a block.
+    pub(super) fn replay_journal(&mut self) -> Result<u64> {
+        let blocks = u32::from(self.sb.journal_blocks);
+        let counters = core::mem::take(&mut self.journal);
+        self.journal = Journal {
+            entries: counters.entries,
+            entry_bytes: counters.entry_bytes,
+            block_writes: counters.block_writes,
+            replayed: counters.replayed,
+            ..Journal::new(blocks, self.sb.commit)
+        };
+        let mut found: Vec<(u32, u64)> = Vec::new();
+        let mut buf = alloc::vec![0u8; self.sb.block_size as usize];
+        for b in 1..=u64::from(blocks) {
+            self.tree.store_mut().read(b, &mut buf)?;
+            if let Some(h) = BlockHeader::decode(&buf) {
+                if h.epoch == self.sb.commit {
+                    found.push((h.index, b));
+                }
+            }
+        }
+        found.sort_unstable();
+        if found.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(Error::Corrupt("two journal blocks with one place"));
+        }
+        let mut replayed = 0;
+        self.replaying = true;
+        let result = (|| -> Result<()> {
+            // An entry begun in an earlier block: its bytes so far, and the time its first
+            // operation is relative to.
+            let mut carry: Option<(Vec<u8>, Timespec)> = None;
+            let mut prev: Option<u32> = None;
+            for &(index, b) in &found {
+                if carry.is_some() && prev.and_then(|i| i.checked_add(1)) != Some(index) {
+                    break;
+                }
+                prev = Some(index);
+                self.tree.store_mut().read(b, &mut buf)?;
+                let h = BlockHeader::decode(&buf).ok_or(Error::Corrupt("journal block changed"))?;
+                let (fragments, _) = decode_fragments(&h, &buf);
+                if carry.is_some() && fragments.is_empty() {
+                    break;
+                }
+                // Entries that start in a block are relative to the one before them in it,
+                // the first to the block's base.
+                let mut time = h.base;
+                for (part, continued) in fragments {
+                    let (mut bytes, base) = carry.take().unwrap_or((Vec::new(), time));
+                    bytes.extend_from_slice(part);
+                    if continued {
+                        carry = Some((bytes, base));
+                        continue;
+                    }
+                    let ops = decode_ops(&bytes, base)?;
+                    time = ops.last().map_or(base, |o| o.time);
+                    for op in &ops {
+                        self.replay_op(op)?;
+                        replayed += 1;
+                    }
+                }
+            }
+            // An entry still going on when the blocks end was never committed.
+            Ok(())
+        })();
+        self.replaying = false;
+        result?;
+        let j = &mut self.journal;
+        for &(i, b) in &found {
+            j.in_epoch[b as usize - 1] = true;
+            j.next_index = j.next_index.max(i.saturating_add(1));
+        }
+        j.replayed += replayed;
+        j.mark = self.tree.mutations();
+        j.durable = j.mark;
+        Ok(replayed)
+    }
+
+    /// Applies one journaled operation as it ran.
+    fn replay_op(&mut self, op: &Op) -> Result<()> {
+        self.op_time = Some(op.time);
+        let result = match &op.kind {
+            OpKind::Add(d) => self.record_add(op.ino, d).map(drop),
+            OpKind::Update(n, d) => self.record_update(op.ino, *n, d),
+            OpKind::RemoveFirst => self.record_remove_first(op.ino),
+            OpKind::RemoveLast => self.record_remove_last(op.ino),
+            OpKind::Atime => self.inode(op.ino).and_then(|mut i| {
+                i.atime = op.time;
+                self.put_inode(op.ino, &i)
+            }),
+        };
+        self.op_time = None;
+        result.map_err(|e| match e {
+            Error::Io | Error::Flash(_) | Error::Corrupt(_) => e,
+            _ => Error::Corrupt("a journal entry does not apply to the index"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn t(sec: i64, nsec: u32) -> Timespec {
+        Timespec { sec, nsec }
+    }
+
+    fn ops() -> Vec<Op> {
+        alloc::vec![
+            Op {
+                ino: 7,
+                time: t(100, 5),
+                kind: OpKind::Add(alloc::vec![1, 2, 3]),
+            },
+            Op {
+                ino: 300,
+                time: t(99, 999_999_999),
+                kind: OpKind::Update(1 << 40, Vec::new()),
+            },
+            Op {
+                ino: 7,
+                time: t(-5, 0),
+                kind: OpKind::RemoveFirst,
+            },
+            Op {
+                ino: 8,
+                time: t(-5, 0),
+                kind: OpKind::RemoveLast,
+            },
+            Op {
+                ino: u64::MAX,
+                time: t(1 << 33, 7),
+                kind: OpKind::Atime,
+            },
+        ]
+    }
+
+    #[test]
+    fn operations_round_trip_with_times_relative_to_the_one_before() {
+        let base = t(100, 0);
+        let b = encode_ops(&ops(), base).unwrap();
+        assert_eq!(decode_ops(&b, base).unwrap(), ops());
+        // An add of 15 bytes at the same time as the one before: code, inode, time,
+        // length and the bytes.
+        let one = [Op {
+            ino: 9,
+            time: base,
+            kind: OpKind::Add(alloc::vec![0; 15]),
+        }];
+        assert_eq!(encode_ops(&one, base).unwrap().len(), 4 + 15);
+        // Times too far apart for one delta are not encoded (the commit checkpoints).
+        let far = [Op {
+            ino: 1,
+            time: t(i64::MAX, 0),
+            ..one[0].clone()
+        }];
+        assert_eq!(encode_ops(&far, t(i64::MIN, 0)), None);
+    }
+
+    #[test]
+    fn fragments_end_at_an_erased_torn_or_continued_one() {
+        let h = BlockHeader {
+            epoch: 12,
+            index: 3,
+            base: t(5, 6),
+        };
+        let mut block = alloc::vec![0xFFu8; 512];
+        h.encode(&mut block);
+        assert_eq!(BlockHeader::decode(&block), Some(h));
+        let a = encode_fragment(&h, HEADER_LEN, b"first", false);
+        assert_eq!(a.len() % ALIGN, 0);
+        block[HEADER_LEN..HEADER_LEN + a.len()].copy_from_slice(&a);
+        let at = HEADER_LEN + a.len();
+        let b = encode_fragment(&h, at, b"second, going on", true);
+        block[at..at + b.len()].copy_from_slice(&b);
+        let (f, end) = decode_fragments(&h, &block);
+        assert_eq!(
+            f,
+            [(&b"first"[..], false), (&b"second, going on"[..], true)]
+        );
+        assert_eq!(end, at + b.len());
+        // The CRC covers the place: the same bytes in another epoch's block, or at another
+        // offset, are not an entry.
+        let other = BlockHeader { epoch: 13, ..h };
+        assert!(decode_fragments(&other, &block).0.is_empty());
+        let mut moved = alloc::vec![0xFFu8; 512];
+        h.encode(&mut moved);
+        moved[HEADER_LEN + 8..HEADER_LEN + 8 + a.len()].copy_from_slice(&a);
+        assert!(decode_fragments(&h, &moved).0.is_empty());
+        // A torn second fragment (a bit still erased) ends the block after the first.
+        let mut torn = block.clone();
+        torn[at + 5] |= 0x10;
+        if torn != block {
+            assert_eq!(decode_fragments(&h, &torn).0, [(&b"first"[..], false)]);
+        }
+        // A damaged header makes the block hold nothing.
+        block[6] ^= 1;
+        assert_eq!(BlockHeader::decode(&block), None);
+    }
+
+    proptest! {
+        /// No bytes make decoding panic; whatever decodes encodes back to the same bytes.
+        #[test]
+        fn decoding_any_bytes_is_safe(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let base = t(1, 2);
+            if let Ok(ops) = decode_ops(&bytes, base) {
+                if let Some(again) = encode_ops(&ops, base) {
+                    prop_assert_eq!(decode_ops(&again, base).unwrap(), ops);
+                }
+            }
+            let h = BlockHeader { epoch: 1, index: 0, base };
+            let mut block = alloc::vec![0xFFu8; 256];
+            h.encode(&mut block);
+            let n = bytes.len().min(256 - HEADER_LEN);
+            block[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&bytes[..n]);
+            let (f, end) = decode_fragments(&h, &block);
+            prop_assert!(end <= block.len());
+            prop_assert!(f.iter().take(f.len().saturating_sub(1)).all(|(_, more)| !more));
+            let _ = BlockHeader::decode(&bytes);
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The journal (SPEC.md §8.5b): record operations committed as entries on reprogrammable
+//! NOR, replayed by the mount after a power cut, checkpointed when anything else changes.
+//! Cuts at every device operation are in `fs_powercut.rs`.
+
+mod common;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use common::*;
+use flashfs::fs::{Atime, RecordFormat, Timespec, ROOT_INO};
+use flashfs::{Error, Fs, FsConfig};
+
+/// A clock that moves a second at each reading.
+fn ticking_clock() -> Timespec {
+    static NOW: AtomicI64 = AtomicI64::new(1_800_000_000);
+    Timespec {
+        sec: NOW.fetch_add(1, Ordering::Relaxed),
+        nsec: 123,
+    }
+}
+
+fn config() -> FsConfig {
+    FsConfig {
+        clock: ticking_clock,
+        atime: Atime::Strict,
+        ..fs_config()
+    }
+}
+
+#[test]
+fn record_commits_are_entries_and_a_mount_replays_them() {
+    let mut fs = Fs::format(nor(true), config()).unwrap();
+    let log = fs
+        .create_records(ROOT_INO, b"log", RecordFormat::cyclic(4, 8), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    let var = fs
+        .create_records(ROOT_INO, b"var", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.sync().unwrap();
+    let before = fs.stats();
+    for i in 0..10u8 {
+        fs.record_add(log, &[i; 8]).unwrap();
+        fs.sync().unwrap();
+    }
+    fs.record_add(var, b"short").unwrap();
+    fs.record_add(var, &[7; 300]).unwrap();
+    fs.record_update(var, 0, &[9; 200]).unwrap();
+    fs.record_remove_last(var).unwrap();
+    fs.sync().unwrap();
+    // A read sets the access time: an operation of the journal too.
+    assert_eq!(fs.record_read(log, 9).unwrap(), [9; 8]);
+    fs.sync().unwrap();
+    let after = fs.stats();
+    assert_eq!(after.journal_entries - before.journal_entries, 12);
+    assert_eq!(after.superblock_writes, before.superblock_writes);
+    assert_eq!(after.superblock_appends, before.superblock_appends);
+    assert_eq!(after.node_writes, before.node_writes, "{after:?}");
+    let attrs = [fs.getattr(log).unwrap(), fs.getattr(var).unwrap()];
+    let (want, _) = dump(&mut fs).unwrap();
+
+    // The power goes: nothing but the entries says what happened since the checkpoint.
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, config()).unwrap();
+    assert_eq!(fs.stats().journal_replayed, 10 + 4 + 1);
+    assert_eq!([fs.getattr(log).unwrap(), fs.getattr(var).unwrap()], attrs);
+    let info = fs.record_info(log).unwrap();
+    assert_eq!((info.first, info.next), (6, 10));
+    assert_eq!(fs.record_read(var, 0).unwrap(), [9; 200]);
+    let (got, _) = dump(&mut fs).unwrap();
+    assert_eq!(got, want);
+    assert!(fs.check(false).unwrap().is_clean());
+    // The mount checkpointed: a second power cut replays nothing.
+    let dev = fs.into_device();
+    let fs = Fs::mount(dev, config()).unwrap();
+    assert_eq!(fs.stats().journal_replayed, 0);
+}
+
+#[test]
+fn other_changes_and_transactions_make_the_commit_a_checkpoint() {
+    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+    let log = fs
+        .create_records(ROOT_INO, b"log", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.sync().unwrap();
+    let entries = |fs: &Fs<_>| fs.stats().journal_entries;
+    let checkpoints = |fs: &Fs<_>| {
+        let s = fs.stats();
+        s.commits - s.journal_entries
+    };
+    let (e0, c0) = (entries(&fs), checkpoints(&fs));
+    // A record and a new file: one checkpoint.
+    fs.record_add(log, b"a").unwrap();
+    fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.sync().unwrap();
+    assert_eq!((entries(&fs), checkpoints(&fs)), (e0, c0 + 1));
+    // A transaction's records reach the index at its commit: a checkpoint.
+    let tid = fs.begin().unwrap();
+    fs.in_tx(tid, |fs| fs.record_add(log, b"b")).unwrap();
+    fs.commit_tx(tid).unwrap();
+    assert_eq!((entries(&fs), checkpoints(&fs)), (e0, c0 + 2));
+    // An atomic operation while a transaction is open (on another file) is an entry; the
+    // transaction's changes stay out of it.
+    let other = fs
+        .create_records(ROOT_INO, b"other", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.sync().unwrap();
+    let c1 = checkpoints(&fs);
+    let tid = fs.begin().unwrap();
+    fs.in_tx(tid, |fs| fs.record_add(other, b"in the transaction"))
+        .unwrap();
+    fs.record_add(log, b"c").unwrap();
+    fs.sync().unwrap();
+    assert_eq!((entries(&fs), checkpoints(&fs)), (e0 + 1, c1));
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    let records: Vec<Vec<u8>> = fs
+        .record_list(log)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(records, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    assert_eq!(fs.record_info(other).unwrap().count(), 0);
+    assert!(fs.check(false).unwrap().is_clean());
+}
+
+#[test]
+fn a_full_journal_checkpoints_and_goes_on() {
+    let config = FsConfig {
+        journal_blocks: Some(2),
+        ..fs_config()
+    };
+    let mut fs = Fs::format(nor(true), config).unwrap();
+    let log = fs
+        .create_records(ROOT_INO, b"log", RecordFormat::cyclic(50, 100), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.sync().unwrap();
+    for i in 0..40u8 {
+        fs.record_add(log, &[i; 100]).unwrap();
+        fs.sync().unwrap();
+    }
+    let s = fs.stats();
+    // Two blocks hold eight entries of 112 bytes an epoch (four each).
+    assert!(s.journal_entries >= 30, "{s:?}");
+    assert!(s.commits - s.journal_entries >= 4, "{s:?}");
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, config).unwrap();
+    let info = fs.record_info(log).unwrap();
+    assert_eq!((info.first, info.next), (0, 40));
+    assert_eq!(fs.record_read(log, 39).unwrap(), [39; 100]);
+    assert!(fs.check(false).unwrap().is_clean());
+}
+
+#[test]
+fn only_media_that_program_twice_have_a_journal() {
+    let asked = FsConfig {
+        journal_blocks: Some(8),
+        ..fs_config()
+    };
+    assert!(matches!(
+        Fs::format(nand(), asked),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        Fs::format(nor(false), asked),
+        Err(Error::InvalidArgument(_))
+    ));
+    for mut fs in [Fs::format(nor(false), fs_config()).unwrap()] {
+        let r = fs
+            .create_records(ROOT_INO, b"r", RecordFormat::variable(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.record_add(r, b"x").unwrap();
+        fs.sync().unwrap();
+        assert_eq!(fs.stats().journal_entries, 0);
+    }
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let r = fs
+        .create_records(ROOT_INO, b"r", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.record_add(r, b"x").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.stats().journal_entries, 0);
+    // Where it may, the journal can be left out too.
+    let none = FsConfig {
+        journal_blocks: Some(0),
+        ..fs_config()
+    };
+    let mut fs = Fs::format(nor(true), none).unwrap();
+    let r = fs
+        .create_records(ROOT_INO, b"r", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.record_add(r, b"x").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.stats().journal_entries, 0);
+    assert_eq!(
+        fs.statfs().blocks,
+        Fs::format(nor(false), fs_config()).unwrap().statfs().blocks
+    );
+}
