@@ -341,6 +341,8 @@ pub struct Journal {
     pub next_index: u32,
     /// Operations since the last durable point, in order.
     pub pending: Vec<Op>,
+    /// A bound on the bytes `pending` encodes to.
+    pending_bytes: usize,
     /// The index's mutation count if every change since the last durable point is one of
     /// `pending`; anything else changing the index leaves it behind, and the next commit is
     /// a checkpoint.
@@ -377,6 +379,7 @@ impl Journal {
         self.in_epoch.iter_mut().for_each(|b| *b = false);
         self.next_index = 0;
         self.pending.clear();
+        self.pending_bytes = 0;
         self.mark = mutations;
         self.durable = mutations;
     }
@@ -385,17 +388,16 @@ impl Journal {
     /// would make an entry of more than [`MAX_ENTRY_BLOCKS`] blocks of `block_size` are not
     /// kept (nor their RAM): the next commit is then a checkpoint.
     pub fn note(&mut self, op: Op, mutations: u64, block_size: usize) {
+        // Code, inode, time, record number and length: at most 41 bytes as varints.
+        self.pending_bytes += 41
+            + match &op.kind {
+                OpKind::Add(d) | OpKind::Update(_, d) => d.len(),
+                _ => 0,
+            };
         self.pending.push(op);
-        let bytes: usize = self
-            .pending
-            .iter()
-            .map(|o| match &o.kind {
-                OpKind::Add(d) | OpKind::Update(_, d) => d.len() + 24,
-                _ => 24,
-            })
-            .sum();
-        if bytes > MAX_ENTRY_BLOCKS * (block_size - HEADER_LEN) {
+        if self.pending_bytes > MAX_ENTRY_BLOCKS * (block_size - HEADER_LEN) {
             self.pending.clear();
+            self.pending_bytes = 0;
             // No count ever reaches it: the next commit checkpoints, and resets it.
             self.mark = u64::MAX;
         } else {
@@ -406,6 +408,7 @@ impl Journal {
     /// Counts an entry written: every pending operation is durable.
     fn written(&mut self, bytes: usize) {
         self.pending.clear();
+        self.pending_bytes = 0;
         self.durable = self.mark;
         self.entries += 1;
         self.entry_bytes += bytes as u64;

@@ -382,7 +382,8 @@ impl<D: Segments> Fs<D> {
     fn commit(&mut self) -> Result<()> {
         let settled = self.tree.store().space.pending() == 0 && !self.journal.must_checkpoint;
         // Dirty nodes whose every change a journal entry already holds are durable.
-        if settled && (!self.tree.is_dirty() || self.tree.mutations() == self.journal.durable) {
+        let journaled = self.journal.blocks > 0 && self.tree.mutations() == self.journal.durable;
+        if settled && (!self.tree.is_dirty() || journaled) {
             return Ok(());
         }
         match self.journal_commit() {
