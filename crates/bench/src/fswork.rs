@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use flashfs::fs::{FileType, ROOT_INO};
+use flashfs::fs::{FileType, RecordFormat, ROOT_INO};
 use flashfs::{Error, Fs, Segments};
 
 /// What a path holds.
@@ -18,6 +18,9 @@ pub enum Node {
     Dir,
     /// A regular file and its bytes.
     File(Vec<u8>),
+    /// A record file (records of any length): its capacity (0: no bound), the number of its
+    /// oldest record, and its records.
+    Records(u32, u64, Vec<Vec<u8>>),
 }
 
 /// The whole namespace: path (without the leading `/`) to what it holds.
@@ -75,6 +78,43 @@ pub enum FsOp {
         /// To.
         to: String,
     },
+    /// Create a record file of records of any length, keeping `capacity` (0: no bound).
+    Records {
+        /// The file.
+        path: String,
+        /// Records kept; adding one more removes the oldest.
+        capacity: u32,
+    },
+    /// Add a record of `len` bytes of content `seed`.
+    RecordAdd {
+        /// The record file.
+        path: String,
+        /// Bytes.
+        len: u32,
+        /// Content seed.
+        seed: u32,
+    },
+    /// Replace the record `back` places before the newest.
+    RecordUpdate {
+        /// The record file.
+        path: String,
+        /// Which record, from the newest (0).
+        back: u64,
+        /// Bytes.
+        len: u32,
+        /// Content seed.
+        seed: u32,
+    },
+    /// Remove the oldest record.
+    RecordRemoveFirst {
+        /// The record file.
+        path: String,
+    },
+    /// Remove the newest record.
+    RecordRemoveLast {
+        /// The record file.
+        path: String,
+    },
     /// Make everything so far durable.
     Sync,
 }
@@ -100,10 +140,20 @@ fn parent(path: &str) -> Option<&str> {
 pub fn accepts(tree: &Tree, op: &FsOp) -> bool {
     let dir_ok = |p: &str| parent(p).is_none_or(|d| tree.get(d) == Some(&Node::Dir));
     let is_file = |p: &str| matches!(tree.get(p), Some(Node::File(_)));
+    let is_records = |p: &str| matches!(tree.get(p), Some(Node::Records(..)));
     match op {
-        FsOp::Write { path, .. } => dir_ok(path) && tree.get(path) != Some(&Node::Dir),
-        FsOp::Append { path, .. } | FsOp::Truncate { path, .. } | FsOp::Unlink { path } => {
-            is_file(path)
+        FsOp::Write { path, .. } => {
+            dir_ok(path) && !matches!(tree.get(path), Some(Node::Dir | Node::Records(..)))
+        }
+        FsOp::Append { path, .. } | FsOp::Truncate { path, .. } => is_file(path),
+        FsOp::Unlink { path } => is_file(path) || is_records(path),
+        FsOp::Records { path, .. } => dir_ok(path) && !tree.contains_key(path),
+        FsOp::RecordAdd { path, .. } => is_records(path),
+        FsOp::RecordUpdate { path, back, .. } => {
+            matches!(tree.get(path), Some(Node::Records(_, _, r)) if *back < r.len() as u64)
+        }
+        FsOp::RecordRemoveFirst { path } | FsOp::RecordRemoveLast { path } => {
+            matches!(tree.get(path), Some(Node::Records(_, _, r)) if !r.is_empty())
         }
         FsOp::Mkdir { path } => dir_ok(path) && !tree.contains_key(path),
         FsOp::Rmdir { path } => {
@@ -115,7 +165,7 @@ pub fn accepts(tree: &Tree, op: &FsOp) -> bool {
                     .is_some_and(|(k, _)| k.starts_with(&prefix))
         }
         FsOp::Rename { from, to } => {
-            is_file(from) && dir_ok(to) && tree.get(to) != Some(&Node::Dir)
+            (is_file(from) || is_records(from)) && dir_ok(to) && tree.get(to) != Some(&Node::Dir)
         }
         FsOp::Sync => true,
     }
@@ -131,7 +181,8 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             len,
             seed,
         } => {
-            if !dir_ok(tree, path) || tree.get(path) == Some(&Node::Dir) {
+            if !dir_ok(tree, path) || matches!(tree.get(path), Some(Node::Dir | Node::Records(..)))
+            {
                 return false;
             }
             let Node::File(data) = tree.entry(path.clone()).or_insert(Node::File(Vec::new()))
@@ -168,8 +219,54 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             true
         }
         FsOp::Unlink { path } => match tree.get(path) {
-            Some(Node::File(_)) => {
+            Some(Node::File(_) | Node::Records(..)) => {
                 tree.remove(path);
+                true
+            }
+            _ => false,
+        },
+        FsOp::Records { path, capacity } => {
+            if !dir_ok(tree, path) || tree.contains_key(path) {
+                return false;
+            }
+            tree.insert(path.clone(), Node::Records(*capacity, 0, Vec::new()));
+            true
+        }
+        FsOp::RecordAdd { path, len, seed } => match tree.get_mut(path) {
+            Some(Node::Records(capacity, first, recs)) => {
+                if *capacity > 0 && recs.len() >= *capacity as usize {
+                    recs.remove(0);
+                    *first += 1;
+                }
+                recs.push(content(*seed, 0, *len as usize));
+                true
+            }
+            _ => false,
+        },
+        FsOp::RecordUpdate {
+            path,
+            back,
+            len,
+            seed,
+        } => match tree.get_mut(path) {
+            Some(Node::Records(_, _, recs)) if *back < recs.len() as u64 => {
+                let i = recs.len() - 1 - *back as usize;
+                recs[i] = content(*seed, 0, *len as usize);
+                true
+            }
+            _ => false,
+        },
+        FsOp::RecordRemoveFirst { path } => match tree.get_mut(path) {
+            Some(Node::Records(_, first, recs)) if !recs.is_empty() => {
+                recs.remove(0);
+                *first += 1;
+                true
+            }
+            _ => false,
+        },
+        FsOp::RecordRemoveLast { path } => match tree.get_mut(path) {
+            Some(Node::Records(_, _, recs)) if !recs.is_empty() => {
+                recs.pop();
                 true
             }
             _ => false,
@@ -184,7 +281,9 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
         }
         FsOp::Rename { from, to } => {
             // Files only in the workloads: directories move in the model tests.
-            let (Some(Node::File(_)), true) = (tree.get(from), dir_ok(tree, to)) else {
+            let (Some(Node::File(_) | Node::Records(..)), true) =
+                (tree.get(from), dir_ok(tree, to))
+            else {
                 return false;
             };
             if tree.get(to) == Some(&Node::Dir) {
@@ -195,6 +294,15 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             true
         }
         FsOp::Sync => true,
+    }
+}
+
+/// The operation that removes `path`, which holds `node` (a directory once it is empty).
+pub fn removal(path: &str, node: &Node) -> FsOp {
+    let path = path.to_string();
+    match node {
+        Node::Dir => FsOp::Rmdir { path },
+        Node::File(_) | Node::Records(..) => FsOp::Unlink { path },
     }
 }
 
@@ -251,6 +359,43 @@ pub fn apply_fs<D: Segments>(fs: &mut Fs<D>, op: &FsOp) -> flashfs::Result<()> {
             fs.rmdir(dir, name)
         }
         FsOp::Rename { from, to } => fs.rename_path(&slash(from), &slash(to)),
+        FsOp::Records { path, capacity } => {
+            let p = slash(path);
+            let (dir, name) = fs.resolve_parent(&p)?;
+            let format = RecordFormat {
+                record_size: 0,
+                capacity: *capacity,
+            };
+            fs.create_records(dir, name, format, 0o644, 0, 0).map(drop)
+        }
+        FsOp::RecordAdd { path, len, seed } => {
+            let ino = fs.resolve(&slash(path))?;
+            fs.record_add(ino, &content(*seed, 0, *len as usize))
+                .map(drop)
+        }
+        FsOp::RecordUpdate {
+            path,
+            back,
+            len,
+            seed,
+        } => {
+            let ino = fs.resolve(&slash(path))?;
+            let info = fs.record_info(ino)?;
+            let n = info
+                .next
+                .checked_sub(1 + back)
+                .filter(|&n| n >= info.first)
+                .ok_or(Error::NotFound)?;
+            fs.record_update(ino, n, &content(*seed, 0, *len as usize))
+        }
+        FsOp::RecordRemoveFirst { path } => {
+            let ino = fs.resolve(&slash(path))?;
+            fs.record_remove_first(ino)
+        }
+        FsOp::RecordRemoveLast { path } => {
+            let ino = fs.resolve(&slash(path))?;
+            fs.record_remove_last(ino)
+        }
         FsOp::Sync => fs.sync(),
     }
 }
@@ -277,6 +422,13 @@ pub fn snapshot<D: Segments>(fs: &mut Fs<D>) -> flashfs::Result<(Tree, u64)> {
                     FileType::Directory => {
                         tree.insert(p.clone(), Node::Dir);
                         stack.push((e.ino, p));
+                    }
+                    _ if fs.record_info(e.ino).is_ok() => {
+                        let info = fs.record_info(e.ino)?;
+                        let recs: Vec<Vec<u8>> =
+                            fs.record_list(e.ino)?.into_iter().map(|r| r.1).collect();
+                        bytes += recs.iter().map(|r| r.len() as u64).sum::<u64>();
+                        tree.insert(p, Node::Records(info.format.capacity, info.first, recs));
                     }
                     _ => {
                         let size = fs.getattr(e.ino)?.inode.size as usize;
@@ -377,6 +529,11 @@ pub fn describe_difference(want: &Tree, found: &Tree) -> String {
                         let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
                         format!("/{p} differs at byte {at}")
                     }
+                    (Node::Records(_, i, a), Node::Records(_, j, b)) => format!(
+                        "/{p} holds records {j}..{} instead of {i}..{}, or other bytes",
+                        *j + b.len() as u64,
+                        *i + a.len() as u64
+                    ),
                     _ => format!("/{p} has the wrong type"),
                 };
             }
@@ -400,15 +557,19 @@ pub enum FsWorkload {
     AppendLog,
     /// Random in-place overwrites of one large file, fsynced often.
     Database,
+    /// Record files as a phone or an event recorder keeps them (TFFS §5.1): records added
+    /// to cyclic logs, updated and removed, most operations committed on their own.
+    Records,
 }
 
 impl FsWorkload {
     /// Every workload.
-    pub const ALL: [FsWorkload; 4] = [
+    pub const ALL: [FsWorkload; 5] = [
         FsWorkload::Mixed,
         FsWorkload::MailSpool,
         FsWorkload::AppendLog,
         FsWorkload::Database,
+        FsWorkload::Records,
     ];
 
     /// Its name on the command line.
@@ -418,6 +579,7 @@ impl FsWorkload {
             FsWorkload::MailSpool => "mail-spool",
             FsWorkload::AppendLog => "fs-append-log",
             FsWorkload::Database => "fs-database",
+            FsWorkload::Records => "fs-records",
         }
     }
 
@@ -557,6 +719,69 @@ impl FsWorkload {
                         seed: v(),
                     });
                     if next(3) == 0 {
+                        ops.push(FsOp::Sync);
+                    }
+                }
+            }
+            FsWorkload::Records => {
+                // Records of at most `max_write` bytes: three cyclic logs, and a file of
+                // messages kept to about 40 by removing the oldest.
+                let long = max_write.max(20);
+                let logs = [("calls", 20, 15), ("events", 64, 32.min(long))];
+                for (path, capacity, _) in logs {
+                    ops.push(FsOp::Records {
+                        path: path.into(),
+                        capacity,
+                    });
+                }
+                ops.push(FsOp::Records {
+                    path: "sms".into(),
+                    capacity: 0,
+                });
+                ops.push(FsOp::Sync);
+                let mut messages = 0u64;
+                while ops.len() < n {
+                    let (log, _, len) = logs[next(2) as usize];
+                    let op = match next(12) {
+                        0..=4 => FsOp::RecordAdd {
+                            path: log.into(),
+                            len,
+                            seed: v(),
+                        },
+                        5 | 6 => {
+                            messages += 1;
+                            FsOp::RecordAdd {
+                                path: "sms".into(),
+                                len: 20 + next(u64::from(long - 19)) as u32,
+                                seed: v(),
+                            }
+                        }
+                        7 if messages > 0 => FsOp::RecordUpdate {
+                            path: "sms".into(),
+                            back: next(messages.min(4)),
+                            len: 1 + next(u64::from(long)) as u32,
+                            seed: v(),
+                        },
+                        8 if messages > 40 => {
+                            messages -= 1;
+                            FsOp::RecordRemoveFirst { path: "sms".into() }
+                        }
+                        9 if messages > 0 => {
+                            messages -= 1;
+                            FsOp::RecordRemoveLast { path: "sms".into() }
+                        }
+                        // Something the journal does not take: the next commit checkpoints.
+                        10 => FsOp::Write {
+                            path: "settings".into(),
+                            off: next(4) * 64,
+                            len: 64,
+                            seed: v(),
+                        },
+                        _ => FsOp::Sync,
+                    };
+                    ops.push(op);
+                    // Most events are made durable on their own, as a phone does.
+                    if next(3) > 0 {
                         ops.push(FsOp::Sync);
                     }
                 }
@@ -805,11 +1030,7 @@ pub fn check_no_leak<D: Segments>(
     report: &mut CutReport,
 ) -> Result<D, Error> {
     for (p, n) in model.iter().rev() {
-        let op = match n {
-            Node::Dir => FsOp::Rmdir { path: p.clone() },
-            Node::File(_) => FsOp::Unlink { path: p.clone() },
-        };
-        apply_fs(&mut fs, &op)?;
+        apply_fs(&mut fs, &removal(p, n))?;
     }
     fs.sync()?;
     let free = fs.statfs().blocks_free;
@@ -920,5 +1141,35 @@ mod cut_tests {
             assert!(r.cuts >= 6, "{}: only {} cuts", w.name(), r.cuts);
             assert!(r.bytes_verified > 0 && r.remounts > 0);
         }
+    }
+
+    /// The record workload is what brings the journal (SPEC.md §8.5b) into the torture: on
+    /// a part that programs twice most of its commits are entries.
+    #[test]
+    fn the_record_workload_commits_through_the_journal() {
+        let spec = crate::torture::fs_torture_device("st10f280").unwrap().spec;
+        let flash::DeviceSpec::Nor(spec) = spec else {
+            panic!("NOR preset")
+        };
+        assert!(spec.reprogrammable);
+        let dev =
+            NorSegments::new(NorSim::new(spec, ImageMeta::new("t", 1)).unwrap(), 512).unwrap();
+        let mut fs = Fs::format(dev, FsConfig::default()).unwrap();
+        let ops = FsWorkload::Records.ops(5, 300, 160, 0);
+        let mut model = Tree::new();
+        for op in &ops {
+            assert_eq!(
+                apply_fs(&mut fs, op).is_ok(),
+                apply_model(&mut model, op),
+                "{op:?}"
+            );
+        }
+        let st = fs.stats();
+        assert!(st.journal_entries * 2 > st.commits, "{st:?}");
+        assert!(st.commits > st.journal_entries, "{st:?}");
+        let dev = fs.into_device();
+        let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+        assert!(fs.stats().journal_replayed > 0);
+        assert_eq!(snapshot(&mut fs).unwrap().0, model);
     }
 }

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::error::{BenchError, Context, Result};
 use crate::fswork::{
-    accepts, apply_fs, apply_model, snapshot, Durable, FsOp, FsWorkload, Node, Tree,
+    accepts, apply_fs, apply_model, removal, snapshot, Durable, FsOp, FsWorkload, Tree,
 };
 
 /// Free blocks a file-system torture device has at least once formatted: room for the
@@ -159,6 +159,8 @@ pub fn fs_ops<D: SimSegments>(
             let f = (free / 8).clamp(4096, 64 * 1024);
             (f.min(4096), f)
         }
+        // Records of up to 160 bytes, about 120 of them kept at most.
+        FsWorkload::Records => ((free / 150).clamp(20, 160), 0),
     };
     w.ops(seed, n, max_write.max(1) as u32, max_file)
 }
@@ -571,10 +573,7 @@ impl<D: SimSegments> Target for FsTarget<D> {
             .expect
             .iter()
             .rev()
-            .map(|(p, n)| match n {
-                Node::Dir => FsOp::Rmdir { path: p.clone() },
-                Node::File(_) => FsOp::Unlink { path: p.clone() },
-            })
+            .map(|(p, n)| removal(p, n))
             .collect();
         let fs = self.fs.as_mut().ok_or_else(Self::gone)?;
         let mut r = paths.iter().try_for_each(|op| apply_fs(fs, op));
