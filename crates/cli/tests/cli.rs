@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fails, flashfs};
+use common::{fails, flashfs, has_keys, json_rows};
 use predicates::prelude::*;
 use tempfile::TempDir;
 
@@ -387,46 +387,28 @@ fn demo_is_repeatable_from_its_seed() {
 
 #[test]
 fn bench_kawaguchi_prints_measured_rows_as_json() {
-    let out = flashfs()
-        .args([
-            "bench",
-            "kawaguchi",
-            "--mb",
-            "2",
-            "--pattern",
-            "sequential",
-            "--util",
-            "30",
-        ])
-        .args(["--policy", "greedy", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "kawaguchi", "--mb", "2", "--pattern", "sequential"])
+            .args(["--util", "30", "--policy", "greedy", "--json"]),
     );
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     // Two head settings for the one write row, then the two read rows.
     assert_eq!(rows.len(), 4);
     let w = &rows[0];
-    for key in [
-        "experiment",
-        "utilization",
-        "policy",
-        "separate_head",
-        "throughput_kbps",
-        "paper_kbps",
-        "erased_segments",
-        "copied_blocks",
-        "waf",
-    ] {
-        assert!(w.get(key).is_some(), "missing {key} in {w}");
-    }
+    has_keys(
+        w,
+        &[
+            "experiment",
+            "utilization",
+            "policy",
+            "separate_head",
+            "throughput_kbps",
+            "paper_kbps",
+            "erased_segments",
+            "copied_blocks",
+            "waf",
+        ],
+    );
     assert_eq!(w["experiment"], "sequential");
     assert_eq!(w["paper_kbps"], 231.0);
     assert!(w["throughput_kbps"].as_f64().unwrap() > 0.0);
@@ -435,36 +417,27 @@ fn bench_kawaguchi_prints_measured_rows_as_json() {
 
 #[test]
 fn bench_tffs_prints_measured_rows_as_json() {
-    let out = flashfs()
-        .args(["bench", "tffs", "--device", "448/2", "--config", "default"])
-        .args(["--workload", "fax", "--workload", "recorder"])
-        .args(["--cycles", "16", "--check-cycles", "0", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "tffs", "--device", "448/2", "--config", "default"])
+            .args(["--workload", "fax", "--workload", "recorder"])
+            .args(["--cycles", "16", "--check-cycles", "0", "--json"]),
     );
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(rows.len(), 2);
     for r in &rows {
-        for key in [
-            "workload",
-            "device",
-            "config",
-            "capacity_pct",
-            "endurance_pct",
-            "erasures_per_unit",
-            "reclaim_eff",
-            "heap_bytes",
-        ] {
-            assert!(r.get(key).is_some(), "missing {key} in {r}");
-        }
+        has_keys(
+            r,
+            &[
+                "workload",
+                "device",
+                "config",
+                "capacity_pct",
+                "endurance_pct",
+                "erasures_per_unit",
+                "reclaim_eff",
+                "heap_bytes",
+            ],
+        );
         assert_eq!(r["device"], "448/2");
         assert_eq!(r["cycle_limit"], 16);
         let e = r["endurance_pct"].as_f64().unwrap();
@@ -480,26 +453,12 @@ fn bench_tffs_prints_measured_rows_as_json() {
 
 #[test]
 fn bench_tffs_refuses_a_zero_cycle_limit_in_one_line() {
-    let out = flashfs()
-        .args(["bench", "tffs", "--cycles", "0"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("flashfs: "), "{err}");
+    fails(flashfs().args(["bench", "tffs", "--cycles", "0"]), 1);
 }
 
 #[test]
 fn bench_refuses_bad_options_in_one_line() {
-    let out = flashfs()
-        .args(["bench", "kawaguchi", "--util", "150"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("flashfs: "), "{err}");
+    fails(flashfs().args(["bench", "kawaguchi", "--util", "150"]), 1);
 }
 
 #[test]

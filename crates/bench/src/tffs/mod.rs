@@ -363,7 +363,7 @@ pub struct TffsRow {
     pub data_blocks: Option<u64>,
     /// Index nodes.
     pub node_blocks: Option<u64>,
-    /// Superblocks written as whole blocks (one per commit, or fewer where commits append
+    /// Superblocks written as whole blocks (one per checkpoint, or fewer where they append
     /// their superblock in place).
     pub superblocks: Option<u64>,
     /// Blocks the cleaner copied.

@@ -32,6 +32,28 @@ pub fn fails(cmd: &mut assert_cmd::Command, code: i32) -> String {
     lines[0].to_string()
 }
 
+/// Runs a command that must succeed and print one JSON object per line; returns them.
+pub fn json_rows(cmd: &mut assert_cmd::Command) -> Vec<serde_json::Value> {
+    let out = cmd.output().expect("flashfs runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("stdout is UTF-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect()
+}
+
+/// Asserts that `row` has every one of `keys`.
+pub fn has_keys(row: &serde_json::Value, keys: &[&str]) {
+    for key in keys {
+        assert!(row.get(key).is_some(), "missing {key} in {row}");
+    }
+}
+
 /// `len` pseudo-random bytes (xorshift from `seed`).
 pub fn data(len: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2_654_435_761).max(1);

@@ -589,6 +589,8 @@ impl<D: Segments> Fs<D> {
             // operation is relative to.
             let mut carry: Option<(Vec<u8>, Timespec)> = None;
             let mut prev: Option<u32> = None;
+            // Each block is read again rather than kept from the scan: a block of RAM, not
+            // a journal's worth.
             for &(index, b) in &found {
                 if carry.is_some() && prev.and_then(|i| i.checked_add(1)) != Some(index) {
                     break;
