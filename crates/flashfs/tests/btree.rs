@@ -389,6 +389,55 @@ fn seek_le_finds_the_extent_covering_an_offset() {
 // ---------------------------------------------------------------------------------------
 // Scale
 
+/// Entries appended at the end of two key ranges side by side (two record files growing),
+/// with other keys after both, leave their leaves full: a node split during an ascending
+/// run keeps its left part as full as it was. An even split would leave every leaf of an
+/// appended range half-empty for good, doubling the nodes a commit writes and halving what
+/// the volume holds.
+#[test]
+fn ascending_runs_fill_their_leaves() {
+    let k = |range: u8, n: u32| {
+        let mut k = vec![range];
+        k.extend_from_slice(&n.to_be_bytes());
+        k
+    };
+    let val = [7u8; 32];
+    // How many such entries one leaf holds.
+    let mut t = Tree::open(MemStore::new(512), None).unwrap();
+    let mut per_leaf = 0;
+    while t.height().unwrap() <= 1 {
+        t.insert(&k(1, per_leaf), &val).unwrap();
+        per_leaf += 1;
+    }
+    let per_leaf = per_leaf - 1;
+
+    let mut t = Tree::open(MemStore::new(512), None).unwrap();
+    t.insert(&k(9, 0), b"after both").unwrap();
+    let mut entries = 1usize;
+    for n in 0..3000u32 {
+        t.insert(&k(1, n), &val).unwrap();
+        entries += 1;
+        if n % 3 == 0 {
+            t.insert(&k(2, n / 3), &val).unwrap();
+            entries += 1;
+        }
+        if n % 64 == 63 {
+            t.commit().unwrap();
+        }
+    }
+    t.commit().unwrap();
+    let mut nodes = 0;
+    t.committed_nodes(|_| nodes += 1).unwrap();
+    let least = entries.div_ceil(per_leaf as usize);
+    // Leaves within a tenth of the least, and the branches above them.
+    assert!(
+        nodes <= least + least / 10 + 12,
+        "{nodes} nodes for {entries} entries of {per_leaf} per leaf"
+    );
+    assert_eq!(t.iter().count(), entries);
+    check_accounting(&mut t);
+}
+
 #[test]
 fn a_hundred_thousand_keys_stay_shallow() {
     const N: u32 = 100_000;

@@ -240,11 +240,12 @@ fn unlink_frees_a_record_file() {
     for i in 0..60u8 {
         fs.record_add(f, &data(i, 100)).unwrap();
     }
-    // The index, not only the journal: the records' blocks show.
+    // The index, not only the journal: the records' blocks show (6,000 bytes of records
+    // need at least 12 blocks of 512).
     fs.checkpoint().unwrap();
     let full = fs.statfs();
     assert!(
-        full.blocks_free + 20 < before.blocks_free,
+        full.blocks_free + 12 <= before.blocks_free,
         "{full:?} vs {before:?}"
     );
     // Open, unlinked: still usable, gone at its last close.

@@ -572,10 +572,10 @@ impl<D: Segments> Fs<D> {
         let mut buf = alloc::vec![0u8; self.sb.block_size as usize];
         for b in 1..=u64::from(blocks) {
             self.tree.store_mut().read(b, &mut buf)?;
-            if let Some(h) = BlockHeader::decode(&buf) {
-                if h.epoch == self.sb.commit {
-                    found.push((h.index, b));
-                }
+            match BlockHeader::decode(&buf) {
+                Some(h) if h.epoch == self.sb.commit => found.push((h.index, b)),
+                // An earlier epoch's: dead, and forgotten so the cleaner does not copy it.
+                _ => self.tree.store_mut().ftl.forget(b),
             }
         }
         found.sort_unstable();

@@ -454,6 +454,12 @@ impl<D: Segments> Fs<D> {
         self.tree.store_mut().committed();
         self.sb = sb;
         self.commits += 1;
+        // The blocks of the epoch just ended hold nothing needed now: forgotten, they are
+        // dead to the cleaner at once, rather than copied as live until the next epoch
+        // reuses them (SPEC §8.5b).
+        for (i, _) in self.journal.in_epoch.iter().enumerate().filter(|(_, &b)| b) {
+            self.tree.store_mut().ftl.forget(i as u64 + 1);
+        }
         self.journal.checkpointed(sb.commit, self.tree.mutations());
         Ok(())
     }

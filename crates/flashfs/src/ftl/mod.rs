@@ -673,6 +673,11 @@ impl<D: Segments> Ftl<D> {
             .map(|(k, _)| k as u64)
     }
 
+    /// Whether `sector` holds data now.
+    pub fn is_mapped(&self, sector: u64) -> bool {
+        usize::try_from(sector).is_ok_and(|k| self.map.slot(k).is_some())
+    }
+
     /// Sectors that currently hold data.
     pub fn mapped_sectors(&self) -> u64 {
         (0..self.map.at.len())

@@ -16,7 +16,7 @@ use super::node::{
     check_node_size, leaf_size, max_value_len, Body, BranchEntry, LeafEntry, Node, Origin, Ref,
     Spare, HEADER_LEN, MAX_KEY_LEN, SPARE_LEN,
 };
-use super::split::Limits;
+use super::split::{Insert, Limits};
 use super::{NodePtr, NodeStore};
 use crate::error::{Error, Result};
 
@@ -448,6 +448,7 @@ impl<S: NodeStore> Tree<S> {
         let path = self.dirty_path(key)?;
         let leaf_id = path.last().map_or(0, |&(id, _)| id);
         let mut leaf = self.arena.take(leaf_id)?;
+        let mut added = false;
         if let Body::Leaf(es) = &mut leaf.body {
             match leaf_search(es, key) {
                 Ok(i) => {
@@ -455,17 +456,21 @@ impl<S: NodeStore> Tree<S> {
                         e.val = value.into();
                     }
                 }
-                Err(i) => es.insert(
-                    i,
-                    LeafEntry {
-                        key: key.into(),
-                        val: value.into(),
-                    },
-                ),
+                Err(i) => {
+                    es.insert(
+                        i,
+                        LeafEntry {
+                            key: key.into(),
+                            val: value.into(),
+                        },
+                    );
+                    added = true;
+                    leaf.last_insert = Some(Insert::after(leaf.last_insert, i, es.len()));
+                }
             }
         }
         self.arena.put(leaf_id, leaf);
-        self.fix_path(&path)?;
+        self.fix_path(&path, added)?;
         self.note_ram();
         Ok(old)
     }
@@ -484,8 +489,9 @@ impl<S: NodeStore> Tree<S> {
                 es.remove(i);
             }
         }
+        leaf.last_insert = None;
         self.arena.put(leaf_id, leaf);
-        self.fix_path(&path)?;
+        self.fix_path(&path, false)?;
         self.note_ram();
         Ok(Some(old))
     }

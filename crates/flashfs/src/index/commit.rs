@@ -241,7 +241,7 @@ impl<S: NodeStore> Tree<S> {
         let keys = self.garbage_routes()?;
         for k in &keys {
             let path = self.dirty_path(k)?;
-            self.fix_path(&path)?;
+            self.fix_path(&path, false)?;
         }
         self.note_ram();
         if !self.garbage_routes()?.is_empty() {

@@ -8,7 +8,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::split::{common_prefix, separator};
+use super::split::{common_prefix, separator, Insert};
 use super::NodePtr;
 use crate::error::{Error, Result};
 
@@ -128,6 +128,8 @@ pub(crate) struct Node {
     /// For a dirty node copied from flash: the node it copies. Pieces of a split or a merge
     /// have none.
     pub origin: Option<Origin>,
+    /// For a dirty node: the last entry added to it (RAM only).
+    pub last_insert: Option<Insert>,
 }
 
 /// What [`inspect_node`] found in a node.
@@ -294,6 +296,7 @@ impl Node {
             body,
             spare: Spare::Absent,
             origin: None,
+            last_insert: None,
         }
     }
 
@@ -433,9 +436,10 @@ impl Node {
     /// empty: the parent already has one for it.
     ///
     /// [`plan`]: super::split::plan
+    /// The piece holding the node's last added entry keeps it as its own.
     pub fn split(self, parts: &[usize]) -> Vec<(Box<[u8]>, Node)> {
         debug_assert_eq!(parts.iter().sum::<usize>(), self.len());
-        let (level, gen) = (self.level, self.gen);
+        let (level, gen, last) = (self.level, self.gen, self.last_insert);
         let mut out = Vec::with_capacity(parts.len());
         match self.body {
             Body::Leaf(es) => {
@@ -462,6 +466,18 @@ impl Node {
                         .unwrap_or_default();
                     out.push((sep, Node::new(level, gen, Body::Branch(chunk))));
                 }
+            }
+        }
+        if let Some(last) = last {
+            let mut start = 0;
+            for (&n, (_, piece)) in parts.iter().zip(&mut out) {
+                if (start..start + n).contains(&last.at) {
+                    piece.last_insert = Some(Insert {
+                        at: last.at - start,
+                        ..last
+                    });
+                }
+                start += n;
             }
         }
         out
@@ -671,6 +687,7 @@ impl Node {
             body,
             spare,
             origin: None,
+            last_insert: None,
         })
     }
 }

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use super::btree::{Expect, Tree};
 use super::node::{Body, BranchEntry, Node, Ref, Runs, MAX_LEVEL};
-use super::split::plan;
+use super::split::{plan, plan_ascending, Insert};
 use super::NodeStore;
 use crate::error::{Error, Result};
 
@@ -20,23 +20,32 @@ impl<S: NodeStore> Tree<S> {
         node.len() < least || (node.payload_len() < self.min_bytes && node.len() < self.min_entries)
     }
 
-    /// How to cut an overfull node.
+    /// How to cut an overfull node: after an ascending run of insertions, where the run
+    /// leaves the left node full; otherwise as evenly as fits. A tree with a fan-out range
+    /// (TFFS's experiments) always cuts evenly, to stay in its range.
     fn split_plan(&self, node: &Node) -> Result<Vec<usize>> {
         let runs = Runs::new(node);
-        plan(node.len(), |a, b| runs.bytes(a, b), self.lim)
+        let bytes = |a, b| runs.bytes(a, b);
+        let ranged = self.min_entries != usize::MAX;
+        node.last_insert
+            .filter(|i| i.ascending && !ranged)
+            .and_then(|i| plan_ascending(node.len(), bytes, self.lim, i.at))
+            .or_else(|| plan(node.len(), bytes, self.lim))
             .ok_or(Error::InvalidArgument("index entry larger than a node"))
     }
 
     /// After a leaf changed: splits what overflows and rebalances what emptied, bottom up.
-    pub(super) fn fix_path(&mut self, path: &[(u32, usize)]) -> Result<()> {
+    /// `added`: the change added an entry, which cannot have emptied anything; rebalancing
+    /// then would only even out the nodes an ascending split left full and nearly empty.
+    pub(super) fn fix_path(&mut self, path: &[(u32, usize)], added: bool) -> Result<()> {
         for d in (1..path.len()).rev() {
             let (parent, i) = path[d - 1];
-            self.fix_child(parent, i)?;
+            self.fix_child(parent, i, added)?;
         }
         self.fix_root()
     }
 
-    fn fix_child(&mut self, pid: u32, i: usize) -> Result<()> {
+    fn fix_child(&mut self, pid: u32, i: usize, added: bool) -> Result<()> {
         let parent = self.arena.get(pid)?;
         let Body::Branch(es) = &parent.body else {
             return Ok(());
@@ -60,6 +69,7 @@ impl<S: NodeStore> Tree<S> {
                     first.key = Default::default();
                 }
             }
+            parent.last_insert = None;
             self.arena.put(pid, parent);
         } else if self.overflows(node) {
             let parts = self.split_plan(node)?;
@@ -77,10 +87,12 @@ impl<S: NodeStore> Tree<S> {
             let mut parent = self.arena.take(pid)?;
             if let Body::Branch(es) = &mut parent.body {
                 let at = (i + 1).min(es.len());
+                let n = new.len();
                 es.splice(at..at, new);
+                parent.last_insert = Some(Insert::after(parent.last_insert, at + n - 1, es.len()));
             }
             self.arena.put(pid, parent);
-        } else if self.underfull(node) && siblings > 1 {
+        } else if !added && self.underfull(node) && siblings > 1 {
             self.rebalance(pid, i)?;
         }
         Ok(())
@@ -133,6 +145,7 @@ impl<S: NodeStore> Tree<S> {
         self.arena.take(lid)?;
         self.arena.take(rid)?;
         joined.gen = self.dirty_gen();
+        joined.last_insert = None;
         let mut parent = self.arena.take(pid)?;
         if let Body::Branch(es) = &mut parent.body {
             if parts.len() == 1 {
@@ -152,6 +165,7 @@ impl<S: NodeStore> Tree<S> {
                 }
             }
         }
+        parent.last_insert = None;
         self.arena.put(pid, parent);
         Ok(())
     }

@@ -16,6 +16,46 @@ pub(crate) struct Limits {
     pub max_entries: usize,
 }
 
+/// The last entry added to a dirty node: where, and whether it came right after the one
+/// added before it. Kept in RAM only, to steer the node's next split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Insert {
+    /// Its position in the node.
+    pub at: usize,
+    /// Whether it extends an ascending run of insertions.
+    pub ascending: bool,
+}
+
+impl Insert {
+    /// An entry added at `at` to a node that now holds `len`, after `prev`. A node with no
+    /// history counts an entry added at its end as ascending.
+    pub fn after(prev: Option<Insert>, at: usize, len: usize) -> Insert {
+        let ascending = match prev {
+            Some(p) => at == p.at + 1,
+            None => at > 0 && at + 1 == len,
+        };
+        Insert { at, ascending }
+    }
+}
+
+/// The cut for a node of `n` entries that overflowed while a run of ascending insertions
+/// reached position `at` (a log appended to, a record file growing at its end): the left
+/// node stays as full as it is, since the run goes on to the right and would leave an even
+/// cut's left half half-empty for good. The cut falls after the new entry, when the entries
+/// after it (another file's) fit apart, or else just before it. `None` if neither fits.
+pub(crate) fn plan_ascending(
+    n: usize,
+    bytes: impl Fn(usize, usize) -> usize,
+    lim: Limits,
+    at: usize,
+) -> Option<Vec<usize>> {
+    let fits = |a: usize, b: usize| b - a <= lim.max_entries && bytes(a, b) <= lim.cap;
+    [at + 1, at]
+        .into_iter()
+        .find(|&c| c > 0 && c < n && fits(0, c) && fits(c, n))
+        .map(|c| vec![c, n - c])
+}
+
 /// Cuts `n` entries into as few nodes as fit, as evenly as possible; returns the entries
 /// per node. `bytes(a, b)` is the encoded size of entries `a..b` as one node (it depends on
 /// the whole run: a branch does not store its first key, and a node stores its keys' common
@@ -84,6 +124,31 @@ mod tests {
     fn plan_sizes(first: &[usize], rest: &[usize], l: Limits) -> Option<Vec<usize>> {
         let bytes = |a: usize, b: usize| first[a] + rest[a + 1..b].iter().sum::<usize>();
         plan(rest.len(), bytes, l)
+    }
+
+    #[test]
+    fn an_ascending_run_keeps_the_left_node_full() {
+        let bytes = |a: usize, b: usize| (b - a) * 10;
+        // The run's entry last: the left node keeps all it had, the new entry goes right.
+        assert_eq!(plan_ascending(7, bytes, lim(60, 99), 6), Some(vec![6, 1]));
+        // Entries of another run after it: cut after the new entry.
+        assert_eq!(plan_ascending(7, bytes, lim(60, 99), 4), Some(vec![5, 2]));
+        // The new entry does not fit with what came before it: cut just before it.
+        assert_eq!(plan_ascending(7, bytes, lim(40, 99), 4), Some(vec![4, 3]));
+        // Neither cut leaves two nodes that fit: the caller cuts evenly.
+        assert_eq!(plan_ascending(9, bytes, lim(40, 99), 4), None);
+        assert_eq!(plan_ascending(7, bytes, lim(60, 99), 0), Some(vec![1, 6]));
+    }
+
+    #[test]
+    fn an_insert_is_ascending_after_the_one_before_or_at_the_end() {
+        let first = Insert::after(None, 5, 6);
+        assert!(first.ascending);
+        assert!(Insert::after(Some(first), 6, 7).ascending);
+        assert!(!Insert::after(Some(first), 2, 7).ascending);
+        assert!(!Insert::after(None, 3, 6).ascending);
+        // An empty node's first entry is not a run yet.
+        assert!(!Insert::after(None, 0, 1).ascending);
     }
 
     #[test]
