@@ -35,8 +35,9 @@ impl<S: NodeStore> Tree<S> {
     }
 
     /// After a leaf changed: splits what overflows and rebalances what emptied, bottom up.
-    /// `added`: the change added an entry, which cannot have emptied anything; rebalancing
-    /// then would only even out the nodes an ascending split left full and nearly empty.
+    /// `added`: the change added an entry. A node that took it as part of an ascending run
+    /// is then left alone even if underfull: it is the fresh right part of an ascending
+    /// split, and evening it out with its full sibling would undo that split.
     pub(super) fn fix_path(&mut self, path: &[(u32, usize)], added: bool) -> Result<()> {
         for d in (1..path.len()).rev() {
             let (parent, i) = path[d - 1];
@@ -92,7 +93,10 @@ impl<S: NodeStore> Tree<S> {
                 parent.last_insert = Some(Insert::after(parent.last_insert, at + n - 1, es.len()));
             }
             self.arena.put(pid, parent);
-        } else if !added && self.underfull(node) && siblings > 1 {
+        } else if self.underfull(node)
+            && siblings > 1
+            && !(added && node.last_insert.is_some_and(|l| l.ascending))
+        {
             self.rebalance(pid, i)?;
         }
         Ok(())
