@@ -433,10 +433,10 @@ impl Node {
 
     /// Cuts the node into consecutive pieces of `parts` entries (as [`plan`] chose), each
     /// with the separator its parent needs in front of it. The first piece's separator is
-    /// empty: the parent already has one for it.
+    /// empty: the parent already has one for it. The piece that holds the node's last added
+    /// entry keeps that record of it.
     ///
     /// [`plan`]: super::split::plan
-    /// The piece holding the node's last added entry keeps it as its own.
     pub fn split(self, parts: &[usize]) -> Vec<(Box<[u8]>, Node)> {
         debug_assert_eq!(parts.iter().sum::<usize>(), self.len());
         let (level, gen, last) = (self.level, self.gen, self.last_insert);
