@@ -30,14 +30,8 @@ fn config() -> FsConfig {
 #[test]
 fn record_commits_are_entries_and_a_mount_replays_them() {
     let mut fs = Fs::format(nor(true), config()).unwrap();
-    let log = fs
-        .create_records(ROOT_INO, b"log", RecordFormat::cyclic(4, 8), 0o644, 0, 0)
-        .unwrap()
-        .ino;
-    let var = fs
-        .create_records(ROOT_INO, b"var", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let log = record_file(&mut fs, b"log", RecordFormat::cyclic(4, 8));
+    let var = record_file(&mut fs, b"var", RecordFormat::variable());
     fs.sync().unwrap();
     let before = fs.stats();
     for i in 0..10u8 {
@@ -80,10 +74,7 @@ fn record_commits_are_entries_and_a_mount_replays_them() {
 #[test]
 fn other_changes_and_transactions_make_the_commit_a_checkpoint() {
     let mut fs = Fs::format(nor(true), fs_config()).unwrap();
-    let log = fs
-        .create_records(ROOT_INO, b"log", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let log = record_file(&mut fs, b"log", RecordFormat::variable());
     fs.sync().unwrap();
     let entries = |fs: &Fs<_>| fs.stats().journal_entries;
     let checkpoints = |fs: &Fs<_>| {
@@ -103,10 +94,7 @@ fn other_changes_and_transactions_make_the_commit_a_checkpoint() {
     assert_eq!((entries(&fs), checkpoints(&fs)), (e0, c0 + 2));
     // An atomic operation while a transaction is open (on another file) is an entry; the
     // transaction's changes stay out of it.
-    let other = fs
-        .create_records(ROOT_INO, b"other", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let other = record_file(&mut fs, b"other", RecordFormat::variable());
     fs.sync().unwrap();
     let c1 = checkpoints(&fs);
     let tid = fs.begin().unwrap();
@@ -135,10 +123,7 @@ fn a_full_journal_checkpoints_and_goes_on() {
         ..fs_config()
     };
     let mut fs = Fs::format(nor(true), config).unwrap();
-    let log = fs
-        .create_records(ROOT_INO, b"log", RecordFormat::cyclic(50, 100), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let log = record_file(&mut fs, b"log", RecordFormat::cyclic(50, 100));
     fs.sync().unwrap();
     for i in 0..40u8 {
         fs.record_add(log, &[i; 100]).unwrap();
@@ -168,10 +153,7 @@ fn a_full_journal_checkpoints_and_goes_on() {
 /// Adds a record to a new record file, committed on its own; returns the journal entries
 /// written.
 fn entries_for_one_record<D: Segments>(mut fs: Fs<D>) -> u64 {
-    let r = fs
-        .create_records(ROOT_INO, b"r", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let r = record_file(&mut fs, b"r", RecordFormat::variable());
     fs.sync().unwrap();
     fs.record_add(r, b"x").unwrap();
     fs.sync().unwrap();

@@ -49,10 +49,7 @@ fn names<D: Segments>(fs: &mut Fs<D>, dir: Ino) -> Vec<Vec<u8>> {
 }
 
 fn records_by_content<D: Segments>(mut fs: Fs<D>) -> Fs<D> {
-    let f = fs
-        .create_records(ROOT_INO, b"log", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let f = record_file(&mut fs, b"log", RecordFormat::variable());
     // Lengths around the index's value size (a quarter node): one chunk, several, none, most.
     let lens = [10, 40, 300, 0, RECORD_MAX, 128, 129];
     let mut want: Vec<Vec<u8>> = Vec::new();
@@ -134,10 +131,7 @@ fn records_by_content<D: Segments>(mut fs: Fs<D>) -> Fs<D> {
         [&want[1..6].concat()[..], b"again"].concat()
     );
     // Fixed-size records refuse other lengths.
-    let g = fs
-        .create_records(ROOT_INO, b"fixed", RecordFormat::fixed(16), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let g = record_file(&mut fs, b"fixed", RecordFormat::fixed(16));
     fs.record_add(g, &data(1, 16)).unwrap();
     assert!(matches!(
         fs.record_add(g, &data(1, 15)),
@@ -213,10 +207,7 @@ fn cyclic_files_keep_the_last_records_in_order() {
     let mut fs = remount(fs);
     check(&mut fs);
     // A cyclic file of variable-length records.
-    let v = fs
-        .create_records(ROOT_INO, b"var", RecordFormat::cyclic(2, 0), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let v = record_file(&mut fs, b"var", RecordFormat::cyclic(2, 0));
     for (i, len) in [3, 500, 0, 77].into_iter().enumerate() {
         fs.record_add(v, &data(i as u8, len)).unwrap();
     }
@@ -233,10 +224,7 @@ fn unlink_frees_a_record_file() {
     let mut fs = Fs::format(nor(true), fs_config()).unwrap();
     fs.sync().unwrap();
     let before = fs.statfs();
-    let f = fs
-        .create_records(ROOT_INO, b"big", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let f = record_file(&mut fs, b"big", RecordFormat::variable());
     for i in 0..60u8 {
         fs.record_add(f, &data(i, 100)).unwrap();
     }
@@ -263,10 +251,7 @@ fn unlink_frees_a_record_file() {
         "{after:?} vs {before:?}"
     );
     // An orphan record file left by a power cut goes at the next mount.
-    let g = fs
-        .create_records(ROOT_INO, b"g", RecordFormat::fixed(4), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let g = record_file(&mut fs, b"g", RecordFormat::fixed(4));
     fs.record_add(g, b"abcd").unwrap();
     fs.open(g).unwrap();
     fs.unlink(ROOT_INO, b"g").unwrap();
@@ -698,11 +683,7 @@ fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut models = Vec::new();
     for (i, &f) in formats.iter().enumerate() {
         let name = format!("r{i}");
-        files.push(
-            fs.create_records(ROOT_INO, name.as_bytes(), f, 0o644, 0, 0)
-                .unwrap()
-                .ino,
-        );
+        files.push(record_file(&mut fs, name.as_bytes(), f));
         models.push(Model {
             format: f,
             first: 0,

@@ -465,14 +465,8 @@ fn record_changes<D: Segments>(fs: &mut Fs<D>, log: Ino, book: Ino) -> flashfs::
 #[test]
 fn record_and_name_operations_inside_transactions() {
     let mut fs = fresh();
-    let log = fs
-        .create_records(ROOT_INO, b"log", RecordFormat::cyclic(3, 8), 0o644, 0, 0)
-        .unwrap()
-        .ino;
-    let book = fs
-        .create_records(ROOT_INO, b"book", RecordFormat::variable(), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let log = record_file(&mut fs, b"log", RecordFormat::cyclic(3, 8));
+    let book = record_file(&mut fs, b"book", RecordFormat::variable());
     fs.record_add(log, b"record-0").unwrap();
     fs.record_add(book, b"alice").unwrap();
     fs.record_add(book, b"bob").unwrap();
@@ -520,10 +514,7 @@ fn record_and_name_operations_inside_transactions() {
 #[test]
 fn records_follow_the_isolation_rules() {
     let mut fs = fresh();
-    let f = fs
-        .create_records(ROOT_INO, b"r", RecordFormat::fixed(4), 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let f = record_file(&mut fs, b"r", RecordFormat::fixed(4));
     fs.record_add(f, b"zero").unwrap();
     fs.sync().unwrap();
     let early = fs.begin().unwrap();

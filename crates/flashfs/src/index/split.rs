@@ -16,6 +16,13 @@ pub(crate) struct Limits {
     pub max_entries: usize,
 }
 
+impl Limits {
+    /// Whether entries `a..b` fit in one node, `bytes(a, b)` being their encoded size.
+    fn fits(&self, bytes: &impl Fn(usize, usize) -> usize, a: usize, b: usize) -> bool {
+        b - a <= self.max_entries && bytes(a, b) <= self.cap
+    }
+}
+
 /// The last entry added to a dirty node: where, and whether it came right after the one
 /// added before it. Kept in RAM only, to steer the node's next split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +56,7 @@ pub(crate) fn plan_ascending(
     lim: Limits,
     at: usize,
 ) -> Option<Vec<usize>> {
-    let fits = |a: usize, b: usize| b - a <= lim.max_entries && bytes(a, b) <= lim.cap;
+    let fits = |a, b| lim.fits(&bytes, a, b);
     [at + 1, at]
         .into_iter()
         .find(|&c| c > 0 && c < n && fits(0, c) && fits(c, n))
@@ -66,7 +73,7 @@ pub(crate) fn plan(
     bytes: impl Fn(usize, usize) -> usize,
     lim: Limits,
 ) -> Option<Vec<usize>> {
-    let fits = |a: usize, b: usize| b - a <= lim.max_entries && bytes(a, b) <= lim.cap;
+    let fits = |a, b| lim.fits(&bytes, a, b);
     if n == 0 || fits(0, n) {
         return Some(vec![n]);
     }

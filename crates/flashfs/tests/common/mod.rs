@@ -63,7 +63,7 @@ pub fn nand() -> NandSegments<NandSim> {
 /// harness's, so the tests and the harness agree on what each write holds).
 pub use flashfs_bench::torture::pattern;
 
-use flashfs::fs::{Atime, FileType, Ino, Timespec, ROOT_INO};
+use flashfs::fs::{Atime, FileType, Ino, RecordFormat, Timespec, ROOT_INO};
 use flashfs::{Fs, FsConfig, Segments};
 use std::collections::BTreeMap;
 
@@ -73,6 +73,14 @@ pub fn still_clock() -> Timespec {
         sec: 1_700_000_000,
         nsec: 0,
     }
+}
+
+/// Creates the record file `name` of `format` in the root (mode 0644, owned by root);
+/// returns its inode.
+pub fn record_file<D: Segments>(fs: &mut Fs<D>, name: &[u8], format: RecordFormat) -> Ino {
+    fs.create_records(ROOT_INO, name, format, 0o644, 0, 0)
+        .unwrap()
+        .ino
 }
 
 /// File-system settings of the tests: a still clock, and reads that write nothing.
