@@ -368,6 +368,8 @@ pub struct TffsRow {
     pub superblocks: Option<u64>,
     /// Blocks the cleaner copied.
     pub copied_blocks: Option<u64>,
+    /// Of `copied_blocks`, those copied to level wear.
+    pub wear_copied_blocks: Option<u64>,
     /// Spare pointers set (patches in place, not block writes).
     pub node_patches: Option<u64>,
     /// Segments the wear leveller moved (their live blocks are among the copies).
@@ -490,6 +492,7 @@ fn empty_row(job: &Job) -> Result<TffsRow> {
         node_blocks: None,
         superblocks: None,
         copied_blocks: None,
+        wear_copied_blocks: None,
         node_patches: None,
         wear_moves: None,
         journal_blocks: None,
@@ -651,6 +654,7 @@ fn endurance_figures(row: &mut TffsRow, env: &Env<Dev>) -> Option<String> {
     row.journal_entries = Some(b.fs.journal_entries - a.fs.journal_entries);
     row.data_blocks = Some(user_slots.saturating_sub(nodes + superblocks + journal));
     row.copied_blocks = Some(copied);
+    row.wear_copied_blocks = Some(b.log.wear_copied_slots - a.log.wear_copied_slots);
     row.node_patches = Some(patches);
     row.wear_moves = Some(b.log.wear_moves - a.log.wear_moves);
     row.commits = Some(commits);

@@ -93,7 +93,7 @@ pub struct FsConfig {
     pub extent_maps: usize,
     /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations commit
     /// without writing the index. `None`: where the device can program written bytes again
-    /// (reprogrammable NOR), a 32nd of the volume, 8 to 64 blocks; elsewhere none. A mount
+    /// (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks; elsewhere none. A mount
     /// uses the volume's journal whatever this says.
     pub journal_blocks: Option<u16>,
 }

@@ -99,7 +99,7 @@ impl<D: Segments> Fs<D> {
         let ftl = Ftl::format_as(dev, config.ftl, FORMAT_FILE_SYSTEM)?;
         let sectors = ftl.sectors();
         let journal_blocks = match config.journal_blocks {
-            None if ftl.can_patch() => (sectors / 32).clamp(8, 64) as u16,
+            None if ftl.can_patch() => (sectors / 32).clamp(8, 256) as u16,
             None | Some(0) => 0,
             Some(_) if !ftl.can_patch() => {
                 return Err(Error::InvalidArgument(

@@ -144,6 +144,8 @@ pub struct LogStats {
     pub cleaned: u64,
     /// Segments cleaned to level wear rather than to gain space.
     pub wear_moves: u64,
+    /// Of `copied_slots`, those copied out of segments cleaned to level wear.
+    pub wear_copied_slots: u64,
     /// Segments retired as bad.
     pub retired: u64,
     /// Live slots that could not be read back while cleaning (data lost, reported).
@@ -203,6 +205,8 @@ enum Writer {
 #[derive(Debug, Clone)]
 struct Victim {
     seg: u32,
+    /// Whether it was chosen to level wear.
+    wear: bool,
     next: u32,
     tags: Vec<TagState>,
 }
@@ -685,15 +689,21 @@ impl<D: Segments> Log<D> {
             } else {
                 max_live
             };
-            let Some(seg) = self
-                .wear_victim()
-                .or_else(|| self.pick_victim(th, max_live))
-            else {
-                return Ok(false);
+            let (seg, wear) = match self.wear_victim() {
+                Some(seg) => (seg, true),
+                None => match self.pick_victim(th, max_live) {
+                    Some(seg) => (seg, false),
+                    None => return Ok(false),
+                },
             };
             let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
             self.dev.read_tags(seg, &mut tags)?;
-            self.victim = Some(Victim { seg, next: 0, tags });
+            self.victim = Some(Victim {
+                seg,
+                wear,
+                next: 0,
+                tags,
+            });
         }
         let mut copied = 0;
         while copied < budget {
@@ -744,6 +754,9 @@ impl<D: Segments> Log<D> {
                     self.kill(from);
                     owner.moved(&tag, from, to);
                     self.stats.copied_slots += 1;
+                    if self.victim.as_ref().is_some_and(|v| v.wear) {
+                        self.stats.wear_copied_slots += 1;
+                    }
                 }
                 None => {
                     self.kill(from);
@@ -835,8 +848,11 @@ impl<D: Segments> Log<D> {
         best.map(|(_, i)| i)
     }
 
-    /// A cold, little-worn segment to move when wear has spread too far. An open head that
-    /// holds nothing counts too: it is closed, so its segment rejoins the rotation.
+    /// A segment to move when wear has spread too far: of those lagging the most worn by
+    /// more than the spread, the one holding the oldest data — static data parked there,
+    /// which will not move by itself; a lagging segment of young data is cleaned soon
+    /// anyway. An open head that holds nothing comes first: it is closed, so its segment
+    /// rejoins the rotation without a copy.
     fn wear_victim(&mut self) -> Option<u32> {
         if self.config.wear_spread == 0 || self.free <= self.config.reserve {
             return None;
@@ -848,15 +864,13 @@ impl<D: Segments> Log<D> {
             .map(|s| s.erase_count)
             .max()?;
         let idle_head = |s: &SegInfo| s.state == SegState::Open && s.live == 0;
-        let (i, s) = self
+        let (i, _) = self
             .segs
             .iter()
             .enumerate()
             .filter(|(_, s)| s.state == SegState::Full || idle_head(s))
-            .min_by_key(|(_, s)| s.erase_count)?;
-        if max - s.erase_count <= self.config.wear_spread {
-            return None;
-        }
+            .filter(|(_, s)| max - s.erase_count > self.config.wear_spread)
+            .min_by_key(|(_, s)| if idle_head(s) { 0 } else { s.min_seq })?;
         self.close(i as u32);
         self.stats.wear_moves += 1;
         Some(i as u32)
@@ -1009,7 +1023,10 @@ impl<D: Segments> Log<D> {
 
     /// A free segment for a head: least worn for user data (it will be erased again soon),
     /// most worn for cold survivors (they will sit still); away from banks that are busy
-    /// erasing or hold another open head, so erases overlap writes.
+    /// erasing or hold another open head, so erases overlap writes — but never at the price
+    /// of wear: only segments within half the wear leveller's spread of the least (most)
+    /// worn free one qualify. Otherwise a bank that always holds an open head would keep its
+    /// cleaned segments waiting for an erase forever, and the rest would wear for them.
     fn pick_free(&self, head: Head) -> Option<u32> {
         let now = self.now_ns();
         let open_banks: Vec<u32> = self
@@ -1019,24 +1036,37 @@ impl<D: Segments> Log<D> {
             .map(|&s| self.dev.bank_of(s))
             .collect();
         let cold = head == Head::Cold;
-        self.segs
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s.state, SegState::Free | SegState::Dirty))
-            // A cleaned segment still carries a header; with none in use it must survive.
-            .filter(|(i, _)| self.in_use > 0 || !self.deferred.contains(&(*i as u32)))
+        // How worn a segment is, from the head's point of view (less is better).
+        let wear = |s: &SegInfo| {
+            if cold {
+                u32::MAX - s.erase_count
+            } else {
+                s.erase_count
+            }
+        };
+        let free = || {
+            self.segs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(s.state, SegState::Free | SegState::Dirty))
+                // A cleaned segment still carries a header; with none in use it must survive.
+                .filter(|(i, _)| self.in_use > 0 || !self.deferred.contains(&(*i as u32)))
+        };
+        let best = free().map(|(_, s)| wear(s)).min()?;
+        let near = if self.config.wear_spread == 0 {
+            u32::MAX
+        } else {
+            (self.config.wear_spread / 2).max(1)
+        };
+        free()
+            .filter(|(_, s)| wear(s) - best <= near)
             .min_by_key(|(i, s)| {
                 let bank = self.dev.bank_of(*i as u32);
                 // Erased before not erased; then the soonest usable (an erase still running on
                 // its bank delays the header); then a bank no other head writes to.
                 let ready = self.erasing_until[bank as usize].max(now);
-                let wear = if cold {
-                    u32::MAX - s.erase_count
-                } else {
-                    s.erase_count
-                };
                 let shared = open_banks.contains(&bank);
-                (s.state == SegState::Dirty, ready, shared, wear, *i)
+                (s.state == SegState::Dirty, ready, shared, wear(s), *i)
             })
             .map(|(i, _)| i as u32)
     }
