@@ -219,6 +219,72 @@ fn cyclic_files_keep_the_last_records_in_order() {
     assert_eq!(fs.getattr(v).unwrap().inode.size, 77);
 }
 
+/// Fixed-size records of a size that divides the block leave the index for data blocks at a
+/// checkpoint, a block once all its records are there; a block whose records are all gone
+/// is freed; updates and removals of records held in blocks read back as they should.
+#[test]
+fn fixed_size_records_fill_data_blocks() {
+    records_fill_blocks(nor(true));
+    records_fill_blocks(nand());
+}
+
+fn records_fill_blocks<D: Segments>(dev: D) {
+    let mut fs = Fs::format(dev, fs_config()).unwrap();
+    let bs = u64::from(fs.block_size());
+    let per = bs / 32;
+    let f = record_file(&mut fs, b"events", RecordFormat::cyclic(4 * per as u32, 32));
+    let mut want: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
+    let add = |fs: &mut Fs<D>, want: &mut VecDeque<(u64, Vec<u8>)>, i: u64| {
+        let d = data(i as u8, 32);
+        assert_eq!(fs.record_add(f, &d).unwrap(), i);
+        want.push_back((i, d));
+        if want.len() as u64 > 4 * per {
+            want.pop_front();
+        }
+    };
+    // Four blocks and a half: four are written at the checkpoint, the half stays items.
+    for i in 0..4 * per + per / 2 {
+        add(&mut fs, &mut want, i);
+    }
+    fs.checkpoint().unwrap();
+    let attr = fs.getattr(f).unwrap();
+    // The oldest block lost half its records to the wrap, but still holds the rest.
+    assert_eq!(attr.inode.blocks, 4, "blocks after the first checkpoint");
+    assert_eq!(attr.inode.size, 4 * per * 32);
+    let list: Vec<(u64, Vec<u8>)> = want.iter().cloned().collect();
+    assert_eq!(fs.record_list(f).unwrap(), list);
+    fsck_clean(&mut fs, "after packing");
+    // Records held in blocks: an update overrides one, and the stream shows it.
+    let n = want[1].0;
+    fs.record_update(f, n, &data(200, 32)).unwrap();
+    want[1].1 = data(200, 32);
+    assert_eq!(fs.record_read(f, n).unwrap(), data(200, 32));
+    // The wrap empties the oldest block: it is freed; the next checkpoint writes the
+    // block the update changed again, and the one completed since.
+    for i in 4 * per + per / 2..5 * per {
+        add(&mut fs, &mut want, i);
+    }
+    let mut fs = remount(fs);
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, 4);
+    let list: Vec<(u64, Vec<u8>)> = want.iter().cloned().collect();
+    assert_eq!(fs.record_list(f).unwrap(), list);
+    let stream: Vec<u8> = want.iter().flat_map(|r| r.1.clone()).collect();
+    assert_eq!(fs.read_file(b"/events").unwrap(), stream);
+    let mut mid = vec![0u8; 100];
+    let got = fs.read(f, 17, &mut mid).unwrap();
+    assert_eq!(&mid[..got], &stream[17..117]);
+    // Removing from both ends frees the blocks emptied, down to none.
+    while fs.record_info(f).unwrap().count() > 0 {
+        fs.record_remove_last(f).unwrap();
+        if fs.record_info(f).unwrap().count() > 0 {
+            fs.record_remove_first(f).unwrap();
+        }
+    }
+    let mut fs = remount(fs);
+    let attr = fs.getattr(f).unwrap();
+    assert_eq!((attr.inode.blocks, attr.inode.size), (0, 0));
+}
+
 #[test]
 fn unlink_frees_a_record_file() {
     let mut fs = Fs::format(nor(true), fs_config()).unwrap();
@@ -412,6 +478,8 @@ enum Step {
     Update(&'static str, u64, usize, u8),
     RemoveFirst(&'static str),
     RemoveLast(&'static str),
+    /// Writes the index (and with it the data blocks of complete blocks of records).
+    Checkpoint,
     CreateInt(u32),
     RemoveInt(u32),
     FlatCreate(&'static str),
@@ -447,6 +515,7 @@ fn apply<D: Segments>(fs: &mut Fs<D>, step: &Step) -> Result<(), Error> {
         Step::FlatCreate(name) => fs.flat_create(name.as_bytes(), 0o644, 0, 0).map(drop),
         Step::FlatRemove(name) => fs.flat_remove(name.as_bytes()),
         Step::Sync => fs.sync(),
+        Step::Checkpoint => fs.checkpoint(),
     }
 }
 
@@ -607,6 +676,36 @@ fn power_cuts_wrap_a_cyclic_file() {
 }
 
 #[test]
+fn power_cuts_fill_and_free_data_blocks() {
+    // 128-byte records, four to a block; 256-byte ones, two.
+    let mut steps = vec![
+        Step::Create("c", RecordFormat::cyclic(10, 128)),
+        Step::Create("f", RecordFormat::fixed(256)),
+    ];
+    let adds = |name, n: usize, seed: u8| {
+        (0..n).map(move |i| Step::Add(name, if name == "c" { 128 } else { 256 }, seed + i as u8))
+    };
+    steps.extend(adds("f", 3, 0));
+    steps.extend(adds("c", 6, 10));
+    steps.push(Step::Checkpoint);
+    // The wrap drops records held in a block; updates override records held in blocks.
+    steps.extend(adds("c", 6, 20));
+    steps.push(Step::Update("c", 0, 128, 30));
+    steps.push(Step::Update("f", 0, 256, 31));
+    steps.push(Step::Sync);
+    steps.push(Step::Checkpoint);
+    // The oldest block of each file empties and is freed.
+    steps.extend(adds("c", 2, 40));
+    steps.push(Step::RemoveLast("f"));
+    steps.push(Step::RemoveLast("f"));
+    steps.push(Step::RemoveFirst("f"));
+    steps.push(Step::Sync);
+    steps.extend(adds("f", 1, 50));
+    steps.push(Step::Checkpoint);
+    on_every_device(&steps);
+}
+
+#[test]
 fn power_cuts_integer_and_flat_names() {
     let steps = [
         Step::CreateInt(3),
@@ -633,19 +732,22 @@ enum Op {
     RemoveFirst(usize),
     RemoveLast(usize),
     Sync,
+    Checkpoint,
     Remount,
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let len = prop_oneof![8 => 0..200u16, 1 => 0..(RECORD_MAX as u16 + 2)];
+    let f = 0..FORMATS.len();
     prop_oneof![
-        6 => (0..3usize, len.clone(), any::<u8>()).prop_map(|(f, l, s)| Op::Add(f, l, s)),
-        3 => (0..3usize, any::<u8>(), len, any::<u8>()).prop_map(|(f, i, l, s)| Op::Update(f, i, l, s)),
-        2 => (0..3usize, any::<u8>()).prop_map(|(f, i)| Op::Read(f, i)),
-        1 => (0..3usize, any::<u16>(), any::<u16>()).prop_map(|(f, o, l)| Op::Stream(f, o, l)),
-        1 => (0..3usize).prop_map(Op::RemoveFirst),
-        1 => (0..3usize).prop_map(Op::RemoveLast),
+        8 => (f.clone(), len.clone(), any::<u8>()).prop_map(|(f, l, s)| Op::Add(f, l, s)),
+        3 => (f.clone(), any::<u8>(), len, any::<u8>()).prop_map(|(f, i, l, s)| Op::Update(f, i, l, s)),
+        2 => (f.clone(), any::<u8>()).prop_map(|(f, i)| Op::Read(f, i)),
+        1 => (f.clone(), any::<u16>(), any::<u16>()).prop_map(|(f, o, l)| Op::Stream(f, o, l)),
+        1 => f.clone().prop_map(Op::RemoveFirst),
+        1 => f.prop_map(Op::RemoveLast),
         1 => Just(Op::Sync),
+        1 => Just(Op::Checkpoint),
         1 => Just(Op::Remount),
     ]
 }
@@ -672,16 +774,31 @@ impl Model {
     }
 }
 
+/// The model's files: variable-length records, cyclic or not; fixed-size records that stay
+/// items (20 bytes do not divide a block) or fill data blocks (64 and 128 bytes).
+const FORMATS: [RecordFormat; 5] = [
+    RecordFormat::variable(),
+    RecordFormat::cyclic(4, 0),
+    RecordFormat::cyclic(3, 20),
+    RecordFormat::fixed(64),
+    RecordFormat::cyclic(11, 128),
+];
+
+/// A record length for file `f`: mostly the fixed size of a file that has one, so that
+/// most adds and updates of such files succeed.
+fn length(f: usize, len: u16) -> usize {
+    match FORMATS[f].record_size {
+        0 => len as usize,
+        _ if len % 8 == 0 => len as usize,
+        size => size as usize,
+    }
+}
+
 fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
-    let formats = [
-        RecordFormat::variable(),
-        RecordFormat::cyclic(4, 0),
-        RecordFormat::cyclic(3, 20),
-    ];
     let mut fs = Fs::format(dev, fs_config()).unwrap();
     let mut files = Vec::new();
     let mut models = Vec::new();
-    for (i, &f) in formats.iter().enumerate() {
+    for (i, &f) in FORMATS.iter().enumerate() {
         let name = format!("r{i}");
         files.push(record_file(&mut fs, name.as_bytes(), f));
         models.push(Model {
@@ -704,7 +821,7 @@ fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
         match *op {
             Op::Add(f, len, seed) => {
                 let m = &mut models[f];
-                let d = data(seed, len as usize);
+                let d = data(seed, length(f, len));
                 let want = m.refuses(d.len());
                 let got = fs.record_add(files[f], &d);
                 // A full volume refuses, and the refusal changes nothing.
@@ -725,8 +842,8 @@ fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Update(f, i, len, seed) => {
                 let m = &mut models[f];
-                let d = data(seed, len as usize);
-                let n = m.first + u64::from(i % 6);
+                let d = data(seed, length(f, len));
+                let n = m.first + u64::from(i % 24);
                 let idx = (n - m.first) as usize;
                 let want = if idx >= m.recs.len() {
                     m.refuses(d.len()).or(Some(Error::NotFound))
@@ -746,7 +863,7 @@ fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Read(f, i) => {
                 let m = &models[f];
-                let n = m.first + u64::from(i % 6);
+                let n = m.first + u64::from(i % 24);
                 let want = m
                     .recs
                     .get((n - m.first) as usize)
@@ -785,6 +902,7 @@ fn run_model<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
                 same_err(got, want)?;
             }
             Op::Sync => fs.sync().unwrap(),
+            Op::Checkpoint => fs.checkpoint().unwrap(),
             Op::Remount => {
                 fs = remount(fs);
             }

@@ -28,7 +28,7 @@ pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;
 pub const FALLOC_FL_PUNCH_HOLE: u32 = 0x02;
 
 /// What a block maps to, if anything: its sector and whether it is unwritten.
-type Mapping = Option<(u64, bool)>;
+pub(super) type Mapping = Option<(u64, bool)>;
 
 impl<D: Segments> Fs<D> {
     pub(super) fn bs(&self) -> u64 {
@@ -65,7 +65,7 @@ impl<D: Segments> Fs<D> {
     /// bytes written, all of them.
     pub fn write(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut inode = self.regular(ino)?;
-        self.refuse_records(ino, &inode)?;
+        self.refuse_records(ino)?;
         if data.is_empty() {
             return Ok(0);
         }
@@ -108,7 +108,7 @@ impl<D: Segments> Fs<D> {
     /// next commit.
     pub fn fallocate(&mut self, ino: Ino, mode: u32, off: u64, len: u64) -> Result<()> {
         let mut inode = self.regular(ino)?;
-        self.refuse_records(ino, &inode)?;
+        self.refuse_records(ino)?;
         if len == 0 {
             return Err(Error::InvalidArgument("fallocate of an empty range"));
         }
@@ -397,7 +397,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Gives back sectors allocated by a write that failed before mapping them.
-    fn undo_alloc(&mut self, runs: &[(u64, u64)]) {
+    pub(super) fn undo_alloc(&mut self, runs: &[(u64, u64)]) {
         let store = self.tree.store_mut();
         for &(a, n) in runs {
             for k in a..a + n {
@@ -408,7 +408,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Releases sectors a file no longer uses (free at the next commit).
-    fn release_runs(&mut self, inode: &mut Inode, runs: &[(u64, u64)]) {
+    pub(super) fn release_runs(&mut self, inode: &mut Inode, runs: &[(u64, u64)]) {
         for &(a, n) in runs {
             self.tree.store_mut().space.release(a, n);
             inode.blocks = inode.blocks.saturating_sub(n);
@@ -496,7 +496,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// What each block of `[b0, b1)` maps to.
-    fn mapping(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<Mapping>> {
+    pub(super) fn mapping(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<Mapping>> {
         let mut map = vec![None; (b1 - b0) as usize];
         for (b, e) in self.extents_in(ino, b0, b1)? {
             for k in b.max(b0)..(b + e.len).min(b1) {
@@ -508,7 +508,7 @@ impl<D: Segments> Fs<D> {
 
     /// Removes the mapping of blocks `[b0, b1)`, keeping the parts of extents outside it;
     /// returns the sector runs that were mapped there.
-    fn unmap(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, u64)>> {
+    pub(super) fn unmap(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, u64)>> {
         let mut removed = Vec::new();
         for (b, e) in self.extents_in(ino, b0, b1)? {
             self.remove_extent(ino, b)?;
@@ -532,7 +532,7 @@ impl<D: Segments> Fs<D> {
 
     /// Maps blocks from `b` to the extent `e` (which must not overlap a mapped block),
     /// merging it with a neighbour that continues it on flash.
-    fn map_run(&mut self, ino: Ino, mut b: u64, mut e: Extent) -> Result<()> {
+    pub(super) fn map_run(&mut self, ino: Ino, mut b: u64, mut e: Extent) -> Result<()> {
         if b > 0 {
             if let Some((k, v)) = self.tree.seek_le(&key_u64(ino, item::EXTENT, b - 1))? {
                 let (i, ty, rest) = split_key(&k)?;

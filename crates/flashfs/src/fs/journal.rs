@@ -468,7 +468,6 @@ impl<D: Segments> Fs<D> {
             || j.must_checkpoint
             || j.pending.is_empty()
             || self.tree.mutations() != j.mark
-            || self.tree.store().space.pending() > 0
         {
             return Ok(false);
         }

@@ -505,9 +505,10 @@ pub struct Superblock {
 const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// Format version of everything in this module and of the index nodes: 2 since superblocks
 /// may be appended in block 0 (a reader of version 1 would miss them), 3 since volumes may
-/// have a journal (a reader of version 2 would miss its entries). Versions 1 and 2, which
-/// have neither, are read too.
-pub const FS_VERSION: u8 = 3;
+/// have a journal (a reader of version 2 would miss its entries), 4 since record files of
+/// fixed-size records may hold their records in data blocks (a reader of version 3 would
+/// miss them). Versions 1 to 3, which have none of these, are read too.
+pub const FS_VERSION: u8 = 4;
 /// Bytes of an encoded superblock record.
 pub const SB_LEN: usize = 68;
 /// Distance between superblock records appended in block 0 (a whole number of words of any

@@ -253,6 +253,8 @@ pub struct Fs<D: Segments> {
     op_time: Option<Timespec>,
     /// Whether the mount is replaying the journal (no commits meanwhile).
     replaying: bool,
+    /// Record files whose records may fill data blocks at the next checkpoint.
+    pack: alloc::collections::BTreeSet<Ino>,
 }
 
 impl<D: Segments> Fs<D> {
@@ -373,17 +375,18 @@ impl<D: Segments> Fs<D> {
 
     /// Cleans every segment holding dead data (after a commit, so freed files count).
     pub fn gc(&mut self) -> Result<()> {
-        self.commit()?;
+        self.checkpoint()?;
         self.tree.store_mut().ftl.gc()
     }
 
     /// Makes the working version durable: as a journal entry if it can be one, otherwise
     /// as a checkpoint.
     fn commit(&mut self) -> Result<()> {
-        let settled = self.tree.store().space.pending() == 0 && !self.journal.must_checkpoint;
-        // Dirty nodes whose every change a journal entry already holds are durable.
+        let settled = self.tree.store().space.pending() == 0 && !self.tree.is_dirty();
+        // Dirty nodes whose every change a journal entry already holds are durable; the
+        // sectors those changes released stay reserved until the next checkpoint.
         let journaled = self.journal.blocks > 0 && self.tree.mutations() == self.journal.durable;
-        if settled && (!self.tree.is_dirty() || journaled) {
+        if !self.journal.must_checkpoint && (settled || journaled) {
             return Ok(());
         }
         match self.journal_commit() {
@@ -417,6 +420,7 @@ impl<D: Segments> Fs<D> {
     }
 
     fn write_commit(&mut self) -> Result<()> {
+        self.pack_records()?;
         // A spare pointer whose program failed counts as torn: the index retries the
         // commit by copying that node instead. New nodes never fail here (the log moves a
         // failed program to another segment itself).
@@ -525,7 +529,7 @@ impl<D: Segments> Fs<D> {
             return Ok(());
         }
         if self.tree.store().space.pending() > 0 {
-            self.commit()?;
+            self.checkpoint()?;
         }
         if self.tree.store().space.free() >= need {
             Ok(())
@@ -573,7 +577,7 @@ impl<D: Segments> Fs<D> {
         let now = self.now();
         if let Some(size) = set.size {
             match inode.file_type()? {
-                FileType::Regular => self.refuse_records(ino, &inode)?,
+                FileType::Regular => self.refuse_records(ino)?,
                 FileType::Directory => return Err(Error::IsDir),
                 _ => return Err(Error::InvalidArgument("truncate of a special file")),
             }

@@ -160,6 +160,7 @@ impl<D: Segments> Fs<D> {
             journal: Journal::new(u32::from(journal_blocks), 0),
             op_time: None,
             replaying: false,
+            pack: Default::default(),
         };
         let now = fs.now();
         let root = Inode {
@@ -229,6 +230,7 @@ impl<D: Segments> Fs<D> {
             journal: Journal::default(),
             op_time: None,
             replaying: false,
+            pack: Default::default(),
         };
         let orphans = fs.rescan()?;
         if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {

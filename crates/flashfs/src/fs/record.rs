@@ -25,7 +25,12 @@
 use alloc::vec::Vec;
 
 use super::journal::OpKind;
-use super::layout::{item, key, key_u64, record_key, FileType, Ino, Inode, RecordHead};
+use alloc::vec;
+
+use super::layout::{
+    item, key, key_u64, record_key, record_suffix, split_key, Extent, FileType, Ino, Inode,
+    RecordHead,
+};
 use super::{Attr, Fs};
 use crate::error::{Error, Result};
 use crate::media::Segments;
@@ -117,10 +122,9 @@ impl<D: Segments> Fs<D> {
         Ok((inode, head))
     }
 
-    /// Refuses a byte-level change of a record file. Record files have no data blocks, so
-    /// files with blocks need no look-up.
-    pub(super) fn refuse_records(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
-        if inode.blocks == 0 && self.record_head(ino)?.is_some() {
+    /// Refuses a byte-level change of a record file.
+    pub(super) fn refuse_records(&mut self, ino: Ino) -> Result<()> {
+        if self.record_head(ino)?.is_some() {
             return Err(Error::InvalidArgument(
                 "a record file changes only by record operations",
             ));
@@ -220,14 +224,190 @@ impl<D: Segments> Fs<D> {
         self.tree.range(lo..hi).collect()
     }
 
-    /// Removes record `n`'s items; returns its length.
-    fn drop_record(&mut self, ino: Ino, n: u64) -> Result<u64> {
+    /// Records per data block in a file whose records fill data blocks (fixed-size records
+    /// of a size dividing the block); `None` for the others, whose records stay items.
+    fn per_block(&self, head: &RecordHead) -> Option<u64> {
+        let size = u64::from(head.record_size);
+        (size > 0 && self.bs() % size == 0).then(|| self.bs() / size)
+    }
+
+    /// Removes record `n`'s items, if it has any; returns its length.
+    fn drop_record(&mut self, ino: Ino, head: &RecordHead, n: u64) -> Result<u64> {
+        let items = self.record_items(ino, n)?;
+        if items.is_empty() && self.per_block(head).is_some() {
+            // Held in its data block, which the caller frees once no record is left in it.
+            return Ok(u64::from(head.record_size));
+        }
         let mut len = 0;
-        for (k, v) in self.record_items(ino, n)? {
+        for (k, v) in items {
             len += v.len() as u64;
             self.tree.remove(&k)?;
         }
         Ok(len)
+    }
+
+    /// Frees the data block that held record `n` if none of `head`'s records is left in it.
+    fn release_record_block(
+        &mut self,
+        ino: Ino,
+        inode: &mut Inode,
+        head: &RecordHead,
+        n: u64,
+    ) -> Result<()> {
+        let Some(pb) = self.per_block(head) else {
+            return Ok(());
+        };
+        let b = n / pb;
+        let (lo, hi) = (b * pb, (b * pb).saturating_add(pb));
+        if head.first.max(lo) < head.next.min(hi) {
+            return Ok(());
+        }
+        let freed = self.unmap(ino, b, b + 1)?;
+        self.release_runs(inode, &freed);
+        Ok(())
+    }
+
+    /// Records `n0..n1` of a record file (within `first..next`), oldest first: from their
+    /// items, or else from the data block holding them.
+    fn records_in(
+        &mut self,
+        ino: Ino,
+        head: &RecordHead,
+        n0: u64,
+        n1: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let missing = Error::Corrupt("a record of a record file is missing");
+        let mut items: Vec<(u64, Vec<u8>)> = Vec::new();
+        for entry in self
+            .tree
+            .range(record_key(ino, n0, 0)..record_key(ino, n1, 0))
+        {
+            let (k, v) = entry?;
+            let (_, _, rest) = split_key(&k)?;
+            let (n, _) = record_suffix(rest)?;
+            match items.last_mut() {
+                Some((m, data)) if *m == n => data.extend_from_slice(&v),
+                _ => items.push((n, v)),
+            }
+        }
+        if items.len() as u64 == n1 - n0 {
+            return Ok(items);
+        }
+        let Some(pb) = self.per_block(head) else {
+            return Err(missing);
+        };
+        let size = head.record_size as usize;
+        let mut items = items.into_iter().peekable();
+        let mut block: Option<(u64, Vec<u8>)> = None;
+        let mut out = Vec::new();
+        for n in n0..n1 {
+            if let Some(item) = items.next_if(|(m, _)| *m == n) {
+                out.push(item);
+                continue;
+            }
+            let b = n / pb;
+            let data = match &block {
+                Some((c, data)) if *c == b => data,
+                _ => {
+                    let Some((sector, false)) = self.mapping(ino, b, b + 1)?[0] else {
+                        return Err(missing);
+                    };
+                    let mut data = vec![0u8; self.bs() as usize];
+                    self.tree.store_mut().read(sector, &mut data)?;
+                    &block.insert((b, data)).1
+                }
+            };
+            let at = (n % pb) as usize * size;
+            out.push((n, data[at..at + size].to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Moves the complete blocks of records of the files noted since the last checkpoint out
+    /// of the index into data blocks. A checkpoint calls it before writing the index; not
+    /// while a transaction is open (its view of the records must not move under it).
+    pub(super) fn pack_records(&mut self) -> Result<()> {
+        if self.transactions() > 0 {
+            return Ok(());
+        }
+        for ino in core::mem::take(&mut self.pack) {
+            let Some(head) = self.record_head(ino)? else {
+                continue;
+            };
+            let Some(pb) = self.per_block(&head) else {
+                continue;
+            };
+            // Blocks below `full` take no more records.
+            let full = (head.next / pb).min(self.max_file_size() / self.bs());
+            if head.first >= full * pb {
+                continue;
+            }
+            let mut blocks: Vec<u64> = Vec::new();
+            let (lo, hi) = (
+                record_key(ino, head.first, 0),
+                record_key(ino, full * pb, 0),
+            );
+            for entry in self.tree.range(lo..hi) {
+                let (k, _) = entry?;
+                let (_, _, rest) = split_key(&k)?;
+                let b = record_suffix(rest)?.0 / pb;
+                if blocks.last() != Some(&b) {
+                    blocks.push(b);
+                }
+            }
+            for b in blocks {
+                if !self.pack_block(ino, &head, pb, b)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the live records of block `b` of a record file into a new data block, maps
+    /// it and removes their items; false (nothing done) when no sector is free beyond the
+    /// reserve for index nodes.
+    fn pack_block(&mut self, ino: Ino, head: &RecordHead, pb: u64, b: u64) -> Result<bool> {
+        if self.tree.store().space.free() <= self.reserve {
+            return Ok(false);
+        }
+        let (n0, n1) = ((b * pb).max(head.first), (b * pb + pb).min(head.next));
+        let size = head.record_size as usize;
+        let mut block = vec![0u8; self.bs() as usize];
+        for (n, data) in self.records_in(ino, head, n0, n1)? {
+            if data.len() != size {
+                return Err(Error::Corrupt("a record of the wrong length"));
+            }
+            let at = (n - b * pb) as usize * size;
+            block[at..at + size].copy_from_slice(&data);
+        }
+        let Some((sector, _)) = self.tree.store_mut().space.alloc(1) else {
+            return Ok(false);
+        };
+        if let Err(e) = self.tree.store_mut().write_data(sector, &block) {
+            self.undo_alloc(&[(sector, 1)]);
+            return Err(e);
+        }
+        let items: Vec<Vec<u8>> = self
+            .tree
+            .range(record_key(ino, n0, 0)..record_key(ino, n1, 0))
+            .map(|e| e.map(|(k, _)| k))
+            .collect::<Result<_>>()?;
+        for k in items {
+            self.tree.remove(&k)?;
+        }
+        let mut inode = self.inode(ino)?;
+        let old = self.unmap(ino, b, b + 1)?;
+        self.release_runs(&mut inode, &old);
+        let e = Extent {
+            start: sector,
+            len: 1,
+            unwritten: false,
+        };
+        self.map_run(ino, b, e)?;
+        inode.blocks += 1;
+        self.put_inode(ino, &inode)?;
+        Ok(true)
     }
 
     fn put_record(&mut self, ino: Ino, n: u64, data: &[u8]) -> Result<()> {
@@ -269,7 +449,7 @@ impl<D: Segments> Fs<D> {
     }
 
     fn add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
-        let (inode, mut head) = self.record_file(ino)?;
+        let (mut inode, mut head) = self.record_file(ino)?;
         Self::check_record(&head, data)?;
         if head.next == u64::MAX {
             return Err(Error::TooBig);
@@ -277,12 +457,17 @@ impl<D: Segments> Fs<D> {
         self.ensure_free(0)?;
         let mut removed = 0;
         if head.capacity > 0 && head.next - head.first >= u64::from(head.capacity) {
-            removed = self.drop_record(ino, head.first)?;
+            let gone = head.first;
+            removed = self.drop_record(ino, &head, gone)?;
             head.first += 1;
+            self.release_record_block(ino, &mut inode, &head, gone)?;
         }
         let n = head.next;
         self.put_record(ino, n, data)?;
         head.next += 1;
+        if self.per_block(&head).is_some() {
+            self.pack.insert(ino);
+        }
         self.finish_change(ino, inode, &head, removed, data.len() as u64)?;
         Ok(n)
     }
@@ -293,32 +478,18 @@ impl<D: Segments> Fs<D> {
         if !(head.first..head.next).contains(&n) {
             return Err(Error::NotFound);
         }
-        let items = self.record_items(ino, n)?;
-        if items.is_empty() {
-            return Err(Error::Corrupt("a record of a record file is missing"));
-        }
+        let (_, data) = self
+            .records_in(ino, &head, n, n + 1)?
+            .pop()
+            .ok_or(Error::Corrupt("a record of a record file is missing"))?;
         self.touch_atime(ino, inode)?;
-        Ok(items.into_iter().flat_map(|(_, v)| v).collect())
+        Ok(data)
     }
 
     /// Every record of record file `ino`, oldest first, with its number.
     pub fn record_list(&mut self, ino: Ino) -> Result<Vec<(u64, Vec<u8>)>> {
         let (inode, head) = self.record_file(ino)?;
-        let lo = key_u64(ino, item::RECORD, head.first);
-        let hi = key(ino, item::RECORD + 1);
-        let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
-        for entry in self.tree.range(lo..hi) {
-            let (k, v) = entry?;
-            let (_, _, rest) = super::layout::split_key(&k)?;
-            let (n, _) = super::layout::record_suffix(rest)?;
-            match out.last_mut() {
-                Some((m, data)) if *m == n => data.extend_from_slice(&v),
-                _ => out.push((n, v)),
-            }
-        }
-        if out.len() as u64 != head.next - head.first {
-            return Err(Error::Corrupt("a record of a record file is missing"));
-        }
+        let out = self.records_in(ino, &head, head.first, head.next)?;
         self.touch_atime(ino, inode)?;
         Ok(out)
     }
@@ -340,8 +511,13 @@ impl<D: Segments> Fs<D> {
             return Err(Error::NotFound);
         }
         self.ensure_free(0)?;
-        let removed = self.drop_record(ino, n)?;
+        // A record held in a data block is overridden by its new items until the next
+        // checkpoint writes the block again.
+        let removed = self.drop_record(ino, &head, n)?;
         self.put_record(ino, n, data)?;
+        if self.per_block(&head).is_some() {
+            self.pack.insert(ino);
+        }
         self.finish_change(ino, inode, &head, removed, data.len() as u64)
     }
 
@@ -351,12 +527,14 @@ impl<D: Segments> Fs<D> {
     }
 
     fn remove_first(&mut self, ino: Ino) -> Result<()> {
-        let (inode, mut head) = self.record_file(ino)?;
+        let (mut inode, mut head) = self.record_file(ino)?;
         if head.first == head.next {
             return Err(Error::NotFound);
         }
-        let removed = self.drop_record(ino, head.first)?;
+        let gone = head.first;
+        let removed = self.drop_record(ino, &head, gone)?;
         head.first += 1;
+        self.release_record_block(ino, &mut inode, &head, gone)?;
         self.finish_change(ino, inode, &head, removed, 0)
     }
 
@@ -367,12 +545,14 @@ impl<D: Segments> Fs<D> {
     }
 
     fn remove_last(&mut self, ino: Ino) -> Result<()> {
-        let (inode, mut head) = self.record_file(ino)?;
+        let (mut inode, mut head) = self.record_file(ino)?;
         if head.first == head.next {
             return Err(Error::NotFound);
         }
-        let removed = self.drop_record(ino, head.next - 1)?;
+        let gone = head.next - 1;
+        let removed = self.drop_record(ino, &head, gone)?;
         head.next -= 1;
+        self.release_record_block(ino, &mut inode, &head, gone)?;
         self.finish_change(ino, inode, &head, removed, 0)
     }
 
@@ -385,9 +565,6 @@ impl<D: Segments> Fs<D> {
         off: u64,
         buf: &mut [u8],
     ) -> Result<Option<usize>> {
-        if inode.blocks != 0 {
-            return Ok(None);
-        }
         let Some(head) = self.record_head(ino)? else {
             return Ok(None);
         };
@@ -398,17 +575,38 @@ impl<D: Segments> Fs<D> {
         let buf = &mut buf[..n];
         buf.fill(0);
         let end = off + n as u64;
-        let lo = key_u64(ino, item::RECORD, head.first);
-        let hi = key(ino, item::RECORD + 1);
-        let mut pos = 0u64;
-        for entry in self.tree.range(lo..hi) {
-            if pos >= end {
-                break;
+        // Fixed-size records are found by arithmetic; others by walking their items.
+        let records = match u64::from(head.record_size) {
+            0 => {
+                let lo = key_u64(ino, item::RECORD, head.first);
+                let hi = key(ino, item::RECORD + 1);
+                let mut pos = 0u64;
+                let mut out = Vec::new();
+                for entry in self.tree.range(lo..hi) {
+                    if pos >= end {
+                        break;
+                    }
+                    let (_, v) = entry?;
+                    let a = pos;
+                    pos += v.len() as u64;
+                    if pos > off {
+                        out.push((a, v));
+                    }
+                }
+                out
             }
-            let (_, v) = entry?;
-            let (a, b) = (pos, pos + v.len() as u64);
-            pos = b;
-            if b <= off {
+            size => {
+                let (r0, r1) = (off / size, end.div_ceil(size));
+                let n1 = head.first.saturating_add(r1).min(head.next);
+                self.records_in(ino, &head, head.first + r0, n1)?
+                    .into_iter()
+                    .map(|(m, v)| ((m - head.first) * size, v))
+                    .collect()
+            }
+        };
+        for (a, v) in records {
+            let b = a + v.len() as u64;
+            if b <= off || a >= end {
                 continue;
             }
             let (s, t) = (a.max(off), b.min(end));
@@ -427,14 +625,19 @@ pub(super) struct Verified {
     pub problems: Vec<alloc::string::String>,
 }
 
-/// Checks a record file's items for `fsck`: every record of `first..next` there and no
-/// other, chunks numbered from 0 without gaps, none empty but an empty record's only one,
-/// none over the index's largest value `per`, records no longer than [`RECORD_MAX`] and of
-/// the fixed size if the file has one. `chunks` are (record, chunk, bytes) in key order.
+/// Checks a record file's items and data blocks for `fsck`: every record of `first..next`
+/// there and no other, either as items (chunks numbered from 0 without gaps, none empty but
+/// an empty record's only one, none over the index's largest value `per`) or, in a file
+/// whose records fill data blocks of `block` bytes, in a written data block; records no
+/// longer than [`RECORD_MAX`] and of the fixed size if the file has one; every data block
+/// holding a record of the file. `chunks` are (record, chunk, bytes) in key order, `extents`
+/// the file's extents by first block.
 pub(super) fn verify(
     head: Option<&RecordHead>,
     chunks: &[(u64, u16, usize)],
+    extents: &[(u64, Extent)],
     per: usize,
+    block: u64,
 ) -> Verified {
     use alloc::format;
     let mut problems = Vec::new();
@@ -447,7 +650,37 @@ pub(super) fn verify(
             problems,
         };
     };
-    let mut size = 0u64;
+    let size = u64::from(head.record_size);
+    let pb = (size > 0 && block % size == 0).then(|| block / size);
+    // Extents are in key order: the one that may hold block `b` starts at or before it.
+    let mapped = |b: u64| {
+        let i = extents.partition_point(|&(s, _)| s <= b);
+        i > 0 && {
+            let (s, e) = extents[i - 1];
+            !e.unwritten && b < s.saturating_add(e.len)
+        }
+    };
+    // Records `a..z`, without items: in their data blocks, or missing.
+    let mut held = 0u64;
+    let mut gap = |a: u64, z: u64, problems: &mut Vec<alloc::string::String>| {
+        let Some(pb) = pb.filter(|_| a < z) else {
+            if a < z {
+                problems.push(format!("records {a}..{z} are missing"));
+            }
+            return;
+        };
+        let mut n = a;
+        while n < z {
+            let end = ((n / pb).saturating_add(1).saturating_mul(pb)).min(z);
+            if mapped(n / pb) {
+                held += (end - n) * size;
+            } else {
+                problems.push(format!("records {n}..{end} are missing"));
+            }
+            n = end;
+        }
+    };
+    let mut total = 0u64;
     let mut expect = head.first;
     let mut i = 0;
     while i < chunks.len() {
@@ -462,9 +695,7 @@ pub(super) fn verify(
             ));
             continue;
         }
-        if n > expect {
-            problems.push(format!("records {expect}..{n} are missing"));
-        }
+        gap(expect, n, &mut problems);
         expect = n + 1;
         let mut len = 0;
         for (j, &(_, c, bytes)) in parts.iter().enumerate() {
@@ -480,19 +711,32 @@ pub(super) fn verify(
         if len > RECORD_MAX {
             problems.push(format!("record {n} is {len} bytes, more than allowed"));
         }
-        if head.record_size != 0 && len != head.record_size as usize {
+        if size != 0 && len as u64 != size {
             problems.push(format!(
-                "record {n} is {len} bytes in a file of {}-byte records",
-                head.record_size
+                "record {n} is {len} bytes in a file of {size}-byte records"
             ));
         }
-        size += len as u64;
+        total += len as u64;
     }
-    if expect < head.next {
-        problems.push(format!("records {expect}..{} are missing", head.next));
+    gap(expect, head.next, &mut problems);
+    match pb {
+        None if !extents.is_empty() => problems.push(alloc::string::String::from(
+            "data blocks in a file whose records do not fill blocks",
+        )),
+        None => {}
+        Some(pb) => {
+            for &(s, e) in extents {
+                for b in s..s.saturating_add(e.len) {
+                    let (lo, hi) = (b.saturating_mul(pb), b.saturating_add(1).saturating_mul(pb));
+                    if e.unwritten || head.first.max(lo) >= head.next.min(hi) {
+                        problems.push(format!("data block {b} holds no record of the file"));
+                    }
+                }
+            }
+        }
     }
     Verified {
-        size: Some(size),
+        size: Some(total + held),
         problems,
     }
 }
@@ -510,23 +754,31 @@ mod tests {
             next: 5,
         };
         let good = [(2, 0, 128), (2, 1, 3), (3, 0, 0), (4, 0, 9)];
-        let v = verify(Some(&head), &good, 128);
+        let v = verify(Some(&head), &good, &[], 128, 512);
         assert!(v.problems.is_empty(), "{:?}", v.problems);
         assert_eq!(v.size, Some(140));
         let gap = [(2, 0, 5), (4, 0, 9)];
-        assert_eq!(verify(Some(&head), &gap, 128).problems.len(), 1);
+        assert_eq!(verify(Some(&head), &gap, &[], 128, 512).problems.len(), 1);
         let short = [(2, 0, 5), (3, 0, 9)];
-        assert_eq!(verify(Some(&head), &short, 128).problems.len(), 1);
+        assert_eq!(verify(Some(&head), &short, &[], 128, 512).problems.len(), 1);
         let stray = [(1, 0, 5), (2, 0, 5), (3, 0, 1), (4, 0, 1)];
-        assert_eq!(verify(Some(&head), &stray, 128).problems.len(), 1);
+        assert_eq!(verify(Some(&head), &stray, &[], 128, 512).problems.len(), 1);
         let chunk_gap = [(2, 0, 128), (2, 2, 1), (3, 0, 1), (4, 0, 1)];
-        assert_eq!(verify(Some(&head), &chunk_gap, 128).problems.len(), 1);
+        assert_eq!(
+            verify(Some(&head), &chunk_gap, &[], 128, 512)
+                .problems
+                .len(),
+            1
+        );
         let fixed = RecordHead {
             record_size: 4,
             ..head
         };
         let wrong = [(2, 0, 4), (3, 0, 5), (4, 0, 4)];
-        assert_eq!(verify(Some(&fixed), &wrong, 128).problems.len(), 1);
-        assert_eq!(verify(None, &good, 128).size, None);
+        assert_eq!(
+            verify(Some(&fixed), &wrong, &[], 128, 512).problems.len(),
+            1
+        );
+        assert_eq!(verify(None, &good, &[], 128, 512).size, None);
     }
 }
