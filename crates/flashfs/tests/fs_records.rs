@@ -285,6 +285,58 @@ fn records_fill_blocks<D: Segments>(dev: D) {
     assert_eq!((attr.inode.blocks, attr.inode.size), (0, 0));
 }
 
+/// With a journal, a sync whose adds complete a block of records writes that block and a
+/// journal entry naming it, not the records' bytes: a power cut then replays the entry from
+/// the block.
+#[test]
+fn a_sync_writes_a_complete_block_once() {
+    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+    let per = u64::from(fs.block_size()) / 32;
+    let f = record_file(&mut fs, b"events", RecordFormat::cyclic(3 * per as u32, 32));
+    fs.sync().unwrap();
+    let mut want = Vec::new();
+    let sync = |fs: &mut Fs<_>, want: &mut Vec<(u64, Vec<u8>)>, from: u64, to: u64| {
+        for i in from..to {
+            fs.record_add(f, &data(i as u8, 32)).unwrap();
+            want.push((i, data(i as u8, 32)));
+        }
+        let before = fs.stats();
+        fs.sync().unwrap();
+        let after = fs.stats();
+        assert_eq!(
+            after.journal_entries,
+            before.journal_entries + 1,
+            "{from}..{to}"
+        );
+        after.journal_bytes - before.journal_bytes
+    };
+    // Half a block: the entry holds the records. The other half completes the block: the
+    // entry names it, and is smaller than the half block of bytes it stands for.
+    let half = sync(&mut fs, &mut want, 0, per / 2);
+    assert!(half > per / 2 * 32, "{half} bytes of entry");
+    let rest = sync(&mut fs, &mut want, per / 2, per);
+    assert!(rest < 32, "{rest} bytes of entry for the rest of the block");
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, 1);
+    // A block and a bit more, then the rest of that block and another, wrapping: the
+    // blocks written, the bits in the entries.
+    sync(&mut fs, &mut want, per, 2 * per + 3);
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, 2);
+    sync(&mut fs, &mut want, 2 * per + 3, 3 * per + 3);
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, 3);
+    // A power cut: the mount replays the entries from the blocks they name.
+    let mut dev = fs.into_device();
+    dev.sim_mut().reboot();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    assert!(fs.stats().journal_replayed > 0);
+    fsck_clean(&mut fs, "after the replay");
+    let keep = 3 * per as usize;
+    let want = want[want.len() - keep..].to_vec();
+    assert_eq!(fs.record_list(f).unwrap(), want);
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, 3);
+    let mut fs = remount(fs);
+    assert_eq!(fs.record_list(f).unwrap(), want);
+}
+
 #[test]
 fn unlink_frees_a_record_file() {
     let mut fs = Fs::format(nor(true), fs_config()).unwrap();
@@ -702,6 +754,18 @@ fn power_cuts_fill_and_free_data_blocks() {
     steps.push(Step::Sync);
     steps.extend(adds("f", 1, 50));
     steps.push(Step::Checkpoint);
+    on_every_device(&steps);
+}
+
+#[test]
+fn power_cuts_sync_complete_blocks() {
+    // 128-byte records, four to a block, six kept: syncs that complete a block write it
+    // and name it in their entry.
+    let mut steps = vec![Step::Create("c", RecordFormat::cyclic(6, 128)), Step::Sync];
+    for (n, seed) in [(4, 0), (2, 10), (2, 20), (5, 30), (1, 40)] {
+        steps.extend((0..n).map(|i| Step::Add("c", 128, seed + i)));
+        steps.push(Step::Sync);
+    }
     on_every_device(&steps);
 }
 

@@ -51,6 +51,7 @@ mod code {
     pub const REMOVE_FIRST: u8 = 3;
     pub const REMOVE_LAST: u8 = 4;
     pub const ATIME: u8 = 5;
+    pub const ADD_PACKED: u8 = 6;
 }
 
 /// What a journaled operation did.
@@ -66,6 +67,15 @@ pub enum OpKind {
     RemoveLast,
     /// A read set the access time.
     Atime,
+    /// `count` [`Fs::record_add`](super::Fs::record_add)s of records whose bytes are at
+    /// their places in the data block at `sector`, written before the entry; the block then
+    /// holds its records (SPEC.md §8.4a).
+    AddPacked {
+        /// Where the block is.
+        sector: u64,
+        /// Records added.
+        count: u64,
+    },
 }
 
 /// One journaled operation: replayed, it changes the index exactly as it did.
@@ -141,17 +151,18 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
         let t = nanos(op.time);
         let delta = i64::try_from(t - prev).ok()?;
         prev = t;
-        let (c, n, data) = match &op.kind {
-            OpKind::Add(d) => (code::ADD, None, Some(d)),
-            OpKind::Update(n, d) => (code::UPDATE, Some(*n), Some(d)),
-            OpKind::RemoveFirst => (code::REMOVE_FIRST, None, None),
-            OpKind::RemoveLast => (code::REMOVE_LAST, None, None),
-            OpKind::Atime => (code::ATIME, None, None),
+        let (c, numbers, data) = match &op.kind {
+            OpKind::Add(d) => (code::ADD, &[][..], Some(d)),
+            OpKind::Update(n, d) => (code::UPDATE, core::slice::from_ref(n), Some(d)),
+            OpKind::RemoveFirst => (code::REMOVE_FIRST, &[][..], None),
+            OpKind::RemoveLast => (code::REMOVE_LAST, &[][..], None),
+            OpKind::Atime => (code::ATIME, &[][..], None),
+            OpKind::AddPacked { sector, count } => (code::ADD_PACKED, &[*sector, *count][..], None),
         };
         out.push(c);
         put_varint(&mut out, op.ino);
         put_varint(&mut out, ((delta << 1) ^ (delta >> 63)) as u64);
-        if let Some(n) = n {
+        for &n in numbers {
             put_varint(&mut out, n);
         }
         if let Some(d) = data {
@@ -189,6 +200,10 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                 code::REMOVE_FIRST => OpKind::RemoveFirst,
                 code::REMOVE_LAST => OpKind::RemoveLast,
                 code::ATIME => OpKind::Atime,
+                code::ADD_PACKED => OpKind::AddPacked {
+                    sector: c.varint()?,
+                    count: c.varint()?,
+                },
                 _ => return None,
             };
             Some(Op { ino, time, kind })
@@ -471,6 +486,11 @@ impl<D: Segments> Fs<D> {
         {
             return Ok(false);
         }
+        // Blocks of records the pending adds complete go to data blocks now, and the entry
+        // names them instead of holding their bytes.
+        self.pack_pending()?;
+        self.journal.mark = self.tree.mutations();
+        let j = &self.journal;
         let block_size = self.sb.block_size as usize;
         let last_time = j.pending[j.pending.len() - 1].time;
         // The entry starts in the tail if it fits there or the tail has more than a sliver
@@ -647,6 +667,7 @@ impl<D: Segments> Fs<D> {
                 i.atime = op.time;
                 self.put_inode(op.ino, &i)
             }),
+            &OpKind::AddPacked { sector, count } => self.replay_packed(op.ino, sector, count),
         };
         self.op_time = None;
         result.map_err(|e| match e {
@@ -691,6 +712,14 @@ mod tests {
                 ino: u64::MAX,
                 time: t(1 << 33, 7),
                 kind: OpKind::Atime,
+            },
+            Op {
+                ino: 9,
+                time: t(1 << 33, 7),
+                kind: OpKind::AddPacked {
+                    sector: 70_000,
+                    count: 16,
+                },
             },
         ]
     }

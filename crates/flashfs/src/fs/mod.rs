@@ -502,6 +502,7 @@ impl<D: Segments> Fs<D> {
         self.rescan()?;
         let must = self.journal.must_checkpoint;
         self.replay_journal()?;
+        self.forget_stale();
         // Nothing is appended after an entry that may be torn: the replay starts no tail.
         self.journal.must_checkpoint = must;
         Ok(())

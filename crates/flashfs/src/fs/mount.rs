@@ -238,6 +238,7 @@ impl<D: Segments> Fs<D> {
         }
         // Commits after the last checkpoint that are journal entries (SPEC.md §8.5b).
         let replayed = fs.replay_journal()?;
+        fs.forget_stale();
         // A block of this epoch may end in a torn or unfinished entry; nothing is appended
         // after one, so a new epoch starts.
         let journal_used = fs.journal.in_epoch.iter().any(|&b| b);
@@ -253,8 +254,9 @@ impl<D: Segments> Fs<D> {
         Ok(fs)
     }
 
-    /// Rebuilds free space and counts from the committed version, forgets sectors it does
-    /// not use, and returns the orphans it lists.
+    /// Rebuilds free space and counts from the committed version and returns the orphans it
+    /// lists. The sectors it does not use are forgotten once the journal is replayed
+    /// ([`Fs::forget_stale`]): an entry may name a data block written after the checkpoint.
     pub(super) fn rescan(&mut self) -> Result<Vec<u64>> {
         // Extent maps follow the working version, which is about to be forgotten.
         self.extent_cache.clear();
@@ -268,11 +270,17 @@ impl<D: Segments> Fs<D> {
         let space = Space::from_used(sectors, |k| usage.is_used(k));
         let store = self.tree.store_mut();
         store.space = space;
+        self.inodes = usage.inodes;
+        Ok(usage.orphans)
+    }
+
+    /// Lets the block device forget the data of sectors that no version uses, so the
+    /// cleaner stops copying it.
+    pub(super) fn forget_stale(&mut self) {
+        let store = self.tree.store_mut();
         for k in store.stale() {
             store.ftl.forget(k);
         }
-        self.inodes = usage.inodes;
-        Ok(usage.orphans)
     }
 
     /// Walks the committed index: every node, then every item.

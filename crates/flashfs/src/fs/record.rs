@@ -24,7 +24,8 @@
 
 use alloc::vec::Vec;
 
-use super::journal::OpKind;
+use super::journal::{Op, OpKind};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
 
 use super::layout::{
@@ -33,6 +34,7 @@ use super::layout::{
 };
 use super::{Attr, Fs};
 use crate::error::{Error, Result};
+use crate::ftl::BlockDevice;
 use crate::media::Segments;
 
 /// Longest record, in bytes. Larger content belongs in a regular file.
@@ -356,7 +358,7 @@ impl<D: Segments> Fs<D> {
                 }
             }
             for b in blocks {
-                if !self.pack_block(ino, &head, pb, b)? {
+                if self.pack_block(ino, &head, pb, b)?.is_none() {
                     return Ok(());
                 }
             }
@@ -365,11 +367,11 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Writes the live records of block `b` of a record file into a new data block, maps
-    /// it and removes their items; false (nothing done) when no sector is free beyond the
-    /// reserve for index nodes.
-    fn pack_block(&mut self, ino: Ino, head: &RecordHead, pb: u64, b: u64) -> Result<bool> {
+    /// it and removes their items; returns the block's sector, or `None` (nothing done) when
+    /// no sector is free beyond the reserve for index nodes.
+    fn pack_block(&mut self, ino: Ino, head: &RecordHead, pb: u64, b: u64) -> Result<Option<u64>> {
         if self.tree.store().space.free() <= self.reserve {
-            return Ok(false);
+            return Ok(None);
         }
         let (n0, n1) = ((b * pb).max(head.first), (b * pb + pb).min(head.next));
         let size = head.record_size as usize;
@@ -382,15 +384,30 @@ impl<D: Segments> Fs<D> {
             block[at..at + size].copy_from_slice(&data);
         }
         let Some((sector, _)) = self.tree.store_mut().space.alloc(1) else {
-            return Ok(false);
+            return Ok(None);
         };
         if let Err(e) = self.tree.store_mut().write_data(sector, &block) {
             self.undo_alloc(&[(sector, 1)]);
             return Err(e);
         }
+        self.map_block(ino, head, pb, b, sector)?;
+        Ok(Some(sector))
+    }
+
+    /// Makes the data block at `sector` hold block `b` of a record file: removes the items
+    /// of its live records and maps it there, freeing the block it replaces.
+    fn map_block(
+        &mut self,
+        ino: Ino,
+        head: &RecordHead,
+        pb: u64,
+        b: u64,
+        sector: u64,
+    ) -> Result<()> {
+        let (n0, n1) = ((b * pb).max(head.first), (b * pb + pb).min(head.next));
         let items: Vec<Vec<u8>> = self
             .tree
-            .range(record_key(ino, n0, 0)..record_key(ino, n1, 0))
+            .range(record_key(ino, n0, 0)..record_key(ino, n1.max(n0), 0))
             .map(|e| e.map(|(k, _)| k))
             .collect::<Result<_>>()?;
         for k in items {
@@ -406,8 +423,112 @@ impl<D: Segments> Fs<D> {
         };
         self.map_run(ino, b, e)?;
         inode.blocks += 1;
-        self.put_inode(ino, &inode)?;
-        Ok(true)
+        self.put_inode(ino, &inode)
+    }
+
+    /// Before a journal entry is written: in every record file whose pending operations
+    /// are all adds, writes the blocks those adds complete into data blocks, and replaces
+    /// each block's adds in the entry with one [`OpKind::AddPacked`] naming it, at the
+    /// place and time of the last of them. The records' bytes are then written once, in
+    /// their block, rather than in the entry and again at the checkpoint.
+    pub(super) fn pack_pending(&mut self) -> Result<()> {
+        if self.transactions() > 0 {
+            return Ok(());
+        }
+        let mut adds: BTreeMap<Ino, u64> = BTreeMap::new();
+        let mut others: BTreeSet<Ino> = BTreeSet::new();
+        for op in &self.journal.pending {
+            match op.kind {
+                OpKind::Add(_) => *adds.entry(op.ino).or_default() += 1,
+                _ => {
+                    others.insert(op.ino);
+                }
+            }
+        }
+        // For each file packed: the first pending add's number, records per block, and the
+        // sector of each block written.
+        let mut packed: BTreeMap<Ino, (u64, u64, BTreeMap<u64, u64>)> = BTreeMap::new();
+        for (ino, k) in adds {
+            if others.contains(&ino) {
+                continue;
+            }
+            let Some(head) = self.record_head(ino)? else {
+                continue;
+            };
+            let Some(pb) = self.per_block(&head) else {
+                continue;
+            };
+            let first_add = head.next - k;
+            let full = (head.next / pb).min(self.max_file_size() / self.bs());
+            let mut sectors = BTreeMap::new();
+            for b in first_add / pb..full {
+                // A block whose records a cyclic file has already dropped again.
+                if head.first >= b * pb + pb {
+                    continue;
+                }
+                match self.pack_block(ino, &head, pb, b)? {
+                    Some(sector) => sectors.insert(b, sector),
+                    None => break,
+                };
+            }
+            if !sectors.is_empty() {
+                packed.insert(ino, (first_add, pb, sectors));
+            }
+        }
+        if packed.is_empty() {
+            return Ok(());
+        }
+        // The blocks are durable before the entry that names them.
+        self.tree.store_mut().ftl.flush()?;
+        let pending = core::mem::take(&mut self.journal.pending);
+        let mut next: BTreeMap<Ino, u64> = packed.iter().map(|(&i, p)| (i, p.0)).collect();
+        let mut out = Vec::with_capacity(pending.len());
+        for op in pending {
+            let place = match (&op.kind, packed.get(&op.ino), next.get_mut(&op.ino)) {
+                (OpKind::Add(_), Some((first_add, pb, sectors)), Some(n)) => {
+                    let (m, pb) = (*n, *pb);
+                    *n += 1;
+                    let (lo, hi) = (m / pb * pb, m / pb * pb + pb);
+                    sectors
+                        .get(&(m / pb))
+                        .map(|&sector| (sector, m + 1 == hi, hi - lo.max(*first_add)))
+                }
+                _ => None,
+            };
+            match place {
+                None => out.push(op),
+                // The block's last record: its one operation for the block's pending adds.
+                Some((sector, true, count)) => out.push(Op {
+                    kind: OpKind::AddPacked { sector, count },
+                    ..op
+                }),
+                Some(_) => {}
+            }
+        }
+        self.journal.pending = out;
+        Ok(())
+    }
+
+    /// Replays an [`OpKind::AddPacked`]: `count` adds, which must end a block, and then the
+    /// data block at `sector` made that block. The adds' own bytes do not matter: the block
+    /// holds the records, and mapping it removes the items the adds made.
+    pub(super) fn replay_packed(&mut self, ino: Ino, sector: u64, count: u64) -> Result<()> {
+        let bad = || Error::Corrupt("a journal entry names a data block that does not apply");
+        let (_, head) = self.record_file(ino)?;
+        let pb = self.per_block(&head).ok_or_else(bad)?;
+        let end = head.next.checked_add(count).ok_or_else(bad)?;
+        if count == 0 || count > pb || end % pb != 0 || sector >= self.sb.sectors {
+            return Err(bad());
+        }
+        let zeros = vec![0u8; head.record_size as usize];
+        for _ in 0..count {
+            self.add(ino, &zeros)?;
+        }
+        if !self.tree.store_mut().space.claim(sector) {
+            return Err(bad());
+        }
+        let (_, head) = self.record_file(ino)?;
+        self.map_block(ino, &head, pb, end / pb - 1, sector)
     }
 
     fn put_record(&mut self, ino: Ino, n: u64, data: &[u8]) -> Result<()> {

@@ -102,6 +102,16 @@ impl Space {
         Some((start, got))
     }
 
+    /// Takes sector `k` if it is free (a data block a journal entry names, at its replay);
+    /// false if it is not.
+    pub fn claim(&mut self, k: u64) -> bool {
+        let free = self.is_free(k);
+        if free {
+            self.take(k, 1);
+        }
+        free
+    }
+
     /// Takes one free sector for an index node: the lowest, so nodes do not break up the
     /// runs data allocation walks through.
     pub fn alloc_node(&mut self) -> Option<u64> {
