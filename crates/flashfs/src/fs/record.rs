@@ -6,12 +6,19 @@
 //! [`Fs::record_add`] and never reused, so a number names the same record for its whole
 //! life, whatever is added or removed around it.
 //!
-//! Each record is its own index items, keyed by (inode, [`item::RECORD`], record number,
+//! A record is first its own index items, keyed by (inode, [`item::RECORD`], record number,
 //! chunk number): the record's bytes in chunks of the index's largest value (a quarter node),
-//! an empty record one empty chunk. A record of 40 bytes is one index item and takes no data
-//! block; an update rewrites only that record's items, so a record may change length without
-//! touching the rest of the file. A cyclic file of capacity N removes its oldest record in
-//! the same operation that adds the (N+1)th.
+//! an empty record one empty chunk. A record of 40 bytes is one index item; an update
+//! rewrites only that record's items, so a record may change length without touching the
+//! rest of the file. A cyclic file of capacity N removes its oldest record in the same
+//! operation that adds the (N+1)th.
+//!
+//! Fixed-size records whose size divides the block then move to data blocks, a block's
+//! worth at a time, once no record can be added to the block: at a checkpoint, or at a
+//! journal commit whose adds complete the block (which then writes the block and an entry
+//! naming it instead of the records' bytes, so a log's records are written once). A record
+//! with items is held by them; one without, by its block, which is freed when its last
+//! record goes. SPEC.md §8.4a and §8.5b.
 //!
 //! Every operation changes the head, the record's items and the inode (size and times) in
 //! one working version of the index, so like every other operation it is entirely there or
@@ -22,12 +29,11 @@
 //! truncation and `fallocate` are refused (`EINVAL`): records change only by record
 //! operations.
 
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec;
 use alloc::vec::Vec;
 
 use super::journal::{Op, OpKind};
-use alloc::collections::{BTreeMap, BTreeSet};
-use alloc::vec;
-
 use super::layout::{
     item, key, key_u64, record_key, record_suffix, split_key, Extent, FileType, Ino, Inode,
     RecordHead,
