@@ -464,7 +464,7 @@ impl<D: Segments> Fs<D> {
             let Some(pb) = self.per_block(&head) else {
                 continue;
             };
-            let first_add = head.next - k;
+            let first_add = head.next.saturating_sub(k);
             let full = (head.next / pb).min(self.max_file_size() / self.bs());
             let mut sectors = BTreeMap::new();
             for b in first_add / pb..full {
@@ -779,32 +779,34 @@ pub(super) fn verify(
     };
     let size = u64::from(head.record_size);
     let pb = (size > 0 && block % size == 0).then(|| block / size);
-    // Extents are in key order: the one that may hold block `b` starts at or before it.
-    let mapped = |b: u64| {
-        let i = extents.partition_point(|&(s, _)| s <= b);
-        i > 0 && {
-            let (s, e) = extents[i - 1];
-            !e.unwritten && b < s.saturating_add(e.len)
-        }
-    };
-    // Records `a..z`, without items: in their data blocks, or missing.
+    // Records `a..z`, without items: in written data blocks, or missing. The work is
+    // bounded by the extents, not by the numbers a damaged head may hold.
     let mut held = 0u64;
     let mut gap = |a: u64, z: u64, problems: &mut Vec<alloc::string::String>| {
-        let Some(pb) = pb.filter(|_| a < z) else {
-            if a < z {
-                problems.push(format!("records {a}..{z} are missing"));
-            }
+        if a >= z {
             return;
-        };
-        let mut n = a;
-        while n < z {
-            let end = ((n / pb).saturating_add(1).saturating_mul(pb)).min(z);
-            if mapped(n / pb) {
-                held += (end - n) * size;
-            } else {
-                problems.push(format!("records {n}..{end} are missing"));
+        }
+        let mut covered = 0u64;
+        if let Some(pb) = pb {
+            let (b0, b1) = (a / pb, (z - 1) / pb);
+            // Extents are in key order: the first that may reach `b0` starts at or before it.
+            let from = extents.partition_point(|&(s, _)| s <= b0).saturating_sub(1);
+            for &(s, e) in extents[from..].iter().take_while(|(s, _)| *s <= b1) {
+                let (lo, hi) = (s.max(b0), s.saturating_add(e.len).min(b1 + 1));
+                if e.unwritten || lo >= hi {
+                    continue;
+                }
+                let (r0, r1) = (lo.saturating_mul(pb).max(a), hi.saturating_mul(pb).min(z));
+                covered += r1.saturating_sub(r0);
             }
-            n = end;
+        }
+        let covered = covered.min(z - a);
+        held += covered * size;
+        if covered < z - a {
+            problems.push(format!(
+                "records {a}..{z}: {} in no item and no data block",
+                z - a - covered
+            ));
         }
     };
     let mut total = 0u64;
@@ -852,12 +854,17 @@ pub(super) fn verify(
         )),
         None => {}
         Some(pb) => {
+            // The blocks holding a record of `first..next` are one run.
+            let live = match head.first < head.next {
+                true => head.first / pb..(head.next - 1) / pb + 1,
+                false => 0..0,
+            };
             for &(s, e) in extents {
-                for b in s..s.saturating_add(e.len) {
-                    let (lo, hi) = (b.saturating_mul(pb), b.saturating_add(1).saturating_mul(pb));
-                    if e.unwritten || head.first.max(lo) >= head.next.min(hi) {
-                        problems.push(format!("data block {b} holds no record of the file"));
-                    }
+                let end = s.saturating_add(e.len);
+                if e.unwritten || s < live.start || end > live.end {
+                    problems.push(format!(
+                        "data blocks {s}..{end} are not all blocks holding records of the file"
+                    ));
                 }
             }
         }
@@ -907,5 +914,57 @@ mod tests {
             1
         );
         assert_eq!(verify(None, &good, &[], 128, 512).size, None);
+    }
+
+    #[test]
+    fn verify_counts_records_in_blocks_and_bounds_its_work_by_the_extents() {
+        let ext = |start, len| Extent {
+            start,
+            len,
+            unwritten: false,
+        };
+        // 256-byte records, two to a block: records 3..8, block 1 (2, 3) and 2 (4, 5)
+        // written, 6 and 7 items.
+        let head = RecordHead {
+            record_size: 256,
+            capacity: 0,
+            first: 3,
+            next: 8,
+        };
+        let items = [(6, 0, 128), (6, 1, 128), (7, 0, 128), (7, 1, 128)];
+        let v = verify(Some(&head), &items, &[(1, ext(40, 2))], 128, 512);
+        assert!(v.problems.is_empty(), "{:?}", v.problems);
+        assert_eq!(v.size, Some(5 * 256));
+        // Block 2 missing; a block past the records.
+        let v = verify(
+            Some(&head),
+            &items,
+            &[(1, ext(40, 1)), (4, ext(50, 1))],
+            128,
+            512,
+        );
+        assert_eq!(v.problems.len(), 2, "{:?}", v.problems);
+        // A damaged head claiming 2⁶³ records and an extent of 2³² blocks: one problem
+        // each, at once.
+        let huge = RecordHead {
+            next: 1 << 63,
+            ..head
+        };
+        let v = verify(
+            Some(&huge),
+            &[],
+            &[(1, ext(40, u64::from(u32::MAX)))],
+            128,
+            512,
+        );
+        assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
+        let v = verify(
+            Some(&head),
+            &[],
+            &[(0, ext(40, u64::from(u32::MAX)))],
+            128,
+            512,
+        );
+        assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
     }
 }
