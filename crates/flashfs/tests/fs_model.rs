@@ -1094,3 +1094,56 @@ fn punch_hole_on_a_full_volume_changes_all_or_nothing() {
     assert!(buf == want, "the failed punch changed the file on flash");
     assert!(fs.check(false).unwrap().is_clean());
 }
+
+/// The block device forgets freed sectors without a record, so its mount revives their old
+/// data until the file system forgets them again. Sectors held by unwritten extents were
+/// not forgotten again (regression): every mount brought their dead data back to life,
+/// until the log had no free segment left and a mount failed for want of space.
+#[test]
+fn a_mount_does_not_revive_data_under_unwritten_extents() {
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.write(a, 0, &bytes(1, 64 * 512)).unwrap();
+    let old: Vec<u64> = fs
+        .extents(a)
+        .unwrap()
+        .iter()
+        .flat_map(|(_, e)| e.start..e.start + e.len)
+        .collect();
+    // The rest of the volume taken, so that the next allocation wraps around to a's
+    // sectors once it has the few left at the end.
+    let fill = fs.create(ROOT_INO, b"fill", 0o644, 0, 0).unwrap().ino;
+    let rest = fs.statfs().blocks_free * 512;
+    fs.write(fill, 0, &vec![2; rest as usize]).unwrap();
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    fs.checkpoint().unwrap();
+    let b = fs.create(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino;
+    let len = fs.statfs().blocks_free * 512;
+    fs.fallocate(b, 0, 0, len).unwrap();
+    fs.sync().unwrap();
+    let reused = fs
+        .extents(b)
+        .unwrap()
+        .iter()
+        .flat_map(|(_, e)| e.start..e.start + e.len)
+        .filter(|k| old.contains(k))
+        .count();
+    assert!(reused >= 8, "the allocation reused {reused} of a's sectors");
+    let mapped = fs.ftl().mapped_sectors();
+    for round in 0..3 {
+        let dev = fs.unmount().unwrap();
+        fs = Fs::mount(dev, fs_config()).unwrap();
+        assert_eq!(
+            fs.ftl().mapped_sectors(),
+            mapped,
+            "sectors holding data after mount {round}"
+        );
+    }
+    let mut buf = vec![1; len as usize];
+    fs.read(b, 0, &mut buf).unwrap();
+    assert!(
+        buf.iter().all(|&x| x == 0),
+        "unwritten blocks read as zeros"
+    );
+    assert!(fs.check(false).unwrap().is_clean());
+}

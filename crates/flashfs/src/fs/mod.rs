@@ -499,10 +499,10 @@ impl<D: Segments> Fs<D> {
         // Not `abort`: the tree's own last commit may be the one whose superblock failed.
         self.tree.tx.invalidate_all();
         self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
-        self.rescan()?;
+        let found = self.rescan()?;
         let must = self.journal.must_checkpoint;
         self.replay_journal()?;
-        self.forget_stale();
+        self.forget_stale(&found.unwritten)?;
         // Nothing is appended after an entry that may be torn: the replay starts no tail.
         self.journal.must_checkpoint = must;
         Ok(())

@@ -34,6 +34,11 @@ pub(super) struct Usage {
     pub orphans: Vec<u64>,
     /// Largest inode number found.
     pub max_ino: u64,
+    /// Extents allocated but never written, by inode and first file block: their sectors
+    /// hold no data the volume needs, but the block device may still hold old data for
+    /// them (a sector it forgot comes back at its mount until the file system forgets it
+    /// again).
+    pub unwritten: Vec<(u64, u64, Extent)>,
 }
 
 impl Usage {
@@ -43,6 +48,7 @@ impl Usage {
             inodes: 0,
             orphans: Vec::new(),
             max_ino: 0,
+            unwritten: Vec::new(),
         }
     }
 
@@ -232,32 +238,32 @@ impl<D: Segments> Fs<D> {
             replaying: false,
             pack: Default::default(),
         };
-        let orphans = fs.rescan()?;
+        let found = fs.rescan()?;
         if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {
             return Err(Error::Corrupt("no root directory"));
         }
         // Commits after the last checkpoint that are journal entries (SPEC.md §8.5b).
         let replayed = fs.replay_journal()?;
-        fs.forget_stale();
+        fs.forget_stale(&found.unwritten)?;
         // A block of this epoch may end in a torn or unfinished entry; nothing is appended
         // after one, so a new epoch starts.
         let journal_used = fs.journal.in_epoch.iter().any(|&b| b);
         // Spares a power cut left from an unrecorded commit: the next commit reuses their
         // generation, so the nodes holding them are copied now (SPEC.md §7.6).
         fs.garbage_spares = fs.tree.rewrite_garbage()? as u64;
-        for ino in &orphans {
+        for ino in &found.orphans {
             fs.purge(*ino)?;
         }
-        if !orphans.is_empty() || fs.garbage_spares > 0 || replayed > 0 || journal_used {
+        if !found.orphans.is_empty() || fs.garbage_spares > 0 || replayed > 0 || journal_used {
             fs.checkpoint()?;
         }
         Ok(fs)
     }
 
-    /// Rebuilds free space and counts from the committed version and returns the orphans it
-    /// lists. The sectors it does not use are forgotten once the journal is replayed
+    /// Rebuilds free space and counts from the committed version and returns what else the
+    /// walk found. The sectors it does not use are forgotten once the journal is replayed
     /// ([`Fs::forget_stale`]): an entry may name a data block written after the checkpoint.
-    pub(super) fn rescan(&mut self) -> Result<Vec<u64>> {
+    pub(super) fn rescan(&mut self) -> Result<Usage> {
         // Extent maps follow the working version, which is about to be forgotten.
         self.extent_cache.clear();
         let usage = self.walk()?;
@@ -271,16 +277,28 @@ impl<D: Segments> Fs<D> {
         let store = self.tree.store_mut();
         store.space = space;
         self.inodes = usage.inodes;
-        Ok(usage.orphans)
+        Ok(usage)
     }
 
-    /// Lets the block device forget the data of sectors that no version uses, so the
-    /// cleaner stops copying it.
-    pub(super) fn forget_stale(&mut self) {
+    /// Lets the block device forget the data of sectors that no version uses, and of those
+    /// `unwritten` (from the rescan) still maps unwritten after the replay, so the cleaner
+    /// stops copying it. The block device keeps no record of what it forgot: without this,
+    /// each mount would bring back dead data the log had already counted as free space.
+    pub(super) fn forget_stale(&mut self, unwritten: &[(u64, u64, Extent)]) -> Result<()> {
         let store = self.tree.store_mut();
         for k in store.stale() {
             store.ftl.forget(k);
         }
+        for &(ino, first, e) in unwritten {
+            let map = self.mapping(ino, first, first + e.len)?;
+            let store = self.tree.store_mut();
+            for (k, m) in (e.start..).zip(map) {
+                if m == Some((k, true)) {
+                    store.ftl.forget(k);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Walks the committed index: every node, then every item.
@@ -315,6 +333,9 @@ impl<D: Segments> Fs<D> {
                         return Err(Error::Corrupt("an extent past the largest file"));
                     }
                     usage.mark(e.start, e.len)?;
+                    if e.unwritten {
+                        usage.unwritten.push((ino, first, e));
+                    }
                 }
                 item::DIRENT => {
                     layout::dirent_name(rest)?;
