@@ -343,3 +343,26 @@ fn the_wear_leveller_moves_static_data_about_once_per_spread() {
     );
     assert!(r.wear_evenness.unwrap() > 0.85, "{:?}", r.wear_evenness);
 }
+
+/// A file system never trims, so its block device keeps one word of map per sector and
+/// little else: a mounted 8 MB part (14,875 sectors) holds under 8 bytes per sector (16
+/// until the trim bookkeeping and the hot/cold clocks were made lazy).
+#[test]
+fn a_mounted_volume_keeps_a_word_of_map_per_sector() {
+    let dev = uncounted(|| {
+        let dev = DeviceKind::M29dw640d.build(1).unwrap();
+        Fs::format(dev, Variant::Default.config(1))
+            .unwrap()
+            .unmount()
+            .unwrap()
+    });
+    let meter = HeapMeter::start();
+    let fs = Fs::mount(dev, Variant::Default.config(1)).unwrap();
+    let sectors = flashfs::BlockDevice::sectors(fs.ftl());
+    let held = meter.current() as u64;
+    assert!(
+        held > 4 * sectors && held < 8 * sectors,
+        "{held} bytes held for {sectors} sectors"
+    );
+    uncounted(|| drop(fs));
+}

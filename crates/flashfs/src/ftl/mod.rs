@@ -65,7 +65,8 @@ const LOST: u32 = u32::MAX - 1;
 #[derive(Debug)]
 struct SectorMap {
     at: Vec<u32>,
-    /// Write clock at each sector's last write (0: not since mount).
+    /// Write clock at each sector's last write (0: not since mount); empty without hot/cold
+    /// separation, which alone needs it.
     last_write: Vec<u32>,
     /// Sectors written so far (the write clock).
     writes: u32,
@@ -77,7 +78,8 @@ struct SectorMap {
     /// Sectors found lost since the last loss record was written.
     lost: Vec<u32>,
     /// For each sector without data, the sequence number of the trim or loss record that
-    /// hides its older versions (0: none).
+    /// hides its older versions (0: none). Empty until the first record: a file system
+    /// never trims, and this is half the map's RAM.
     hidden_by: Vec<u64>,
     /// Live trim and loss records by sequence number. Each hides at least one sector no
     /// other record hides, so there are never more of them than sectors without data: the
@@ -126,14 +128,18 @@ impl SectorMap {
             }
             None => Head::Warm,
         };
-        self.last_write[k] = self.writes;
+        if let Some(last) = self.last_write.get_mut(k) {
+            *last = self.writes;
+        }
         self.writes = self.writes.wrapping_add(1).max(1);
         head
     }
 
     /// The sector no longer relies on the record hiding its older versions.
     fn release(&mut self, k: usize) {
-        let t = core::mem::replace(&mut self.hidden_by[k], 0);
+        let Some(t) = self.hidden_by.get_mut(k).map(|t| core::mem::replace(t, 0)) else {
+            return;
+        };
         if let Some(r) = self.records.get_mut(&t) {
             r.hides -= 1;
             if r.hides == 0 {
@@ -146,6 +152,9 @@ impl SectorMap {
     /// Record `t` now hides the older versions of sector `k`.
     fn hide(&mut self, k: usize, t: u64) {
         self.release(k);
+        if self.hidden_by.is_empty() {
+            self.hidden_by = alloc::vec![0; self.at.len()];
+        }
         if let Some(r) = self.records.get_mut(&t) {
             r.hides += 1;
             self.hidden_by[k] = t;
@@ -363,6 +372,9 @@ impl<D: Segments> Ftl<D> {
             }
         }
         let mut hides: alloc::collections::BTreeMap<u64, u32> = Default::default();
+        if !records.is_empty() {
+            ftl.map.hidden_by = alloc::vec![0; sectors];
+        }
         for (&seq, &(at, tag)) in &records {
             let becomes = if tag.kind == Kind::Lost {
                 LOST
@@ -424,7 +436,11 @@ impl<D: Segments> Ftl<D> {
         Ftl {
             map: SectorMap {
                 at: alloc::vec![UNMAPPED; sectors],
-                last_write: alloc::vec![0; sectors],
+                last_write: if separate {
+                    alloc::vec![0; sectors]
+                } else {
+                    Vec::new()
+                },
                 writes: 1,
                 // Until rewrites are seen, assume one pass over the device between them.
                 avg_interval_x16: (sectors as u64).max(1) * 16,
@@ -432,7 +448,7 @@ impl<D: Segments> Ftl<D> {
                 separate,
                 slots: geo.slots,
                 lost: Vec::new(),
-                hidden_by: alloc::vec![0; sectors],
+                hidden_by: Vec::new(),
                 records: Default::default(),
                 useless: Vec::new(),
                 counters_at: None,
@@ -658,9 +674,7 @@ impl<D: Segments> Ftl<D> {
         if let Some(a) = self.map.at.get_mut(k) {
             *a = UNMAPPED;
         }
-        if k < self.map.hidden_by.len() {
-            self.map.release(k);
-        }
+        self.map.release(k);
     }
 
     /// The sectors that hold data (or lost it), in order.
