@@ -335,7 +335,16 @@ impl<D: Segments> Ftl<D> {
         }
         let mut ftl = Self::with(log, config);
         let sectors = ftl.map.at.len();
-        let mut newest: Vec<Option<(SlotAddr, Tag)>> = alloc::vec![None; sectors];
+        // Per sector, the newest version's sequence number and copy flag, packed as
+        // `(seq + 1) << 1 | copy` (0: none yet); its address is the map's entry. A word
+        // instead of the tag and address keeps the mount's peak RAM near the map's own.
+        let mut newest: Vec<u64> = alloc::vec![0; sectors];
+        let unpack_newest = |v: u64, k: usize| Tag {
+            key: k as u32,
+            seq: (v >> 1) - 1,
+            kind: Kind::Sector,
+            copy: v & 1 == 1,
+        };
         // Trim and loss records, in sequence order; a record and the cleaner's copies of it
         // share a sequence number: keep one.
         let mut records: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
@@ -344,11 +353,12 @@ impl<D: Segments> Ftl<D> {
             match tag.kind {
                 Kind::Sector if (tag.key as usize) < sectors => {
                     let k = tag.key as usize;
-                    if newest[k]
-                        .as_ref()
-                        .is_none_or(|(a, t)| ftl.log.newer((*at, tag), (*a, t)))
-                    {
-                        newest[k] = Some((*at, *tag));
+                    let v = newest[k];
+                    if v == 0 || {
+                        let a = ftl.map.unpack(ftl.map.at[k]);
+                        ftl.log.newer((*at, tag), (a, &unpack_newest(v, k)))
+                    } {
+                        newest[k] = ((tag.seq + 1) << 1) | u64::from(tag.copy);
                         ftl.map.at[k] = ftl.map.pack(*at);
                     }
                 }
@@ -385,8 +395,8 @@ impl<D: Segments> Ftl<D> {
             for (start, count) in decode_ranges(&ftl.buf)? {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 let range = (start as usize).min(end)..end;
-                for (k, newest) in newest.iter().enumerate().take(range.end).skip(range.start) {
-                    if newest.is_none_or(|(_, t)| t.seq < seq) {
+                for (k, &v) in newest.iter().enumerate().take(range.end).skip(range.start) {
+                    if v == 0 || unpack_newest(v, k).seq < seq {
                         ftl.map.at[k] = becomes;
                         let previous = core::mem::replace(&mut ftl.map.hidden_by[k], seq);
                         if let Some(h) = hides.get_mut(&previous) {
