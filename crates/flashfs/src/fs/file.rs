@@ -466,7 +466,7 @@ impl<D: Segments> Fs<D> {
 
     /// The extents that overlap blocks `[b0, b1)`, by first block: from the file's map in
     /// RAM if it is kept, else from the index.
-    fn extents_in(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, Extent)>> {
+    pub(super) fn extents_in(&mut self, ino: Ino, b0: u64, b1: u64) -> Result<Vec<(u64, Extent)>> {
         if let Known::Map(map) = self.extent_cache.get(ino) {
             return Ok(extents::overlapping(map, b0, b1));
         }

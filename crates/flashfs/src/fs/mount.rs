@@ -290,10 +290,15 @@ impl<D: Segments> Fs<D> {
             store.ftl.forget(k);
         }
         for &(ino, first, e) in unwritten {
-            let map = self.mapping(ino, first, first + e.len)?;
-            let store = self.tree.store_mut();
-            for (k, m) in (e.start..).zip(map) {
-                if m == Some((k, true)) {
+            // The blocks an extent of now still maps unwritten to the same sectors; both
+            // map block `b` to `start + b - first`, so they agree everywhere or nowhere.
+            for (b, now) in self.extents_in(ino, first, first + e.len)? {
+                if !now.unwritten || now.start + first != e.start + b {
+                    continue;
+                }
+                let (lo, hi) = (b.max(first), (b + now.len).min(first + e.len));
+                let store = self.tree.store_mut();
+                for k in e.start + (lo - first)..e.start + (hi - first) {
                     store.ftl.forget(k);
                 }
             }

@@ -379,7 +379,7 @@ impl<D: Segments> Fs<D> {
         if self.tree.store().space.free() <= self.reserve {
             return Ok(None);
         }
-        let (n0, n1) = ((b * pb).max(head.first), (b * pb + pb).min(head.next));
+        let (n0, n1) = block_span(head, pb, b);
         let size = head.record_size as usize;
         let mut block = vec![0u8; self.bs() as usize];
         for (n, data) in self.records_in(ino, head, n0, n1)? {
@@ -410,7 +410,7 @@ impl<D: Segments> Fs<D> {
         b: u64,
         sector: u64,
     ) -> Result<()> {
-        let (n0, n1) = ((b * pb).max(head.first), (b * pb + pb).min(head.next));
+        let (n0, n1) = block_span(head, pb, b);
         let items: Vec<Vec<u8>> = self
             .tree
             .range(record_key(ino, n0, 0)..record_key(ino, n1.max(n0), 0))
@@ -873,6 +873,15 @@ pub(super) fn verify(
         size: Some(total + held),
         problems,
     }
+}
+
+/// The live records of block `b` of a file of `pb` records per block: `n0..n1`.
+fn block_span(head: &RecordHead, pb: u64, b: u64) -> (u64, u64) {
+    let start = b * pb;
+    (
+        start.max(head.first),
+        start.saturating_add(pb).min(head.next),
+    )
 }
 
 #[cfg(test)]

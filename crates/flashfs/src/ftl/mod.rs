@@ -338,6 +338,7 @@ impl<D: Segments> Ftl<D> {
         // Per sector, the newest version's sequence number and copy flag, packed as
         // `(seq + 1) << 1 | copy` (0: none yet); its address is the map's entry. A word
         // instead of the tag and address keeps the mount's peak RAM near the map's own.
+        // Tags hold 40-bit sequence numbers, so the packing cannot overflow.
         let mut newest: Vec<u64> = alloc::vec![0; sectors];
         let unpack_newest = |v: u64, k: usize| Tag {
             key: k as u32,
