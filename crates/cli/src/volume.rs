@@ -291,8 +291,10 @@ pub struct Space {
 pub struct LogUsage {
     /// Bytes per slot.
     pub slot_bytes: u64,
-    /// Segments (erase blocks).
+    /// Segments (erase blocks; on NOR with small units, several units erased together).
     pub segments: u64,
+    /// Erase units per segment.
+    pub units_per_segment: u64,
     /// Slots per segment.
     pub slots_per_segment: u64,
     /// Segments free for writing (erased, or waiting for their erase).
@@ -333,6 +335,7 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
     LogUsage {
         slot_bytes: geo.slot_size as u64,
         segments: geo.segments as u64,
+        units_per_segment: u64::from(log.device().units_per_segment()),
         slots_per_segment: geo.slots as u64,
         free_segments: log.free_segments() as u64,
         segments_in_use: in_use,

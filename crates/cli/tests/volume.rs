@@ -133,12 +133,15 @@ fn mkfs_ftl_makes_a_clean_volume_that_info_describes() {
         (
             0,
             format!(
-                "{}: clean, 0 of 4,000 sectors in use, 2,047 of 2,048 segments free\n",
+                "{}: clean, 0 of 4,000 sectors in use, 1,023 of 1,024 segments free\n",
                 img.display()
             )
         )
     );
-    assert_eq!(j["log"]["free_segments"], 2047);
+    assert_eq!(j["log"]["free_segments"], 1023);
+    // 4 KiB units are erased two at a time: a segment of 15 slots instead of 7.
+    assert_eq!(j["log"]["units_per_segment"], 2);
+    assert_eq!(j["log"]["slots_per_segment"], 15);
     assert_eq!(fsck(&img, true).0, 0);
     // Neither info nor fsck changed a byte.
     assert_eq!(digest(&img), before);

@@ -1,6 +1,7 @@
 //! Flash seen as segments of slots: the one view of the medium the log needs.
 //!
-//! A segment is an erase unit. It holds a header, written when the segment is opened, and
+//! A segment is an erase unit (on NOR parts of small units, a few of them: SPEC.md §2.2a). It
+//! holds a header, written when the segment is opened, and
 //! slots, written in order, each with a tag. On NAND a slot is a page, its tag sits in the
 //! page's spare area and page 0 holds the header: a page and its tag are programmed in one
 //! operation. On NOR the unit starts with the header and a summary of tags (Kawaguchi's
@@ -17,7 +18,7 @@ use crate::log::tag::{SegHeader, Tag, TagState, HEADER_LEN, TAG_LEN};
 /// Shape of a segmented device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegGeometry {
-    /// Segments (erase units).
+    /// Segments (erase units, or groups of them).
     pub segments: u32,
     /// Slots per segment.
     pub slots: u32,
@@ -85,6 +86,10 @@ pub trait Segments {
         let _ = slot;
         false
     }
+    /// Erase units a segment takes (erased together, so each wears as its segment does).
+    fn units_per_segment(&self) -> u32 {
+        1
+    }
     /// Slots of every segment that are never written (on MLC NAND, the MSB partner of the
     /// header page).
     fn reserved_slots(&self) -> u32 {
@@ -121,7 +126,14 @@ pub trait Segments {
     fn erase_time(&self) -> Duration;
 }
 
-/// NOR flash as segments: per unit, header, tag summary, then slots of `slot_size`.
+/// Bytes below which a NOR segment takes several erase units: a segment's header and tags
+/// cost the same whatever its size, and on 2 KiB units they leave room for only 3 slots of
+/// 512 bytes (75% of the unit) where 4 units hold 15 (94%).
+pub const NOR_MIN_SEGMENT: u32 = 8 * 1024;
+
+/// NOR flash as segments: per segment (one erase unit, or several consecutive units of one
+/// bank where units are smaller than [`NOR_MIN_SEGMENT`]), header, tag summary, then slots
+/// of `slot_size`.
 #[derive(Debug, Clone)]
 pub struct NorSegments<F> {
     flash: F,
@@ -129,6 +141,7 @@ pub struct NorSegments<F> {
     slots: u32,
     tag_stride: u32,
     data_off: u32,
+    units: u32,
 }
 
 fn round_up(x: u32, to: u32) -> u32 {
@@ -144,12 +157,14 @@ impl<F: NorFlash> NorSegments<F> {
                 "slot size must be a power of two of at least 64",
             ));
         }
+        let units = units_per_segment(&s);
+        let size = s.unit_size * units;
         let word = s.word_size;
         let tag_stride = round_up(TAG_LEN as u32, word);
         let head = round_up(HEADER_LEN as u32, word);
-        let mut slots = (s.unit_size - head) / (slot_size + tag_stride);
+        let mut slots = size.saturating_sub(head) / (slot_size + tag_stride);
         let data_off = |n: u32| round_up(head + n * tag_stride, word);
-        while slots > 0 && data_off(slots) + slots * slot_size > s.unit_size {
+        while slots > 0 && data_off(slots) + slots * slot_size > size {
             slots -= 1;
         }
         if slots == 0 {
@@ -161,6 +176,7 @@ impl<F: NorFlash> NorSegments<F> {
             slots,
             tag_stride,
             data_off: data_off(slots),
+            units,
         })
     }
 
@@ -193,7 +209,12 @@ impl<F: NorFlash> NorSegments<F> {
     }
 
     fn base(&self, seg: u32) -> u64 {
-        seg as u64 * self.flash.spec().unit_size as u64
+        u64::from(seg) * u64::from(self.units) * u64::from(self.flash.spec().unit_size)
+    }
+
+    /// The erase units of a segment.
+    fn units_of(&self, seg: u32) -> core::ops::Range<u32> {
+        seg * self.units..(seg + 1) * self.units
     }
 
     /// Programs `data`, split so no command crosses the part's program page.
@@ -217,7 +238,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn geometry(&self) -> SegGeometry {
         let s = self.flash.spec();
         SegGeometry {
-            segments: s.units,
+            segments: s.units / self.units,
             slots: self.slots,
             slot_size: self.slot_size,
             banks: s.banks,
@@ -225,7 +246,11 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn bank_of(&self, seg: u32) -> u32 {
-        self.flash.spec().bank_of(seg)
+        self.flash.spec().bank_of(seg * self.units)
+    }
+
+    fn units_per_segment(&self) -> u32 {
+        self.units
     }
 
     fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
@@ -355,11 +380,24 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
-        if background {
-            Ok(self.flash.start_erase(seg)?)
-        } else {
-            Ok(self.flash.erase(seg)?)
+        // The unit holding the header and tags goes first: a cut part-way leaves an erased
+        // or garbled header, so the mount erases the whole segment again before using it.
+        // A valid header over tags vouching for slots already scrambled would be believed.
+        for unit in self.units_of(seg) {
+            let r = if background {
+                self.flash.start_erase(unit)
+            } else {
+                self.flash.erase(unit)
+            };
+            match r {
+                // The log knows segments, not units.
+                Err(FlashError::EraseFailed { .. }) => {
+                    return Err(Error::Flash(FlashError::EraseFailed { block: seg }))
+                }
+                r => r?,
+            }
         }
+        Ok(())
     }
 
     fn is_bad(&mut self, _seg: u32) -> Result<bool> {
@@ -389,8 +427,19 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn erase_time(&self) -> Duration {
-        Duration::from_nanos(self.flash.spec().timing.erase_ns)
+        Duration::from_nanos(self.flash.spec().timing.erase_ns * u64::from(self.units))
     }
+}
+
+/// Erase units per segment on a NOR part: the fewest (a power of two, at most 128, the
+/// header's field) that make at least [`NOR_MIN_SEGMENT`] bytes, within one bank.
+pub fn units_per_segment(s: &flash::NorSpec) -> u32 {
+    let per_bank = s.units / s.banks.max(1);
+    let mut units = 1;
+    while s.unit_size * units < NOR_MIN_SEGMENT && units < 128 && per_bank % (units * 2) == 0 {
+        units *= 2;
+    }
+    units
 }
 
 /// NAND flash as segments: page 0 of each block holds the header, every other page a slot
@@ -545,5 +594,95 @@ impl<F: NandFlash> Segments for NandSegments<F> {
 
     fn erase_time(&self) -> Duration {
         Duration::from_nanos(self.flash.spec().timing.erase_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::{preset, DeviceSpec, ImageMeta, NorSim, NorSpec, Simulated};
+
+    fn spec(name: &str) -> NorSpec {
+        match preset::lookup(name).unwrap().spec {
+            DeviceSpec::Nor(s) => s,
+            _ => panic!("{name} is not NOR"),
+        }
+    }
+
+    fn part(name: &str) -> NorSegments<NorSim> {
+        NorSegments::new(
+            NorSim::new(spec(name), ImageMeta::new(name, 1)).unwrap(),
+            512,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn small_units_are_taken_several_to_a_segment() {
+        // (preset, units per segment, segments, slots per segment)
+        for (name, units, segments, slots) in [
+            ("m29dw640d", 1, 126, 125),
+            ("st10f280", 1, 7, 125),
+            ("st10f280/2", 4, 56, 15),
+            ("st10f280/8", 1, 56, 15),
+            ("w25q64jv", 2, 1024, 15),
+        ] {
+            let d = part(name);
+            let g = d.geometry();
+            assert_eq!(
+                (d.units_per_segment(), g.segments, g.slots),
+                (units, segments, slots),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_segment_stays_in_one_bank() {
+        // Two banks of 2 units of 2 KiB: only 2 units can go together.
+        let spec = NorSpec {
+            unit_size: 2048,
+            units: 4,
+            banks: 2,
+            ..spec("m29dw640d")
+        };
+        assert_eq!(units_per_segment(&spec), 2);
+        let d = NorSegments::new(NorSim::new(spec, ImageMeta::new("t", 1)).unwrap(), 512).unwrap();
+        assert_eq!((d.bank_of(0), d.bank_of(1)), (0, 1));
+    }
+
+    #[test]
+    fn erasing_a_segment_erases_each_of_its_units() {
+        let mut d = part("st10f280/2");
+        let header = SegHeader {
+            erase_count: 1,
+            open_seq: 1,
+            head: 1,
+            volume: crate::log::tag::Volume {
+                format: 1,
+                slot_shift: 9,
+                unit_shift: 2,
+                size: 1,
+            },
+        };
+        d.write_header(1, &header).unwrap();
+        let tag = Tag {
+            key: 7,
+            seq: 1,
+            kind: crate::log::tag::Kind::Sector,
+            copy: false,
+        };
+        // The last slot lies in the segment's last unit.
+        d.write_slot(1, 14, &tag, &[0x5A; 512]).unwrap();
+        assert!(!d.slot_erased(1, 14).unwrap());
+        let before = d.flash().erase_counts();
+        d.erase(1, false).unwrap();
+        let after = d.flash().erase_counts();
+        let erased: Vec<usize> = (0..after.len())
+            .filter(|&u| after[u] != before[u])
+            .collect();
+        assert_eq!(erased, [4, 5, 6, 7]);
+        assert_eq!(d.read_header(1).unwrap(), HeaderState::Erased);
+        assert!(d.slot_erased(1, 14).unwrap());
     }
 }

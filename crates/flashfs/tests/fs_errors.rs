@@ -47,6 +47,9 @@ impl<D: Segments> Segments for FailingSync<D> {
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         self.dev.risks_earlier_slot(slot)
     }
+    fn units_per_segment(&self) -> u32 {
+        self.dev.units_per_segment()
+    }
     fn reserved_slots(&self) -> u32 {
         self.dev.reserved_slots()
     }

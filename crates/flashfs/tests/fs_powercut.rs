@@ -59,6 +59,9 @@ impl<D: Segments> Segments for Shared<D> {
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         self.0.borrow().risks_earlier_slot(slot)
     }
+    fn units_per_segment(&self) -> u32 {
+        self.0.borrow().units_per_segment()
+    }
     fn reserved_slots(&self) -> u32 {
         self.0.borrow().reserved_slots()
     }

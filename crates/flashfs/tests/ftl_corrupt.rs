@@ -76,3 +76,54 @@ proptest! {
         }
     }
 }
+
+/// A volume whose headers say one erase unit per segment, on a part this build erases four
+/// units at a time (an image of another layout), is refused, not read with the wrong layout.
+#[test]
+fn a_volume_of_another_segment_layout_is_refused() {
+    use flash::NorFlash as _;
+    use flashfs::log::tag::{SegHeader, Volume};
+    use flashfs::Segments;
+    let ftl = Ftl::format(nor_small_units(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let dev = ftl.into_device();
+    assert_eq!(dev.units_per_segment(), 4);
+    let geo = dev.geometry();
+    let mut sim = dev.clone().into_inner();
+    for seg in 0..geo.segments {
+        sim.erase(seg * 4).unwrap();
+    }
+    let header = SegHeader {
+        erase_count: 1,
+        open_seq: 1,
+        head: 0,
+        volume: Volume {
+            format: 1,
+            slot_shift: 9,
+            unit_shift: 0,
+            size: sectors as u32,
+        },
+    };
+    sim.program(0, &header.encode()).unwrap();
+    match Ftl::mount(NorSegments::new(sim, 512).unwrap(), FtlConfig::default()) {
+        Err(flashfs::Error::NotFormatted(why)) => {
+            assert!(why.contains("units per segment"), "{why}")
+        }
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("mounted a volume of another layout"),
+    }
+    // The same header with the right layout mounts.
+    let mut sim = dev.into_inner();
+    for seg in 0..geo.segments {
+        sim.erase(seg * 4).unwrap();
+    }
+    let right = SegHeader {
+        volume: Volume {
+            unit_shift: 2,
+            ..header.volume
+        },
+        ..header
+    };
+    sim.program(0, &right.encode()).unwrap();
+    Ftl::mount(NorSegments::new(sim, 512).unwrap(), FtlConfig::default()).unwrap();
+}

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use flash::FaultConfig;
-use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments};
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 use flashfs_bench::torture::{apply, read_all, versions, workload, Model, Op, SimSegments as Sim};
 
 /// Runs `ops` on a fresh copy of `base`, cutting the power after `cut` device operations
@@ -124,6 +124,29 @@ fn formatted_nand() -> NandSegments<flash::NandSim> {
 fn every_cut_on_reprogrammable_nor() {
     let cuts = every_cut(formatted_nor(true), 1, 120, FaultConfig::default());
     assert!(cuts > 200);
+}
+
+/// Segments of several erase units: a cut between (or tearing) the erases of one segment's
+/// units must not leave its header vouching for slots already scrambled.
+#[test]
+fn every_cut_on_nor_of_small_units() {
+    let dev = nor_small_units();
+    assert_eq!(dev.units_per_segment(), 4);
+    let base = Ftl::format(dev, FtlConfig::default())
+        .unwrap()
+        .into_device();
+    let before = base.sim().stats().erases;
+    let sectors = Ftl::mount(base.clone(), FtlConfig::default())
+        .unwrap()
+        .sectors();
+    let ops = workload(5, sectors.min(40), 300);
+    let (dev, _, _) = run_until_cut(&base, &ops, None, &FaultConfig::default());
+    let erases = dev.sim().stats().erases - before;
+    assert!(
+        erases >= 8,
+        "the workload must erase segments: {erases} unit erases"
+    );
+    every_cut(base, 5, 300, FaultConfig::default());
 }
 
 #[test]

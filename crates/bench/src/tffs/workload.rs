@@ -222,11 +222,13 @@ impl<D: Segments> Env<D> {
         let log = self.fs.ftl().log();
         Mark {
             user_bytes: self.user_bytes,
+            // A segment's units are erased together.
             erases: log
                 .segments()
                 .iter()
                 .map(|s| u64::from(s.erase_count))
-                .sum(),
+                .sum::<u64>()
+                * u64::from(log.device().units_per_segment()),
             log: *log.stats(),
             fs: self.fs.stats(),
             device_time: log.device().now(),

@@ -272,6 +272,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         self.inner.risks_earlier_slot(slot)
     }
+    fn units_per_segment(&self) -> u32 {
+        self.inner.units_per_segment()
+    }
     fn reserved_slots(&self) -> u32 {
         self.inner.reserved_slots()
     }

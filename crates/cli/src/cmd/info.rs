@@ -280,8 +280,13 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
         rows.push(vec![
             "segments".into(),
             format!(
-                "{} of {} slots of {} B: {} in use, {} free, {} bad",
+                "{}{} of {} slots of {} B: {} in use, {} free, {} bad",
                 count(l.segments),
+                if l.units_per_segment > 1 {
+                    format!(" ({} erase units each)", l.units_per_segment)
+                } else {
+                    String::new()
+                },
                 count(l.slots_per_segment),
                 count(l.slot_bytes),
                 count(l.segments_in_use),

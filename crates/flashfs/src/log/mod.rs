@@ -265,12 +265,14 @@ impl<D: Segments> Log<D> {
         size: impl FnOnce(u64) -> Result<u32>,
     ) -> Result<Self> {
         let slot_shift = dev.geometry().slot_size.trailing_zeros() as u8;
+        let unit_shift = dev.units_per_segment().trailing_zeros() as u8;
         let mut log = Self::empty(
             dev,
             config,
             Volume {
                 format,
                 slot_shift,
+                unit_shift,
                 size: 0,
             },
         );
@@ -300,6 +302,7 @@ impl<D: Segments> Log<D> {
             Volume {
                 format: 0,
                 slot_shift: 0,
+                unit_shift: 0,
                 size: 0,
             },
         );
@@ -330,6 +333,11 @@ impl<D: Segments> Log<D> {
         log.volume = newest.1.volume;
         if 1u32.checked_shl(log.volume.slot_shift as u32) != Some(log.geo.slot_size) {
             return Err(Error::NotFormatted("slot size differs from the device's"));
+        }
+        if 1u32 << log.volume.unit_shift != log.dev.units_per_segment() {
+            return Err(Error::NotFormatted(
+                "erase units per segment differ from the device's (formatted by another layout)",
+            ));
         }
         let known: Vec<u32> = headers.iter().map(|(_, h)| h.erase_count).collect();
         let mean = if known.is_empty() {

@@ -148,11 +148,17 @@ pub struct SegHeader {
 pub struct Volume {
     /// What lives on the log (see [`FORMAT_BLOCK_DEVICE`]).
     pub format: u8,
-    /// Bytes per slot, as log2.
+    /// Bytes per slot, as log2 (below 32).
     pub slot_shift: u8,
+    /// Erase units per segment, as log2 (below 8): NOR units smaller than a segment's
+    /// least size are taken several at a time.
+    pub unit_shift: u8,
     /// Size as the owner counts it (the block device: sectors exported).
     pub size: u32,
 }
+
+/// Bits of header byte 6 that hold the slot shift; the top 3 hold the unit shift.
+const SLOT_SHIFT_MASK: u8 = 0x1F;
 
 impl SegHeader {
     /// Encodes the header.
@@ -161,7 +167,8 @@ impl SegHeader {
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         b[4] = FORMAT_VERSION;
         b[5] = self.volume.format;
-        b[6] = self.volume.slot_shift;
+        // Headers written before segments could take several units have 0 in the top bits.
+        b[6] = self.volume.slot_shift & SLOT_SHIFT_MASK | self.volume.unit_shift << 5;
         b[7] = self.head;
         b[8..12].copy_from_slice(&self.erase_count.to_le_bytes());
         b[12..20].copy_from_slice(&self.open_seq.to_le_bytes());
@@ -197,7 +204,8 @@ impl SegHeader {
             head: b[7],
             volume: Volume {
                 format: b[5],
-                slot_shift: b[6],
+                slot_shift: b[6] & SLOT_SHIFT_MASK,
+                unit_shift: b[6] >> 5,
                 size: word(20),
             },
         }))
@@ -236,11 +244,23 @@ mod tests {
             volume: Volume {
                 format: 1,
                 slot_shift: 9,
+                unit_shift: 2,
                 size: 30_000,
             },
         };
         let b = h.encode();
+        assert_eq!(b[6], 9 | 2 << 5);
         assert_eq!(SegHeader::decode(&b), Ok(Some(h)));
+        // A header from before segments took several units: one unit each.
+        let one = SegHeader {
+            volume: Volume {
+                unit_shift: 0,
+                ..h.volume
+            },
+            ..h
+        };
+        assert_eq!(one.encode()[6], 9);
+        assert_eq!(SegHeader::decode(&one.encode()), Ok(Some(one)));
         assert_eq!(SegHeader::decode(&[0xFF; HEADER_LEN]), Ok(None));
         for i in 0..28 * 8 {
             let mut d = b;

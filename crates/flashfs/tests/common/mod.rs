@@ -54,6 +54,17 @@ pub fn nor(reprogrammable: bool) -> NorSegments<NorSim> {
     NorSegments::new(sim, 512).unwrap()
 }
 
+/// A NOR part of small units: 64 units of 2 KiB in 2 banks, erased 4 at a time.
+pub fn nor_small_units() -> NorSegments<NorSim> {
+    let spec = NorSpec {
+        unit_size: 2 * 1024,
+        units: 64,
+        ..nor_spec(true)
+    };
+    let sim = NorSim::new(spec, ImageMeta::new("test-nor-2k", 1)).unwrap();
+    NorSegments::new(sim, 512).unwrap()
+}
+
 pub fn nand() -> NandSegments<NandSim> {
     let sim = NandSim::new(nand_spec(), ImageMeta::new("test-nand", 1)).unwrap();
     NandSegments::new(sim).unwrap()
