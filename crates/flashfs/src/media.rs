@@ -1,11 +1,11 @@
 //! Flash seen as segments of slots: the one view of the medium the log needs.
 //!
-//! A segment is an erase unit (on NOR parts of small units, a few of them: SPEC.md §2.2a). It
-//! holds a header, written when the segment is opened, and
-//! slots, written in order, each with a tag. On NAND a slot is a page, its tag sits in the
-//! page's spare area and page 0 holds the header: a page and its tag are programmed in one
-//! operation. On NOR the unit starts with the header and a summary of tags (Kawaguchi's
-//! segment summary), followed by the slots; a slot's data is programmed before its tag, so
+//! A segment is an erase unit (on NOR parts of small units, a few of them: SPEC.md §2.2a).
+//! It holds a header, written when the segment is opened, and slots, written in order, each
+//! with a tag. On NAND a slot is a page, its tag sits in the page's spare area and page 0
+//! holds the header: a page and its tag are programmed in one operation. On NOR the segment
+//! starts with the header and a summary of tags (Kawaguchi's segment summary), followed by
+//! the slots; a slot's data is programmed before its tag, so
 //! a tag that reads valid vouches for its data.
 
 use core::time::Duration;
