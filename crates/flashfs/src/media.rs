@@ -100,6 +100,11 @@ pub trait Segments {
     fn can_patch(&self) -> bool {
         false
     }
+    /// Bytes the offset and length of a [`Segments::patch_slot`] must be whole multiples
+    /// of: the part's word.
+    fn patch_align(&self) -> u32 {
+        8
+    }
     /// Programs `bytes` at `offset` inside the data of the written slot `slot`, in place. The
     /// program only clears bits: every bit of `bytes` that is 1 must still be 1 on flash.
     /// `offset` and the length are whole words of the part. Media without reprogramming
@@ -336,6 +341,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 
     fn can_patch(&self) -> bool {
         self.flash.spec().reprogrammable
+    }
+
+    fn patch_align(&self) -> u32 {
+        self.flash.spec().word_size
     }
 
     fn patch_slot(&mut self, seg: u32, slot: u32, offset: usize, bytes: &[u8]) -> Result<()> {

@@ -50,6 +50,9 @@ impl<D: Segments> Segments for FailingSync<D> {
     fn units_per_segment(&self) -> u32 {
         self.dev.units_per_segment()
     }
+    fn patch_align(&self) -> u32 {
+        self.dev.patch_align()
+    }
     fn reserved_slots(&self) -> u32 {
         self.dev.reserved_slots()
     }

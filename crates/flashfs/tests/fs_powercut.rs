@@ -62,6 +62,9 @@ impl<D: Segments> Segments for Shared<D> {
     fn units_per_segment(&self) -> u32 {
         self.0.borrow().units_per_segment()
     }
+    fn patch_align(&self) -> u32 {
+        self.0.borrow().patch_align()
+    }
     fn reserved_slots(&self) -> u32 {
         self.0.borrow().reserved_slots()
     }

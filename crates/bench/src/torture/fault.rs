@@ -275,6 +275,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn units_per_segment(&self) -> u32 {
         self.inner.units_per_segment()
     }
+    fn patch_align(&self) -> u32 {
+        self.inner.patch_align()
+    }
     fn reserved_slots(&self) -> u32 {
         self.inner.reserved_slots()
     }

@@ -31,12 +31,14 @@ use crate::media::Segments;
 
 /// Journal block magic.
 const MAGIC: [u8; 2] = *b"FJ";
-/// Journal block format version.
-const VERSION: u8 = 1;
+/// Journal block format version: 2 says in the header what entries align to; blocks of
+/// version 1 align them to [`MAX_ALIGN`].
+const VERSION: u8 = 2;
 /// Bytes of a journal block's header.
 pub const HEADER_LEN: usize = 32;
-/// Entries start and end on this boundary: a whole number of words of any part.
-pub const ALIGN: usize = 8;
+/// Entries start and end on a word of the part (the header says which), at most this: a
+/// whole number of words of any part.
+pub const MAX_ALIGN: usize = 8;
 /// Bytes a fragment adds to its operations: length (2) and CRC (4), before padding.
 const ENTRY_OVERHEAD: usize = 6;
 /// Blocks one entry may span: a commit larger than that is a checkpoint.
@@ -224,6 +226,9 @@ pub struct BlockHeader {
     pub index: u32,
     /// The time the first operation's time is relative to.
     pub base: Timespec,
+    /// Bytes entries start and end on (a power of two up to [`MAX_ALIGN`]): the part's word,
+    /// the least a program in place may be.
+    pub align: usize,
 }
 
 impl BlockHeader {
@@ -232,7 +237,7 @@ impl BlockHeader {
         let h = &mut b[..HEADER_LEN];
         h[0..2].copy_from_slice(&MAGIC);
         h[2] = VERSION;
-        h[3] = 0;
+        h[3] = self.align.trailing_zeros() as u8;
         h[4..12].copy_from_slice(&self.epoch.to_le_bytes());
         h[12..16].copy_from_slice(&self.index.to_le_bytes());
         h[16..24].copy_from_slice(&self.base.sec.to_le_bytes());
@@ -245,12 +250,16 @@ impl BlockHeader {
     /// or not a journal block: either way it has no entries).
     pub fn decode(b: &[u8]) -> Option<BlockHeader> {
         let h = b.get(..HEADER_LEN)?;
-        if h[0..2] != MAGIC
-            || h[2] != VERSION
-            || CRC32.checksum(&h[..28]).to_le_bytes() != h[28..32]
-        {
+        if h[0..2] != MAGIC || CRC32.checksum(&h[..28]).to_le_bytes() != h[28..32] {
             return None;
         }
+        let align = match h[2] {
+            1 => MAX_ALIGN,
+            VERSION => 1usize
+                .checked_shl(u32::from(h[3]))
+                .filter(|&a| a <= MAX_ALIGN)?,
+            _ => return None,
+        };
         let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
         let nsec = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
         (nsec < 1_000_000_000).then(|| BlockHeader {
@@ -260,6 +269,7 @@ impl BlockHeader {
                 sec: u64_at(16) as i64,
                 nsec,
             },
+            align,
         })
     }
 }
@@ -267,14 +277,15 @@ impl BlockHeader {
 /// Bit of a fragment's length field: the entry goes on in the next block.
 const CONTINUED: u16 = 0x8000;
 
-/// Bytes a fragment of `ops_len` bytes of operations takes in a block.
-pub fn entry_len(ops_len: usize) -> usize {
-    (ops_len + ENTRY_OVERHEAD).div_ceil(ALIGN) * ALIGN
+/// Bytes a fragment of `ops_len` bytes of operations takes in a block of entries aligned
+/// to `align`.
+pub fn entry_len(ops_len: usize, align: usize) -> usize {
+    (ops_len + ENTRY_OVERHEAD).div_ceil(align) * align
 }
 
 /// The most operation bytes a fragment taking at most `room` bytes holds.
-fn fragment_cap(room: usize) -> usize {
-    (room / ALIGN * ALIGN).saturating_sub(ENTRY_OVERHEAD)
+fn fragment_cap(room: usize, align: usize) -> usize {
+    (room / align * align).saturating_sub(ENTRY_OVERHEAD)
 }
 
 fn entry_crc(h: &BlockHeader, offset: usize, body: &[u8]) -> u32 {
@@ -289,16 +300,16 @@ fn entry_crc(h: &BlockHeader, offset: usize, body: &[u8]) -> u32 {
 /// Encodes a fragment of an entry, `ops` (encoded operations), for `offset` in the block of
 /// header `h`: length (with [`CONTINUED`] if the entry goes on in the next block),
 /// operations, CRC of the block's epoch and index, the offset and all before it, padded with
-/// erased bytes to [`ALIGN`].
+/// erased bytes to the block's alignment.
 pub fn encode_fragment(h: &BlockHeader, offset: usize, ops: &[u8], continued: bool) -> Vec<u8> {
     debug_assert!(ops.len() < usize::from(CONTINUED));
     let len = ops.len() as u16 | if continued { CONTINUED } else { 0 };
-    let mut e = Vec::with_capacity(entry_len(ops.len()));
+    let mut e = Vec::with_capacity(entry_len(ops.len(), h.align));
     e.extend_from_slice(&len.to_le_bytes());
     e.extend_from_slice(ops);
     let crc = entry_crc(h, offset, &e);
     e.extend_from_slice(&crc.to_le_bytes());
-    e.resize(entry_len(ops.len()), 0xFF);
+    e.resize(entry_len(ops.len(), h.align), 0xFF);
     e
 }
 
@@ -311,7 +322,7 @@ pub fn decode_fragments<'a>(h: &BlockHeader, block: &'a [u8]) -> (Vec<(&'a [u8],
     while let Some(l) = block.get(at..at + 2) {
         let field = u16::from_le_bytes([l[0], l[1]]);
         let len = usize::from(field & !CONTINUED);
-        if field == u16::MAX || at + entry_len(len) > block.len() {
+        if field == u16::MAX || at + entry_len(len, h.align) > block.len() {
             break;
         }
         let body = &block[at..at + 2 + len];
@@ -320,7 +331,7 @@ pub fn decode_fragments<'a>(h: &BlockHeader, block: &'a [u8]) -> (Vec<(&'a [u8],
             break;
         }
         out.push((&body[2..], field & CONTINUED != 0));
-        at += entry_len(len);
+        at += entry_len(len, h.align);
         if field & CONTINUED != 0 {
             break;
         }
@@ -490,13 +501,23 @@ impl<D: Segments> Fs<D> {
         // names them instead of holding their bytes.
         self.pack_pending()?;
         self.journal.mark = self.tree.mutations();
+        // Fresh blocks align entries to the part's word: every byte of padding is a byte
+        // of flash worn for nothing, and most entries are a few dozen bytes.
+        let word = self.tree.store().ftl.log().device().patch_align() as usize;
+        let align = if word.is_power_of_two() && word <= MAX_ALIGN {
+            word
+        } else {
+            MAX_ALIGN
+        };
         let j = &self.journal;
         let block_size = self.sb.block_size as usize;
         let last_time = j.pending[j.pending.len() - 1].time;
         // The entry starts in the tail if it fits there or the tail has more than a sliver
         // left, relative to the tail's last operation; otherwise in a fresh block, relative
         // to its base (the entry's last operation).
-        let tail_cap = j.tail.map_or(0, |t| fragment_cap(block_size - t.offset));
+        let tail_cap = j
+            .tail
+            .map_or(0, |t| fragment_cap(block_size - t.offset, t.header.align));
         let in_tail = j.tail.and_then(|t| encode_ops(&j.pending, t.time));
         let (ops, head) = match in_tail {
             Some(ops) if tail_cap >= ops.len() || tail_cap >= 64 => {
@@ -509,7 +530,7 @@ impl<D: Segments> Fs<D> {
             },
         };
         // Nothing is written unless the blocks the rest needs are all free.
-        let fresh_cap = fragment_cap(block_size - HEADER_LEN);
+        let fresh_cap = fragment_cap(block_size - HEADER_LEN, align);
         let fresh = (ops.len() - head).div_ceil(fresh_cap);
         if fresh > j.in_epoch.iter().filter(|&&b| !b).count() {
             return Ok(false);
@@ -547,6 +568,7 @@ impl<D: Segments> Fs<D> {
                 epoch: self.journal.epoch,
                 index: self.journal.next_index,
                 base: last_time,
+                align,
             };
             let f = encode_fragment(&header, HEADER_LEN, part, !more.is_empty());
             self.buf.fill(0xFF);
@@ -752,12 +774,13 @@ mod tests {
             epoch: 12,
             index: 3,
             base: t(5, 6),
+            align: 8,
         };
         let mut block = alloc::vec![0xFFu8; 512];
         h.encode(&mut block);
         assert_eq!(BlockHeader::decode(&block), Some(h));
         let a = encode_fragment(&h, HEADER_LEN, b"first", false);
-        assert_eq!(a.len() % ALIGN, 0);
+        assert_eq!(a.len() % 8, 0);
         block[HEADER_LEN..HEADER_LEN + a.len()].copy_from_slice(&a);
         let at = HEADER_LEN + a.len();
         let b = encode_fragment(&h, at, b"second, going on", true);
@@ -787,6 +810,52 @@ mod tests {
         assert_eq!(BlockHeader::decode(&block), None);
     }
 
+    #[test]
+    fn entries_align_to_the_word_the_header_names() {
+        let h = BlockHeader {
+            epoch: 7,
+            index: 0,
+            base: t(1, 0),
+            align: 2,
+        };
+        let mut block = alloc::vec![0xFFu8; 512];
+        h.encode(&mut block);
+        assert_eq!(BlockHeader::decode(&block), Some(h));
+        // A call record of 15 bytes (19 bytes of operation) is 26 bytes on 2-byte words, 32
+        // at the 8 bytes every block aligned to before.
+        assert_eq!(entry_len(19, 2), 26);
+        assert_eq!(entry_len(19, 8), 32);
+        let a = encode_fragment(&h, HEADER_LEN, b"odd", false);
+        assert_eq!(a.len(), 10);
+        block[HEADER_LEN..HEADER_LEN + a.len()].copy_from_slice(&a);
+        let at = HEADER_LEN + a.len();
+        let b = encode_fragment(&h, at, b"next", false);
+        block[at..at + b.len()].copy_from_slice(&b);
+        assert_eq!(
+            decode_fragments(&h, &block),
+            (
+                alloc::vec![(&b"odd"[..], false), (&b"next"[..], false)],
+                at + b.len()
+            )
+        );
+        // A block of version 1 has no alignment byte: its entries align to 8.
+        let mut old = block.clone();
+        old[2] = 1;
+        old[3] = 0;
+        let crc = CRC32.checksum(&old[..28]);
+        old[28..32].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            BlockHeader::decode(&old),
+            Some(BlockHeader { align: 8, ..h })
+        );
+        // An alignment past the largest word is not a journal block.
+        let mut wide = block.clone();
+        wide[3] = 4;
+        let crc = CRC32.checksum(&wide[..28]);
+        wide[28..32].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(BlockHeader::decode(&wide), None);
+    }
+
     proptest! {
         /// No bytes make decoding panic; whatever decodes encodes back to the same bytes.
         #[test]
@@ -797,7 +866,7 @@ mod tests {
                     prop_assert_eq!(decode_ops(&again, base).unwrap(), ops);
                 }
             }
-            let h = BlockHeader { epoch: 1, index: 0, base };
+            let h = BlockHeader { epoch: 1, index: 0, base, align: 2 };
             let mut block = alloc::vec![0xFFu8; 256];
             h.encode(&mut block);
             let n = bytes.len().min(256 - HEADER_LEN);
