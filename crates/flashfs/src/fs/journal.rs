@@ -768,6 +768,20 @@ mod tests {
         assert_eq!(encode_ops(&far, t(i64::MIN, 0)), None);
     }
 
+    /// An erased block with header `h`, which reads back as `h`.
+    fn fresh_block(h: &BlockHeader) -> Vec<u8> {
+        let mut block = alloc::vec![0xFFu8; 512];
+        h.encode(&mut block);
+        assert_eq!(BlockHeader::decode(&block), Some(*h));
+        block
+    }
+
+    /// Gives an edited header a valid CRC again.
+    fn reseal(block: &mut [u8]) {
+        let crc = CRC32.checksum(&block[..28]);
+        block[28..32].copy_from_slice(&crc.to_le_bytes());
+    }
+
     #[test]
     fn fragments_end_at_an_erased_torn_or_continued_one() {
         let h = BlockHeader {
@@ -776,9 +790,7 @@ mod tests {
             base: t(5, 6),
             align: 8,
         };
-        let mut block = alloc::vec![0xFFu8; 512];
-        h.encode(&mut block);
-        assert_eq!(BlockHeader::decode(&block), Some(h));
+        let mut block = fresh_block(&h);
         let a = encode_fragment(&h, HEADER_LEN, b"first", false);
         assert_eq!(a.len() % 8, 0);
         block[HEADER_LEN..HEADER_LEN + a.len()].copy_from_slice(&a);
@@ -818,9 +830,7 @@ mod tests {
             base: t(1, 0),
             align: 2,
         };
-        let mut block = alloc::vec![0xFFu8; 512];
-        h.encode(&mut block);
-        assert_eq!(BlockHeader::decode(&block), Some(h));
+        let mut block = fresh_block(&h);
         // A call record of 15 bytes (19 bytes of operation) is 26 bytes on 2-byte words, 32
         // at the 8 bytes every block aligned to before.
         assert_eq!(entry_len(19, 2), 26);
@@ -842,8 +852,7 @@ mod tests {
         let mut old = block.clone();
         old[2] = 1;
         old[3] = 0;
-        let crc = CRC32.checksum(&old[..28]);
-        old[28..32].copy_from_slice(&crc.to_le_bytes());
+        reseal(&mut old);
         assert_eq!(
             BlockHeader::decode(&old),
             Some(BlockHeader { align: 8, ..h })
@@ -851,8 +860,7 @@ mod tests {
         // An alignment past the largest word is not a journal block.
         let mut wide = block.clone();
         wide[3] = 4;
-        let crc = CRC32.checksum(&wide[..28]);
-        wide[28..32].copy_from_slice(&crc.to_le_bytes());
+        reseal(&mut wide);
         assert_eq!(BlockHeader::decode(&wide), None);
     }
 
