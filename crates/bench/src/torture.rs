@@ -1365,7 +1365,7 @@ pub struct TortureDevice {
 }
 
 /// Segments (NOR: erase units, or groups of small ones) a torture device keeps at most.
-pub const MAX_UNITS: u32 = 16;
+pub const MAX_SEGMENTS: u32 = 16;
 /// NOR erase-unit size a torture device keeps at most, in bytes.
 pub const MAX_UNIT_BYTES: u32 = 8 * 1024;
 /// NAND blocks a torture device keeps at most.
@@ -1377,10 +1377,10 @@ pub const MAX_PAGES_PER_BLOCK: u32 = 16;
 pub const NOR_SECTOR: u32 = 512;
 
 /// The device a preset is tortured on: its word size, program page, banks, reprogramming,
-/// page size, spare area, ECC, cells and timings, but only [`MAX_UNITS`] segments of erase
-/// units of at most [`MAX_UNIT_BYTES`] (NOR) or [`MAX_BLOCKS`] blocks of at most [`MAX_PAGES_PER_BLOCK`]
-/// pages (NAND), so that the workloads wrap the log and the cleaner runs within a short
-/// workload, and each check reads little.
+/// page size, spare area, ECC, cells and timings, but only [`MAX_SEGMENTS`] segments of
+/// erase units of at most [`MAX_UNIT_BYTES`] (NOR) or [`MAX_BLOCKS`] blocks of at most
+/// [`MAX_PAGES_PER_BLOCK`] pages (NAND), so that the workloads wrap the log and the cleaner
+/// runs within a short workload, and each check reads little.
 pub fn torture_device(preset: &str) -> Result<TortureDevice> {
     let p = flash::preset::lookup(preset).context(|| format!("preset {preset:?}"))?;
     let (spec, shrunk) = match p.spec {
@@ -1391,7 +1391,7 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
                 unit_size: unit,
                 ..s
             });
-            let per_bank = (MAX_UNITS / s.banks).max(1) * grouped;
+            let per_bank = (MAX_SEGMENTS / s.banks).max(1) * grouped;
             let units = s.units.min(per_bank * s.banks);
             let d = NorSpec {
                 unit_size: unit,

@@ -334,7 +334,7 @@ impl<D: Segments> Log<D> {
         if 1u32.checked_shl(log.volume.slot_shift as u32) != Some(log.geo.slot_size) {
             return Err(Error::NotFormatted("slot size differs from the device's"));
         }
-        if 1u32 << log.volume.unit_shift != log.dev.units_per_segment() {
+        if 1u32.checked_shl(u32::from(log.volume.unit_shift)) != Some(log.dev.units_per_segment()) {
             return Err(Error::NotFormatted(
                 "erase units per segment differ from the device's (formatted by another layout)",
             ));
