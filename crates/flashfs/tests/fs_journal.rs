@@ -198,3 +198,35 @@ fn only_media_that_program_twice_have_a_journal() {
     );
     assert_eq!(entries_for_one_record(fs), 0);
 }
+
+/// An entry pads only to the part's word: a 15-byte record (19 bytes of operation, 6 of
+/// length and CRC) takes 26 bytes on 2-byte words, 28 on 4-byte words, never the 32 of an
+/// 8-byte alignment.
+#[test]
+fn entries_pad_only_to_the_parts_word() {
+    for (word, want) in [(2, 26), (4, 28)] {
+        let spec = flash::NorSpec {
+            word_size: word,
+            ..nor_spec(true)
+        };
+        let sim = flash::NorSim::new(spec, flash::ImageMeta::new("t", 1)).unwrap();
+        let dev = flashfs::NorSegments::new(sim, 512).unwrap();
+        let mut fs = Fs::format(dev, fs_config()).unwrap();
+        let calls = record_file(&mut fs, b"calls", RecordFormat::variable());
+        fs.sync().unwrap();
+        let before = fs.stats();
+        fs.record_add(calls, &[3; 15]).unwrap();
+        fs.sync().unwrap();
+        let after = fs.stats();
+        assert_eq!(
+            after.journal_entries - before.journal_entries,
+            1,
+            "{word}-byte words"
+        );
+        assert_eq!(
+            after.journal_bytes - before.journal_bytes,
+            want,
+            "{word}-byte words"
+        );
+    }
+}
