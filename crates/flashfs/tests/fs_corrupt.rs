@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use flash::store::{RamStore, Store};
 use flash::{NandSim, NorSim};
-use flashfs::fs::{check_device, XattrFlags, ROOT_INO};
+use flashfs::fs::{check_device, RecordFormat, XattrFlags, ROOT_INO};
 use flashfs::{BlockDevice, Error, Fs, NandSegments, NorSegments, Segments};
 
 /// Longest any one damaged image may take: far beyond what a healthy one needs.
@@ -47,6 +47,15 @@ fn populate<D: Segments>(dev: D) -> D {
     fs.setxattr(a, b"user.v", &[5; 600], XattrFlags::default())
         .unwrap();
     fs.fallocate(a, 0, 20_000, 3000).unwrap();
+    // Records committed one by one: on reprogrammable NOR, frames in append blocks.
+    let log = fs
+        .create_records(ROOT_INO, b"log", RecordFormat::variable(), 0o644, 0, 0)
+        .unwrap();
+    for i in 0..24u8 {
+        fs.record_add(log.ino, &vec![i; 10 + 7 * usize::from(i)])
+            .unwrap();
+        fs.sync().unwrap();
+    }
     fs.unmount().unwrap()
 }
 
@@ -399,4 +408,40 @@ fn a_lost_superblock_is_damage_not_a_foreign_volume() {
         Fs::mount(dev, fs_config()),
         Err(Error::Corrupt("the superblock is missing from block 0"))
     ));
+}
+
+/// A damaged frame length in an append block: reading the records it held is an error,
+/// not a panic or wrong bytes, and `fsck` names the records missing.
+#[test]
+fn a_damaged_append_block_is_reported() {
+    let mut fs = Fs::mount(populate(nor(true)), fs_config()).unwrap();
+    let log = fs.resolve(b"/log").unwrap();
+    assert_eq!(fs.record_list(log).unwrap().len(), 24);
+    let ss = fs.block_size() as usize;
+    let mut buf = vec![0u8; ss];
+    let mut found = None;
+    for k in 1..fs.ftl().sectors() {
+        fs.ftl_mut().read(k, &mut buf).unwrap();
+        // The magic, 4-byte words, then the first frame: record 1, 17 bytes of 1 (record 0
+        // went with the file's creation, a checkpoint, as items).
+        if buf[..4] == [0xA5, 2, 0xFF, 0xFF] && buf[4..6] == [17, 0] && buf[6..23] == [1; 17] {
+            found = Some(k);
+        }
+    }
+    let k = found.expect("the log's first append block");
+    fs.ftl_mut().read(k, &mut buf).unwrap();
+    buf[4..6].copy_from_slice(&0xFFF0u16.to_le_bytes());
+    fs.ftl_mut().write(k, &buf).unwrap();
+    assert_eq!(fs.record_read(log, 0).unwrap(), [0; 10]);
+    assert!(matches!(fs.record_read(log, 1), Err(Error::Corrupt(_))));
+    assert!(matches!(fs.record_list(log), Err(Error::Corrupt(_))));
+    let report = fs.check(false).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.what.contains("in no item and no data block")),
+        "{:?}",
+        report.problems
+    );
 }

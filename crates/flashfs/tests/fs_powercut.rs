@@ -642,9 +642,15 @@ fn journaled_record_operations() {
     steps.push(Step::RemoveFirst(var.clone()));
     steps.push(Step::RemoveLast(var.clone()));
     steps.push(Step::Sync);
-    // An entry larger than a block: its fragments fill fresh blocks.
+    // Adds in one entry whose frames fill one append block and start the next.
     for i in 0..8u8 {
         steps.push(Step::Add(var.clone(), 70, 40 + i));
+    }
+    steps.push(Step::Sync);
+    // An entry larger than a block (updates hold their records): its fragments fill fresh
+    // blocks.
+    for i in 0..8u8 {
+        steps.push(Step::Update(var.clone(), 1 + u64::from(i % 2), 70, 50 + i));
     }
     let large = steps.len();
     steps.push(Step::Sync);

@@ -452,7 +452,18 @@ impl<D: Segments> Fs<D> {
                 Some(_) => c.extents.get(&ino).map_or(&[][..], |v| &v[..]),
                 None => &[],
             };
-            let mut found = super::record::verify(head, chunks, extents, per, self.bs());
+            let mut blocks = Vec::new();
+            let framed = match head {
+                Some(h) if self.per_block(h).is_none() && !extents.is_empty() => self
+                    .framed_records(h, extents, &mut blocks)
+                    .unwrap_or_else(|e| {
+                        blocks.push(format!("append blocks unreadable: {e}"));
+                        Vec::new()
+                    }),
+                _ => Vec::new(),
+            };
+            let mut found = super::record::verify(head, chunks, extents, &framed, per, self.bs());
+            found.problems.append(&mut blocks);
             if let Some(size) = found.size {
                 if !matches!(inode.file_type(), Ok(FileType::Regular)) {
                     found.problems.push(String::from(

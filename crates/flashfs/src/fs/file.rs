@@ -434,7 +434,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Maps blocks from `b` to `e` in the index (replacing the extent item there).
-    fn put_extent(&mut self, ino: Ino, b: u64, e: Extent) -> Result<()> {
+    pub(super) fn put_extent(&mut self, ino: Ino, b: u64, e: Extent) -> Result<()> {
         match self
             .tree
             .insert(&key_u64(ino, item::EXTENT, b), &e.encode())

@@ -54,6 +54,8 @@ mod code {
     pub const REMOVE_LAST: u8 = 4;
     pub const ATIME: u8 = 5;
     pub const ADD_PACKED: u8 = 6;
+    pub const ADD_APPENDED: u8 = 7;
+    pub const ADD_APPENDED_NEW: u8 = 8;
 }
 
 /// What a journaled operation did.
@@ -77,6 +79,16 @@ pub enum OpKind {
         sector: u64,
         /// Records added.
         count: u64,
+    },
+    /// A [`Fs::record_add`](super::Fs::record_add) of a record of `len` bytes whose frame
+    /// was programmed before the entry: in a new append block at `sector`, which it
+    /// starts, or after the frames of the block holding the record before it (SPEC.md
+    /// §8.4a).
+    AddAppended {
+        /// The record's length.
+        len: u64,
+        /// The append block it starts, if it starts one.
+        sector: Option<u64>,
     },
 }
 
@@ -160,6 +172,13 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
             OpKind::RemoveLast => (code::REMOVE_LAST, &[][..], None),
             OpKind::Atime => (code::ATIME, &[][..], None),
             OpKind::AddPacked { sector, count } => (code::ADD_PACKED, &[*sector, *count][..], None),
+            OpKind::AddAppended { len, sector: None } => {
+                (code::ADD_APPENDED, core::slice::from_ref(len), None)
+            }
+            OpKind::AddAppended {
+                len,
+                sector: Some(sector),
+            } => (code::ADD_APPENDED_NEW, &[*len, *sector][..], None),
         };
         out.push(c);
         put_varint(&mut out, op.ino);
@@ -205,6 +224,14 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                 code::ADD_PACKED => OpKind::AddPacked {
                     sector: c.varint()?,
                     count: c.varint()?,
+                },
+                code::ADD_APPENDED => OpKind::AddAppended {
+                    len: c.varint()?,
+                    sector: None,
+                },
+                code::ADD_APPENDED_NEW => OpKind::AddAppended {
+                    len: c.varint()?,
+                    sector: Some(c.varint()?),
                 },
                 _ => return None,
             };
@@ -500,6 +527,8 @@ impl<D: Segments> Fs<D> {
         // Blocks of records the pending adds complete go to data blocks now, and the entry
         // names them instead of holding their bytes.
         self.pack_pending()?;
+        // Other records added go after the frames of their file's append block.
+        self.append_pending()?;
         self.journal.mark = self.tree.mutations();
         // Fresh blocks align entries to the part's word: every byte of padding is a byte
         // of flash worn for nothing, and most entries are a few dozen bytes.
@@ -690,6 +719,7 @@ impl<D: Segments> Fs<D> {
                 self.put_inode(op.ino, &i)
             }),
             &OpKind::AddPacked { sector, count } => self.replay_packed(op.ino, sector, count),
+            &OpKind::AddAppended { len, sector } => self.replay_appended(op.ino, len, sector),
         };
         self.op_time = None;
         result.map_err(|e| match e {

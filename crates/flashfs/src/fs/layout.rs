@@ -507,8 +507,9 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// may be appended in block 0 (a reader of version 1 would miss them), 3 since volumes may
 /// have a journal (a reader of version 2 would miss its entries), 4 since record files of
 /// fixed-size records may hold their records in data blocks (a reader of version 3 would
-/// miss them). Versions 1 to 3, which have none of these, are read too.
-pub const FS_VERSION: u8 = 4;
+/// miss them), 5 since other record files may hold theirs in run blocks (a reader of version
+/// 4 would miss those). Versions 1 to 4, which have none of these, are read too.
+pub const FS_VERSION: u8 = 5;
 /// Bytes of an encoded superblock record.
 pub const SB_LEN: usize = 68;
 /// Distance between superblock records appended in block 0 (a whole number of words of any

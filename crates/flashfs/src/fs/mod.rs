@@ -17,6 +17,7 @@
 //! `journal`, programmed in place: the operations themselves, replayed by the next mount,
 //! while the index stays dirty in RAM until a checkpoint (an ordinary commit) writes it.
 
+mod append;
 mod check;
 mod extents;
 mod file;
@@ -255,6 +256,8 @@ pub struct Fs<D: Segments> {
     replaying: bool,
     /// Record files whose records may fill data blocks at the next checkpoint.
     pack: alloc::collections::BTreeSet<Ino>,
+    /// Run blocks this mount may append records to, by file (SPEC.md §8.4a).
+    tails: append::Tails,
 }
 
 impl<D: Segments> Fs<D> {

@@ -167,6 +167,7 @@ impl<D: Segments> Fs<D> {
             op_time: None,
             replaying: false,
             pack: Default::default(),
+            tails: Default::default(),
         };
         let now = fs.now();
         let root = Inode {
@@ -237,6 +238,7 @@ impl<D: Segments> Fs<D> {
             op_time: None,
             replaying: false,
             pack: Default::default(),
+            tails: Default::default(),
         };
         let found = fs.rescan()?;
         if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {

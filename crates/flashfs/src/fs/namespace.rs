@@ -418,6 +418,7 @@ impl<D: Segments> Fs<D> {
     /// Deletes an inode and everything it owns.
     pub(super) fn purge(&mut self, ino: Ino) -> Result<()> {
         self.extent_cache.forget(ino);
+        self.tails.close(ino);
         let lo = key(ino, 0);
         let hi = key(
             ino.checked_add(1)

@@ -35,8 +35,7 @@ use alloc::vec::Vec;
 
 use super::journal::{Op, OpKind};
 use super::layout::{
-    item, key, key_u64, record_key, record_suffix, split_key, Extent, FileType, Ino, Inode,
-    RecordHead,
+    item, key, record_key, record_suffix, split_key, Extent, FileType, Ino, Inode, RecordHead,
 };
 use super::{Attr, Fs};
 use crate::error::{Error, Result};
@@ -109,7 +108,7 @@ impl RecordInfo {
 
 impl<D: Segments> Fs<D> {
     /// The record head of `ino`, if it is a record file.
-    fn record_head(&mut self, ino: Ino) -> Result<Option<RecordHead>> {
+    pub(super) fn record_head(&mut self, ino: Ino) -> Result<Option<RecordHead>> {
         match self.tree.get(&key(ino, item::RECORDS))? {
             Some(v) => RecordHead::decode(&v).map(Some),
             None => Ok(None),
@@ -223,7 +222,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// The items (key, chunk) of record `n`.
-    fn record_items(&mut self, ino: Ino, n: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub(super) fn record_items(&mut self, ino: Ino, n: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let lo = record_key(ino, n, 0);
         let hi = match n.checked_add(1) {
             Some(m) => record_key(ino, m, 0),
@@ -234,7 +233,7 @@ impl<D: Segments> Fs<D> {
 
     /// Records per data block in a file whose records fill data blocks (fixed-size records
     /// of a size dividing the block); `None` for the others, whose records stay items.
-    fn per_block(&self, head: &RecordHead) -> Option<u64> {
+    pub(super) fn per_block(&self, head: &RecordHead) -> Option<u64> {
         let size = u64::from(head.record_size);
         (size > 0 && self.bs() % size == 0).then(|| self.bs() / size)
     }
@@ -242,9 +241,16 @@ impl<D: Segments> Fs<D> {
     /// Removes record `n`'s items, if it has any; returns its length.
     fn drop_record(&mut self, ino: Ino, head: &RecordHead, n: u64) -> Result<u64> {
         let items = self.record_items(ino, n)?;
-        if items.is_empty() && self.per_block(head).is_some() {
-            // Held in its data block, which the caller frees once no record is left in it.
-            return Ok(u64::from(head.record_size));
+        if items.is_empty() {
+            // Held in its data block or append block, which the caller frees once no record
+            // is left in it.
+            if self.per_block(head).is_some() {
+                return Ok(u64::from(head.record_size));
+            }
+            if self.appends(head) {
+                let framed = self.records_appended(ino, n, n + 1, Vec::new())?;
+                return Ok(framed.iter().map(|(_, d)| d.len() as u64).sum());
+            }
         }
         let mut len = 0;
         for (k, v) in items {
@@ -263,7 +269,7 @@ impl<D: Segments> Fs<D> {
         n: u64,
     ) -> Result<()> {
         let Some(pb) = self.per_block(head) else {
-            return Ok(());
+            return self.release_append_block(ino, inode, head, n);
         };
         let b = n / pb;
         let (lo, hi) = (b * pb, (b * pb).saturating_add(pb));
@@ -276,7 +282,7 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Records `n0..n1` of a record file (within `first..next`), oldest first: from their
-    /// items, or else from the data block holding them.
+    /// items, or else from the data block or append block holding them.
     fn records_in(
         &mut self,
         ino: Ino,
@@ -302,7 +308,7 @@ impl<D: Segments> Fs<D> {
             return Ok(items);
         }
         let Some(pb) = self.per_block(head) else {
-            return Err(missing);
+            return self.records_appended(ino, n0, n1, items);
         };
         let size = head.record_size as usize;
         let mut items = items.into_iter().peekable();
@@ -575,7 +581,7 @@ impl<D: Segments> Fs<D> {
         self.journaled(ino, || OpKind::Add(data.to_vec()), |fs| fs.add(ino, data))
     }
 
-    fn add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
+    pub(super) fn add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
         let (mut inode, mut head) = self.record_file(ino)?;
         Self::check_record(&head, data)?;
         if head.next == u64::MAX {
@@ -702,23 +708,23 @@ impl<D: Segments> Fs<D> {
         let buf = &mut buf[..n];
         buf.fill(0);
         let end = off + n as u64;
-        // Fixed-size records are found by arithmetic; others by walking their items.
+        // Fixed-size records are found by arithmetic; others by walking them, a batch at a
+        // time.
         let records = match u64::from(head.record_size) {
             0 => {
-                let lo = key_u64(ino, item::RECORD, head.first);
-                let hi = key(ino, item::RECORD + 1);
                 let mut pos = 0u64;
                 let mut out = Vec::new();
-                for entry in self.tree.range(lo..hi) {
-                    if pos >= end {
-                        break;
+                let mut n = head.first;
+                while pos < end && n < head.next {
+                    let m = n.saturating_add(64).min(head.next);
+                    for (_, v) in self.records_in(ino, &head, n, m)? {
+                        let a = pos;
+                        pos += v.len() as u64;
+                        if pos > off && a < end {
+                            out.push((a, v));
+                        }
                     }
-                    let (_, v) = entry?;
-                    let a = pos;
-                    pos += v.len() as u64;
-                    if pos > off {
-                        out.push((a, v));
-                    }
+                    n = m;
                 }
                 out
             }
@@ -755,14 +761,17 @@ pub(super) struct Verified {
 /// Checks a record file's items and data blocks for `fsck`: every record of `first..next`
 /// there and no other, either as items (chunks numbered from 0 without gaps, none empty but
 /// an empty record's only one, none over the index's largest value `per`) or, in a file
-/// whose records fill data blocks of `block` bytes, in a written data block; records no
-/// longer than [`RECORD_MAX`] and of the fixed size if the file has one; every data block
-/// holding a record of the file. `chunks` are (record, chunk, bytes) in key order, `extents`
-/// the file's extents by first block.
+/// whose records fill data blocks of `block` bytes, in a written data block, or else in a
+/// frame of an append block; records no longer than [`RECORD_MAX`] and of the fixed size if
+/// the file has one; every data block or append block holding a record of the file.
+/// `chunks` are (record, chunk, bytes) in key order, `extents` the file's extents by first
+/// block, `framed` the (record, bytes) of the frames its append blocks hold for its records,
+/// by record.
 pub(super) fn verify(
     head: Option<&RecordHead>,
     chunks: &[(u64, u16, usize)],
     extents: &[(u64, Extent)],
+    framed: &[(u64, usize)],
     per: usize,
     block: u64,
 ) -> Verified {
@@ -787,6 +796,12 @@ pub(super) fn verify(
             return;
         }
         let mut covered = 0u64;
+        if pb.is_none() {
+            let lo = framed.partition_point(|&(n, _)| n < a);
+            let hi = framed.partition_point(|&(n, _)| n < z);
+            covered = (hi - lo) as u64;
+            held += framed[lo..hi].iter().map(|&(_, l)| l as u64).sum::<u64>();
+        }
         if let Some(pb) = pb {
             let (b0, b1) = (a / pb, (z - 1) / pb);
             // Extents are in key order: the first that may reach `b0` starts at or before it.
@@ -801,7 +816,9 @@ pub(super) fn verify(
             }
         }
         let covered = covered.min(z - a);
-        held += covered * size;
+        if pb.is_some() {
+            held += covered * size;
+        }
         if covered < z - a {
             problems.push(format!(
                 "records {a}..{z}: {} in no item and no data block",
@@ -849,10 +866,25 @@ pub(super) fn verify(
     }
     gap(expect, head.next, &mut problems);
     match pb {
-        None if !extents.is_empty() => problems.push(alloc::string::String::from(
-            "data blocks in a file whose records do not fill blocks",
-        )),
-        None => {}
+        None => {
+            for (i, &(s, e)) in extents.iter().enumerate() {
+                let end = extents.get(i + 1).map_or(u64::MAX, |x| x.0);
+                if e.len != 1 || e.unwritten {
+                    problems.push(format!(
+                        "append block at record {s} is not one written block"
+                    ));
+                } else if head.first.max(s) >= head.next.min(end) {
+                    problems.push(format!(
+                        "append block at record {s} holds no record of the file"
+                    ));
+                }
+            }
+            for &(n, len) in framed {
+                if len > RECORD_MAX || (size != 0 && len as u64 != size) {
+                    problems.push(format!("record {n} is a frame of {len} bytes"));
+                }
+            }
+        }
         Some(pb) => {
             // The blocks holding a record of `first..next` are one run.
             let live = match head.first < head.next {
@@ -897,18 +929,31 @@ mod tests {
             next: 5,
         };
         let good = [(2, 0, 128), (2, 1, 3), (3, 0, 0), (4, 0, 9)];
-        let v = verify(Some(&head), &good, &[], 128, 512);
+        let v = verify(Some(&head), &good, &[], &[], 128, 512);
         assert!(v.problems.is_empty(), "{:?}", v.problems);
         assert_eq!(v.size, Some(140));
         let gap = [(2, 0, 5), (4, 0, 9)];
-        assert_eq!(verify(Some(&head), &gap, &[], 128, 512).problems.len(), 1);
+        assert_eq!(
+            verify(Some(&head), &gap, &[], &[], 128, 512).problems.len(),
+            1
+        );
         let short = [(2, 0, 5), (3, 0, 9)];
-        assert_eq!(verify(Some(&head), &short, &[], 128, 512).problems.len(), 1);
+        assert_eq!(
+            verify(Some(&head), &short, &[], &[], 128, 512)
+                .problems
+                .len(),
+            1
+        );
         let stray = [(1, 0, 5), (2, 0, 5), (3, 0, 1), (4, 0, 1)];
-        assert_eq!(verify(Some(&head), &stray, &[], 128, 512).problems.len(), 1);
+        assert_eq!(
+            verify(Some(&head), &stray, &[], &[], 128, 512)
+                .problems
+                .len(),
+            1
+        );
         let chunk_gap = [(2, 0, 128), (2, 2, 1), (3, 0, 1), (4, 0, 1)];
         assert_eq!(
-            verify(Some(&head), &chunk_gap, &[], 128, 512)
+            verify(Some(&head), &chunk_gap, &[], &[], 128, 512)
                 .problems
                 .len(),
             1
@@ -919,10 +964,12 @@ mod tests {
         };
         let wrong = [(2, 0, 4), (3, 0, 5), (4, 0, 4)];
         assert_eq!(
-            verify(Some(&fixed), &wrong, &[], 128, 512).problems.len(),
+            verify(Some(&fixed), &wrong, &[], &[], 128, 512)
+                .problems
+                .len(),
             1
         );
-        assert_eq!(verify(None, &good, &[], 128, 512).size, None);
+        assert_eq!(verify(None, &good, &[], &[], 128, 512).size, None);
     }
 
     #[test]
@@ -941,7 +988,7 @@ mod tests {
             next: 8,
         };
         let items = [(6, 0, 128), (6, 1, 128), (7, 0, 128), (7, 1, 128)];
-        let v = verify(Some(&head), &items, &[(1, ext(40, 2))], 128, 512);
+        let v = verify(Some(&head), &items, &[(1, ext(40, 2))], &[], 128, 512);
         assert!(v.problems.is_empty(), "{:?}", v.problems);
         assert_eq!(v.size, Some(5 * 256));
         // Block 2 missing; a block past the records.
@@ -949,6 +996,7 @@ mod tests {
             Some(&head),
             &items,
             &[(1, ext(40, 1)), (4, ext(50, 1))],
+            &[],
             128,
             512,
         );
@@ -963,6 +1011,7 @@ mod tests {
             Some(&huge),
             &[],
             &[(1, ext(40, u64::from(u32::MAX)))],
+            &[],
             128,
             512,
         );
@@ -971,6 +1020,7 @@ mod tests {
             Some(&head),
             &[],
             &[(0, ext(40, u64::from(u32::MAX)))],
+            &[],
             128,
             512,
         );
