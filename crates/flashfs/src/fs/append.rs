@@ -245,10 +245,10 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Before a journal entry is written: in every file of records that may be appended
-    /// whose pending operations are adds (and removals of the oldest), programs each added record into the file's
-    /// append block (or a new one) and replaces its add in the entry with an
-    /// [`OpKind::AddAppended`], which names the record's length (and the new block) instead
-    /// of holding its bytes. A record that cannot be appended stays an add.
+    /// whose pending operations are adds (and removals of the oldest), programs each added
+    /// record into the file's append block (or a new one) and replaces its add in the entry
+    /// with an [`OpKind::AddAppended`], which names the record's length (and the new block)
+    /// instead of holding its bytes. A record that cannot be appended stays an add.
     pub(super) fn append_pending(&mut self) -> Result<()> {
         if self.transactions() > 0 || !self.tree.store().ftl.can_patch() {
             return Ok(());

@@ -16,6 +16,9 @@
 //! On reprogrammable NOR a commit of record operations only is instead an entry in the
 //! `journal`, programmed in place: the operations themselves, replayed by the next mount,
 //! while the index stays dirty in RAM until a checkpoint (an ordinary commit) writes it.
+//! Records added by such a commit are written once: fixed-size records that divide the
+//! block fill data blocks (`record`), others are framed in place in their file's append
+//! block (`append`), and the entry names them in a few bytes.
 
 mod append;
 mod check;

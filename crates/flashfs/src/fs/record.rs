@@ -18,7 +18,8 @@
 //! journal commit whose adds complete the block (which then writes the block and an entry
 //! naming it instead of the records' bytes, so a log's records are written once). A record
 //! with items is held by them; one without, by its block, which is freed when its last
-//! record goes. SPEC.md §8.4a and §8.5b.
+//! record goes. Other records added by a journal commit are framed in their file's append
+//! block instead (`append`). SPEC.md §8.4a and §8.5b.
 //!
 //! Every operation changes the head, the record's items and the inode (size and times) in
 //! one working version of the index, so like every other operation it is entirely there or
