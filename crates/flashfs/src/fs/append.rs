@@ -18,7 +18,7 @@
 //! new block. A block is freed by the operation that removes its last record. SPEC.md
 //! §8.4a.
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -257,23 +257,12 @@ impl<D: Segments> Fs<D> {
         // gave a number back, and their bytes are the records' unless an update changed
         // them: files with either are left as they are. Removals from the front (a phone
         // deleting its oldest message to make room for the new one) change neither.
-        let mut adds: BTreeMap<Ino, u64> = BTreeMap::new();
-        let mut others: BTreeSet<Ino> = BTreeSet::new();
-        for op in &self.journal.pending {
-            match op.kind {
-                OpKind::Add(_) => *adds.entry(op.ino).or_default() += 1,
-                OpKind::RemoveFirst | OpKind::Atime => {}
-                _ => {
-                    others.insert(op.ino);
-                }
-            }
-        }
+        let adds = self
+            .journal
+            .adds_by_file(|k| matches!(k, OpKind::RemoveFirst | OpKind::Atime));
         // Per file: the number of its next pending add.
         let mut next: BTreeMap<Ino, u64> = BTreeMap::new();
         for (ino, k) in adds {
-            if others.contains(&ino) {
-                continue;
-            }
             match self.record_head(ino)? {
                 Some(head) if self.appends(&head) => {
                     next.insert(ino, head.next.saturating_sub(k));

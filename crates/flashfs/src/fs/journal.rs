@@ -20,6 +20,7 @@
 //! appended after an entry that may be torn: after a mount or a failure the next entry
 //! starts a new block. Layout: SPEC.md §8.5b.
 
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use super::layout::{Ino, Timespec};
@@ -465,6 +466,24 @@ impl Journal {
         self.durable = self.mark;
         self.entries += 1;
         self.entry_bytes += bytes as u64;
+    }
+
+    /// The number of pending adds of each file that has some and whose other pending
+    /// operations are all ones `also` accepts.
+    pub fn adds_by_file(&self, also: impl Fn(&OpKind) -> bool) -> BTreeMap<Ino, u64> {
+        let mut adds: BTreeMap<Ino, u64> = BTreeMap::new();
+        let mut others: BTreeSet<Ino> = BTreeSet::new();
+        for op in &self.pending {
+            match &op.kind {
+                OpKind::Add(_) => *adds.entry(op.ino).or_default() += 1,
+                k if also(k) => {}
+                _ => {
+                    others.insert(op.ino);
+                }
+            }
+        }
+        adds.retain(|ino, _| !others.contains(ino));
+        adds
     }
 
     /// A block that holds nothing of this epoch, to start, or `None` if all do.

@@ -30,7 +30,7 @@
 //! truncation and `fallocate` are refused (`EINVAL`): records change only by record
 //! operations.
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -248,10 +248,9 @@ impl<D: Segments> Fs<D> {
             if self.per_block(head).is_some() {
                 return Ok(u64::from(head.record_size));
             }
-            if self.appends(head) {
-                let framed = self.records_appended(ino, n, n + 1, Vec::new())?;
-                return Ok(framed.iter().map(|(_, d)| d.len() as u64).sum());
-            }
+            // Every record has an item (an empty one a single empty chunk) unless framed.
+            let framed = self.records_appended(ino, n, n + 1, Vec::new())?;
+            return Ok(framed.iter().map(|(_, d)| d.len() as u64).sum());
         }
         let mut len = 0;
         for (k, v) in items {
@@ -448,23 +447,10 @@ impl<D: Segments> Fs<D> {
         if self.transactions() > 0 {
             return Ok(());
         }
-        let mut adds: BTreeMap<Ino, u64> = BTreeMap::new();
-        let mut others: BTreeSet<Ino> = BTreeSet::new();
-        for op in &self.journal.pending {
-            match op.kind {
-                OpKind::Add(_) => *adds.entry(op.ino).or_default() += 1,
-                _ => {
-                    others.insert(op.ino);
-                }
-            }
-        }
         // For each file packed: the first pending add's number, records per block, and the
         // sector of each block written.
         let mut packed: BTreeMap<Ino, (u64, u64, BTreeMap<u64, u64>)> = BTreeMap::new();
-        for (ino, k) in adds {
-            if others.contains(&ino) {
-                continue;
-            }
+        for (ino, k) in self.journal.adds_by_file(|_| false) {
             let Some(head) = self.record_head(ino)? else {
                 continue;
             };
