@@ -210,7 +210,9 @@ impl<D: Segments> Fs<D> {
                 .take(usize::try_from(held).unwrap_or(usize::MAX))
                 .enumerate()
             {
-                let n = first + k as u64;
+                let Some(n) = first.checked_add(k as u64) else {
+                    break;
+                };
                 if n >= head.first {
                     framed.push((n, d.len()));
                 }
@@ -236,7 +238,7 @@ impl<D: Segments> Fs<D> {
         if head.first.max(first) < head.next.min(end) {
             return Ok(());
         }
-        let freed = self.unmap(ino, first, first + 1)?;
+        let freed = self.unmap(ino, first, first.saturating_add(1))?;
         for &(sector, _) in &freed {
             self.tails.freed(sector);
         }
@@ -445,7 +447,10 @@ impl<D: Segments> Fs<D> {
         }
         match sector {
             Some(s) => {
-                if s >= self.sb.sectors || !self.tree.store_mut().space.claim(s) {
+                if n >= self.max_file_size() / self.bs()
+                    || s >= self.sb.sectors
+                    || !self.tree.store_mut().space.claim(s)
+                {
                     return Err(bad());
                 }
                 self.map_append_block(ino, n, s)
