@@ -114,7 +114,7 @@ pub(super) fn frames(block: &[u8]) -> Option<impl Iterator<Item = &[u8]>> {
 impl<D: Segments> Fs<D> {
     /// Whether `head`'s file may hold records in append blocks: its records do not fill
     /// data blocks, and the medium programs written bytes again.
-    pub(super) fn appends(&self, head: &RecordHead) -> bool {
+    fn appends(&self, head: &RecordHead) -> bool {
         self.per_block(head).is_none() && self.tree.store().ftl.can_patch()
     }
 
