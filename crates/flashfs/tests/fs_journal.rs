@@ -203,10 +203,10 @@ fn only_media_that_program_twice_have_a_journal() {
 
 /// An entry pads only to the part's word: the update of a 15-byte record (19 bytes of
 /// operation, 6 of length and CRC) takes 26 bytes on 2-byte words, 28 on 4-byte words,
-/// never the 32 of an 8-byte alignment.
+/// never the 32 of an 8-byte alignment; an appended add, 10 and 12.
 #[test]
 fn entries_pad_only_to_the_parts_word() {
-    for (word, want) in [(2, 26), (4, 28)] {
+    for (word, want, want_appended) in [(2, 26, 10), (4, 28, 12)] {
         let spec = flash::NorSpec {
             word_size: word,
             ..nor_spec(true)
@@ -231,5 +231,14 @@ fn entries_pad_only_to_the_parts_word() {
             want,
             "{word}-byte words"
         );
+        // An add framed after the last in its append block (the first one started it) is an
+        // entry of 4 bytes of operation: 10 bytes on 2-byte words, 12 on 4-byte words.
+        fs.record_add(calls, &[4; 15]).unwrap();
+        fs.sync().unwrap();
+        let before = fs.stats();
+        fs.record_add(calls, &[5; 15]).unwrap();
+        fs.sync().unwrap();
+        let appended = fs.stats().journal_bytes - before.journal_bytes;
+        assert_eq!(appended, want_appended, "{word}-byte words");
     }
 }

@@ -285,6 +285,14 @@ fn records_fill_blocks<D: Segments>(dev: D) {
     assert_eq!((attr.inode.blocks, attr.inode.size), (0, 0));
 }
 
+/// A fresh volume on reprogrammable NOR with a record file `/sms`, committed.
+fn sms_file(format: RecordFormat) -> (Fs<impl Segments>, Ino) {
+    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+    let f = record_file(&mut fs, b"sms", format);
+    fs.sync().unwrap();
+    (fs, f)
+}
+
 /// Adds `data` to `f`, committed on its own, and returns the journal bytes it took.
 fn add_synced<D: Segments>(fs: &mut Fs<D>, f: Ino, data: &[u8]) -> u64 {
     let before = fs.stats().journal_bytes;
@@ -310,9 +318,7 @@ fn check_list<D: Segments>(fs: &mut Fs<D>, f: Ino, want: &VecDeque<(u64, Vec<u8>
 /// entries; removing the records frees the blocks.
 #[test]
 fn journaled_adds_go_once_to_append_blocks() {
-    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
-    let f = record_file(&mut fs, b"sms", RecordFormat::variable());
-    fs.sync().unwrap();
+    let (mut fs, f) = sms_file(RecordFormat::variable());
     let mut want: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     let mut entry_bytes = Vec::new();
     for i in 0..40u64 {
@@ -376,9 +382,7 @@ fn journaled_adds_go_once_to_append_blocks() {
 /// goes to a record framed in a new block, never read from the stale frame.
 #[test]
 fn a_number_given_back_is_framed_anew() {
-    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
-    let f = record_file(&mut fs, b"sms", RecordFormat::variable());
-    fs.sync().unwrap();
+    let (mut fs, f) = sms_file(RecordFormat::variable());
     let mut want: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     for i in 0..3u64 {
         add_synced(&mut fs, f, &data(i as u8, 50));
@@ -403,9 +407,7 @@ fn a_number_given_back_is_framed_anew() {
 /// in append blocks that wrap: a block is freed once the wrap has dropped all it held.
 #[test]
 fn a_cyclic_call_log_wraps_through_append_blocks() {
-    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
-    let f = record_file(&mut fs, b"sms", RecordFormat::cyclic(20, 15));
-    fs.sync().unwrap();
+    let (mut fs, f) = sms_file(RecordFormat::cyclic(20, 15));
     let mut want: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     for i in 0..200u64 {
         add_synced(&mut fs, f, &data(i as u8, 15));
@@ -428,9 +430,7 @@ fn a_cyclic_call_log_wraps_through_append_blocks() {
 /// hold the records after it).
 #[test]
 fn a_block_emptied_when_the_next_starts_is_freed() {
-    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
-    let f = record_file(&mut fs, b"sms", RecordFormat::variable());
-    fs.sync().unwrap();
+    let (mut fs, f) = sms_file(RecordFormat::variable());
     add_synced(&mut fs, f, &data(1, 20));
     assert_eq!(fs.getattr(f).unwrap().inode.blocks, 1);
     let mut fs = remount(fs);

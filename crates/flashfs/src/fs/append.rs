@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::journal::{Op, OpKind};
+use super::journal::{Op, OpKind, MAX_ALIGN};
 use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, Ino, RecordHead};
 use super::Fs;
 use crate::error::{Error, Result};
@@ -46,8 +46,6 @@ struct Tail {
     next: u64,
     /// Byte offset of the next frame.
     offset: usize,
-    /// Bytes frames start and end on.
-    align: usize,
 }
 
 /// The append blocks open for appending in this mount, by file.
@@ -91,7 +89,9 @@ fn frame(data: &[u8], align: usize) -> Vec<u8> {
 /// The alignment an append block's header names; `None` if `block` is not one.
 fn block_align(block: &[u8]) -> Option<usize> {
     match block {
-        [MAGIC, shift, ..] => 1usize.checked_shl(u32::from(*shift)).filter(|&a| a <= 8),
+        [MAGIC, shift, ..] => 1usize
+            .checked_shl(u32::from(*shift))
+            .filter(|&a| a <= MAX_ALIGN),
         _ => None,
     }
 }
@@ -157,7 +157,7 @@ impl<D: Segments> Fs<D> {
         let mut items = items.into_iter().peekable();
         // The block read last: its first record, the next block's, and its frames' bytes.
         let mut block: Option<(u64, u64, Vec<Vec<u8>>)> = None;
-        let mut out = Vec::with_capacity((n1 - n0) as usize);
+        let mut out = Vec::new();
         for n in n0..n1 {
             if let Some(item) = items.next_if(|(m, _)| *m == n) {
                 out.push(item);
@@ -175,7 +175,8 @@ impl<D: Segments> Fs<D> {
                 block = Some((first, end, f.take(held).map(<[u8]>::to_vec).collect()));
             }
             let (first, _, f) = block.as_ref().ok_or_else(missing)?;
-            let data = f.get((n - first) as usize).ok_or_else(missing)?;
+            let k = usize::try_from(n - first).map_err(|_| missing())?;
+            let data = f.get(k).ok_or_else(missing)?;
             out.push((n, data.clone()));
         }
         Ok(out)
@@ -262,12 +263,12 @@ impl<D: Segments> Fs<D> {
         let adds = self
             .journal
             .adds_by_file(|k| matches!(k, OpKind::RemoveFirst | OpKind::Atime));
-        // Per file: the number of its next pending add.
-        let mut next: BTreeMap<Ino, u64> = BTreeMap::new();
+        // Per file: the number of its next pending add, and its head.
+        let mut next: BTreeMap<Ino, (u64, RecordHead)> = BTreeMap::new();
         for (ino, k) in adds {
             match self.record_head(ino)? {
                 Some(head) if self.appends(&head) => {
-                    next.insert(ino, head.next.saturating_sub(k));
+                    next.insert(ino, (head.next.saturating_sub(k), head));
                 }
                 _ => {}
             }
@@ -279,27 +280,24 @@ impl<D: Segments> Fs<D> {
         let mut out = Vec::with_capacity(pending.len());
         let mut result = Ok(());
         for op in pending {
-            let n = match (&op.kind, next.get_mut(&op.ino)) {
-                (OpKind::Add(_), Some(n)) if result.is_ok() => {
-                    *n += 1;
-                    *n - 1
-                }
-                _ => {
-                    out.push(op);
-                    continue;
-                }
-            };
             let OpKind::Add(data) = &op.kind else {
-                unreachable!("matched above")
+                out.push(op);
+                continue;
             };
-            match self.append_record(op.ino, n, data) {
-                Ok(Some(sector)) => out.push(Op {
-                    kind: OpKind::AddAppended {
-                        len: data.len() as u64,
-                        sector,
-                    },
-                    ..op
-                }),
+            let Some((n, head)) = next.get_mut(&op.ino).filter(|_| result.is_ok()) else {
+                out.push(op);
+                continue;
+            };
+            *n += 1;
+            let n = *n - 1;
+            match self.append_record(op.ino, head, n, data) {
+                Ok(Some(sector)) => {
+                    let len = data.len() as u64;
+                    out.push(Op {
+                        kind: OpKind::AddAppended { len, sector },
+                        ..op
+                    })
+                }
                 Ok(None) => out.push(op),
                 Err(e) => {
                     result = Err(e);
@@ -319,16 +317,14 @@ impl<D: Segments> Fs<D> {
     /// (already dropped by a cyclic file, too large for a block, beyond the numbers a block
     /// may be mapped at, no free block beyond the index's reserve, or a program that did not
     /// take).
-    fn append_record(&mut self, ino: Ino, n: u64, data: &[u8]) -> Result<Option<Option<u64>>> {
-        let Some(head) = self.record_head(ino)? else {
-            return Ok(None);
-        };
-        let word = self.tree.store().ftl.log().device().patch_align() as usize;
-        let align = if word.is_power_of_two() && word <= 8 {
-            word
-        } else {
-            8
-        };
+    fn append_record(
+        &mut self,
+        ino: Ino,
+        head: &RecordHead,
+        n: u64,
+        data: &[u8],
+    ) -> Result<Option<Option<u64>>> {
+        let align = self.patch_align();
         let f = frame(data, align);
         let bs = self.bs() as usize;
         if n < head.first
@@ -340,7 +336,7 @@ impl<D: Segments> Fs<D> {
         }
         let tail = self.tails.0.get(&ino).copied();
         let placed = match tail {
-            Some(t) if t.next == n && t.align == align && t.offset + f.len() <= bs => {
+            Some(t) if t.next == n && t.offset + f.len() <= bs => {
                 match self
                     .tree
                     .store_mut()
@@ -379,11 +375,8 @@ impl<D: Segments> Fs<D> {
                 block[1] = align.trailing_zeros() as u8;
                 let at = header_len(align);
                 block[at..at + f.len()].copy_from_slice(&f);
-                let store = self.tree.store_mut();
-                if let Err(e) = store
-                    .write_data(sector, &block)
-                    .and_then(|()| store.ftl.flush())
-                {
+                // Mapped as it is written: later frames patch it before the commit's flush.
+                if let Err(e) = self.tree.store_mut().write_data(sector, &block) {
                     self.undo_alloc(&[(sector, 1)]);
                     return Err(e);
                 }
@@ -394,7 +387,6 @@ impl<D: Segments> Fs<D> {
                         sector,
                         next: n + 1,
                         offset: at + f.len(),
-                        align,
                     },
                 );
                 Some(sector)

@@ -529,6 +529,17 @@ impl<D: Segments> Fs<D> {
         result
     }
 
+    /// The part's word, which programs in place start and end on: a power of two up to
+    /// [`MAX_ALIGN`] (that, for a device that names no such word).
+    pub(super) fn patch_align(&self) -> usize {
+        let word = self.tree.store().ftl.log().device().patch_align() as usize;
+        if word.is_power_of_two() && word <= MAX_ALIGN {
+            word
+        } else {
+            MAX_ALIGN
+        }
+    }
+
     /// Writes the pending operations as one journal entry; false if they cannot be one
     /// (no journal, other changes, not enough blocks left this epoch, a program that did
     /// not take), and the caller checkpoints instead. The entry goes after the previous one
@@ -551,12 +562,7 @@ impl<D: Segments> Fs<D> {
         self.journal.mark = self.tree.mutations();
         // Fresh blocks align entries to the part's word: every byte of padding is a byte
         // of flash worn for nothing, and most entries are a few dozen bytes.
-        let word = self.tree.store().ftl.log().device().patch_align() as usize;
-        let align = if word.is_power_of_two() && word <= MAX_ALIGN {
-            word
-        } else {
-            MAX_ALIGN
-        };
+        let align = self.patch_align();
         let j = &self.journal;
         let block_size = self.sb.block_size as usize;
         let last_time = j.pending[j.pending.len() - 1].time;
