@@ -443,7 +443,7 @@ impl<D: Segments> Ftl<D> {
     fn with(log: Log<D>, config: FtlConfig) -> Self {
         let sectors = log.volume().size as usize;
         let geo = log.geometry();
-        let separate = log.config().hot_cold && log.config().separate_cleaning_head;
+        let separate = log.config().hot_cold && log.heads_apart();
         Ftl {
             map: SectorMap {
                 at: alloc::vec![UNMAPPED; sectors],

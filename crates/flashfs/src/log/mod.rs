@@ -44,9 +44,10 @@ pub enum Head {
 
 const HEADS: usize = 4;
 
-/// Segments a device needs before [`LogConfig::separate_meta`] takes effect: below, a
-/// segment open for metadata alone is more than a sixteenth of the device.
-pub const SEPARATE_META_MIN_SEGMENTS: u32 = 16;
+/// Segments a device needs before heads write apart ([`LogConfig::separate_cleaning_head`],
+/// [`LogConfig::separate_meta`]): below, each extra open segment is more than a sixteenth
+/// of the device, and the capacity it holds back costs more than separation saves.
+pub const SEPARATE_HEADS_MIN_SEGMENTS: u32 = 16;
 
 impl Head {
     const ALL: [Head; HEADS] = [Head::Hot, Head::Warm, Head::Cold, Head::Meta];
@@ -72,6 +73,7 @@ pub struct LogConfig {
     /// Victim choice.
     pub policy: Policy,
     /// Whether survivors of cleaning go to a head of their own (otherwise all heads are one).
+    /// Ignored (one head) on a device of fewer than [`SEPARATE_HEADS_MIN_SEGMENTS`] segments.
     pub separate_cleaning_head: bool,
     /// Whether user writes are split into hot and warm heads by update frequency. Off by
     /// default: each head keeps a partly filled segment open, which a small device (the
@@ -99,8 +101,7 @@ pub struct LogConfig {
     /// Whether the owner's metadata gets a head of its own even without hot/cold
     /// separation: a file system's index nodes die young together, so segments of them
     /// clean cheaply; a block device's few records are not worth an open segment. Ignored
-    /// on a device of fewer than [`SEPARATE_META_MIN_SEGMENTS`] segments, where the open
-    /// segment would cost a large share of the capacity.
+    /// on a device of fewer than [`SEPARATE_HEADS_MIN_SEGMENTS`] segments.
     pub separate_meta: bool,
     /// Whether every program is read back and compared (slot data and tag, segment
     /// headers), and a segment is checked to read erased before its header is written. A
@@ -916,7 +917,7 @@ impl<D: Segments> Log<D> {
     }
 
     fn head_index(&self, head: Head) -> usize {
-        if !self.config.separate_cleaning_head {
+        if !self.heads_apart() {
             return 0;
         }
         match head {
@@ -944,7 +945,14 @@ impl<D: Segments> Log<D> {
             if self.free <= floor {
                 return Err(Error::NoSpace);
             }
-            let seg = self.pick_free(head).ok_or(Error::NoSpace)?;
+            // One head shared by all holds mostly young data, whoever opens its segment;
+            // only static data the leveller moves should settle on a worn one.
+            let cold = if self.heads_apart() {
+                head == Head::Cold
+            } else {
+                self.victim.as_ref().is_some_and(|v| v.wear)
+            };
+            let seg = self.pick_free(cold).ok_or(Error::NoSpace)?;
             let bank = self.dev.bank_of(seg) as usize;
             if self.segs[seg as usize].state == SegState::Dirty
                 || self.erasing_until[bank] > self.now_ns()
@@ -1030,12 +1038,12 @@ impl<D: Segments> Log<D> {
     }
 
     /// A free segment for a head: least worn for user data (it will be erased again soon),
-    /// most worn for cold survivors (they will sit still); away from banks that are busy
+    /// most worn for `cold` data (survivors, static data moved: they will sit still); away from banks that are busy
     /// erasing or hold another open head, so erases overlap writes — but never at the price
     /// of wear: only segments within half the wear leveller's spread of the least (most)
     /// worn free one qualify. Otherwise a bank that always holds an open head would keep its
     /// cleaned segments waiting for an erase forever, and the rest would wear for them.
-    fn pick_free(&self, head: Head) -> Option<u32> {
+    fn pick_free(&self, cold: bool) -> Option<u32> {
         let now = self.now_ns();
         let open_banks: Vec<u32> = self
             .heads
@@ -1043,7 +1051,6 @@ impl<D: Segments> Log<D> {
             .flatten()
             .map(|&s| self.dev.bank_of(s))
             .collect();
-        let cold = head == Head::Cold;
         // How worn a segment is, from the head's point of view (less is better).
         let wear = |s: &SegInfo| {
             if cold {
@@ -1223,16 +1230,21 @@ impl<D: Segments> Log<D> {
     /// Distinct heads the configuration opens (as [`Log::head_index`] assigns them): the
     /// capacity leaves room for each.
     fn heads_in_use(&self) -> u32 {
-        match (self.config.separate_cleaning_head, self.config.hot_cold) {
+        match (self.heads_apart(), self.config.hot_cold) {
             (false, _) => 1,
             (true, false) => 2 + u32::from(self.meta_apart()),
             (true, true) => 4,
         }
     }
 
+    /// Whether heads write apart: configured so, on a device large enough for it.
+    pub fn heads_apart(&self) -> bool {
+        self.config.separate_cleaning_head && self.geo.segments >= SEPARATE_HEADS_MIN_SEGMENTS
+    }
+
     /// Whether metadata gets a head of its own without hot/cold separation.
     fn meta_apart(&self) -> bool {
-        self.config.separate_meta && self.geo.segments >= SEPARATE_META_MIN_SEGMENTS
+        self.config.separate_meta && self.heads_apart()
     }
 
     /// The device's shape.
