@@ -123,6 +123,32 @@ fn sequential_and_random_rows_are_consistent() {
     }
 }
 
+/// Sequential overwrites near full leave each segment dead before the cleaner needs it, so
+/// the adaptive policy copies almost nothing. Regression: cleaning that had to take a victim
+/// scored the segment being overwritten that very instant above zero and took the write
+/// front before it died (16 MB at 90%: 16,125 blocks copied for 32,768 written, now 86).
+#[test]
+fn sequential_overwrites_near_full_copy_almost_nothing() {
+    let opts = KawaguchiOptions {
+        policies: vec![Policy::Adaptive],
+        basis: Basis::Paper,
+        reads: false,
+        ..tiny(vec![Pattern::Sequential], vec![0.9], 16.0)
+    };
+    let rows = run_kawaguchi(&opts, &mut |_, _, _| {}).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        check_common(r);
+        assert!(
+            r.copied_blocks * 50 < r.user_blocks,
+            "{}: {} blocks copied for {} written",
+            r.label(),
+            r.copied_blocks,
+            r.user_blocks
+        );
+    }
+}
+
 #[test]
 fn table_json_and_plots_carry_the_rows() {
     let mut opts = tiny(vec![Pattern::HotCold], vec![0.6], 1.0);

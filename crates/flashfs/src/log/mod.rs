@@ -195,6 +195,36 @@ impl OldestSeqs {
     }
 }
 
+/// Which victims a cleaning step may choose from.
+#[derive(Debug, Clone, Copy)]
+struct Take {
+    /// The score a victim must exceed.
+    th: f64,
+    /// The live slots it may hold at most.
+    max_live: u32,
+    /// Whether a segment whose data is dying this very instant (which a policy weighing age
+    /// scores zero) may be taken when nothing else qualifies.
+    fresh: bool,
+}
+
+impl Take {
+    /// Cleaning that must free a segment now: any victim with something to gain.
+    const ANY: Take = Take {
+        th: 0.0,
+        max_live: u32::MAX,
+        fresh: true,
+    };
+
+    /// Cleaning ahead of need: victims scoring above `th` with at most `max_live` live slots.
+    fn above(th: f64, max_live: u32) -> Take {
+        Take {
+            th,
+            max_live,
+            fresh: false,
+        }
+    }
+}
+
 /// Who a write is for: the reserve is the cleaner's alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Writer {
@@ -602,7 +632,7 @@ impl<D: Segments> Log<D> {
         while (self.free < self.config.clean_start || self.victim.is_some())
             && self.dev.now() - start < d
         {
-            if !self.clean_step(owner, self.config.step_slots, 0.0, u32::MAX)? {
+            if !self.clean_step(owner, self.config.step_slots, Take::above(0.0, u32::MAX))? {
                 break;
             }
         }
@@ -615,7 +645,7 @@ impl<D: Segments> Log<D> {
 
     /// Cleans every segment holding dead slots (an explicit garbage collection).
     pub fn gc(&mut self, owner: &mut dyn Owner) -> Result<()> {
-        while self.clean_step(owner, u32::MAX, 0.0, u32::MAX)? {}
+        while self.clean_step(owner, u32::MAX, Take::ANY)? {}
         Ok(())
     }
 
@@ -640,14 +670,14 @@ impl<D: Segments> Log<D> {
                 Policy::Adaptive => self.geo.slots / 4,
                 _ => u32::MAX,
             };
-            self.clean_step(owner, self.config.step_slots, th, max_live)?;
+            self.clean_step(owner, self.config.step_slots, Take::above(th, max_live))?;
         }
         // Each round cleans one whole victim. If as many rounds as there are segments gain
         // nothing (victims so full that what their copies cost eats what they free), the
         // space is gone: say so rather than spin.
         let mut rounds = 0;
         while self.free <= self.config.reserve {
-            if rounds > self.geo.segments || !self.clean_step(owner, u32::MAX, 0.0, u32::MAX)? {
+            if rounds > self.geo.segments || !self.clean_step(owner, u32::MAX, Take::ANY)? {
                 return Err(Error::NoSpace);
             }
             rounds += 1;
@@ -679,28 +709,25 @@ impl<D: Segments> Log<D> {
             .unwrap_or((Head::Cold, cold))
     }
 
-    /// Copies up to `budget` live slots out of the current victim (choosing one whose score
-    /// exceeds `th` if none is in progress); erases the victim once empty. Returns whether
-    /// there was anything to do.
-    fn clean_step(
-        &mut self,
-        owner: &mut dyn Owner,
-        budget: u32,
-        th: f64,
-        max_live: u32,
-    ) -> Result<bool> {
+    /// Copies up to `budget` live slots out of the current victim (choosing one as `take`
+    /// allows if none is in progress); erases the victim once empty. Returns whether there
+    /// was anything to do.
+    fn clean_step(&mut self, owner: &mut dyn Owner, budget: u32, take: Take) -> Result<bool> {
         if self.victim.is_none() {
             // With nothing free (only right after a power cut in the middle of cleaning) the
             // victim must fit in the room left in the cleaner's head; the one that was being
             // cleaned does.
-            let max_live = if self.free == 0 {
-                max_live.min(self.cleaner_room())
+            let take = if self.free == 0 {
+                Take {
+                    max_live: take.max_live.min(self.cleaner_room()),
+                    ..take
+                }
             } else {
-                max_live
+                take
             };
             let (seg, wear) = match self.wear_victim() {
                 Some(seg) => (seg, true),
-                None => match self.pick_victim(th, max_live) {
+                None => match self.pick_victim(take) {
                     Some(seg) => (seg, false),
                     None => return Ok(false),
                 },
@@ -827,11 +854,13 @@ impl<D: Segments> Log<D> {
         Ok(())
     }
 
-    /// The best victim scoring above `th` with at most `max_live` live slots: segments with
-    /// nothing live always come first.
-    fn pick_victim(&self, th: f64, max_live: u32) -> Option<u32> {
+    /// The best victim `take` allows: segments with nothing live always come first.
+    fn pick_victim(&self, take: Take) -> Option<u32> {
         let now = self.now_ns();
         let mut best: Option<(f64, u32)> = None;
+        // Segments that a policy weighing age scores zero, their data dying this very
+        // instant: scored as a nanosecond old, for cleaning that must take a victim.
+        let mut fresh: Option<(f64, u32)> = None;
         for (i, s) in self.segs.iter().enumerate() {
             if !s.cleanable() {
                 continue;
@@ -839,22 +868,33 @@ impl<D: Segments> Log<D> {
             if s.state == SegState::Failing {
                 return Some(i as u32);
             }
-            if s.live > max_live {
+            if s.live > take.max_live {
                 continue;
             }
-            // At least a nanosecond old: segments whose data died this very instant (every
-            // one a trim just touched) must still score above zero, or cleaning that must
-            // take any victim (threshold 0) would find none and report a full device.
-            let age = now.saturating_sub(s.modified_ns).max(1) as f64 / 1e9;
-            let Some(score) = self.config.policy.score(s.live, self.geo.slots, age) else {
+            let score_at = |age_ns: u64| {
+                let score =
+                    self.config
+                        .policy
+                        .score(s.live, self.geo.slots, age_ns as f64 / 1e9)?;
+                Some(if s.live == 0 { f64::INFINITY } else { score })
+            };
+            let Some(mut score) = score_at(now.saturating_sub(s.modified_ns)) else {
                 continue;
             };
-            let score = if s.live == 0 { f64::INFINITY } else { score };
-            if score > th && best.is_none_or(|(b, _)| score > b) {
-                best = Some((score, i as u32));
+            let mut slot = &mut best;
+            if score <= 0.0 && take.fresh {
+                score = score_at(1).unwrap_or(0.0);
+                slot = &mut fresh;
+            }
+            if score > take.th && slot.is_none_or(|(b, _)| score > b) {
+                *slot = Some((score, i as u32));
             }
         }
-        best.map(|(_, i)| i)
+        // A segment being overwritten right now will soon be emptier: cleaning it would copy
+        // what the next writes kill (under sequential overwrites the copies snowball). It is
+        // taken only when nothing else qualifies, as when a trim has just touched every
+        // segment, so that a full device is reported only when no segment has room to give.
+        best.or(fresh).map(|(_, i)| i)
     }
 
     /// A segment to move when wear has spread too far: of those lagging the most worn by
