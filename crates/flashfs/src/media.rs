@@ -105,6 +105,10 @@ pub trait Segments {
     fn patch_align(&self) -> u32 {
         8
     }
+    /// Erase cycles each unit is rated for (0: unknown).
+    fn rated_cycles(&self) -> u32 {
+        0
+    }
     /// Programs `bytes` at `offset` inside the data of the written slot `slot`, in place. The
     /// program only clears bits: every bit of `bytes` that is 1 must still be 1 on flash.
     /// `offset` and the length are whole words of the part. Media without reprogramming
@@ -347,6 +351,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         self.flash.spec().word_size
     }
 
+    fn rated_cycles(&self) -> u32 {
+        self.flash.spec().endurance
+    }
+
     fn patch_slot(&mut self, seg: u32, slot: u32, offset: usize, bytes: &[u8]) -> Result<()> {
         if !self.can_patch() {
             return Err(Error::Unsupported(
@@ -542,6 +550,10 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         self.flash
             .read_page(PageAddr::new(seg, slot + 1), buf, &mut [])?;
         Ok(())
+    }
+
+    fn rated_cycles(&self) -> u32 {
+        self.flash.spec().endurance
     }
 
     fn risks_earlier_slot(&self, slot: u32) -> bool {

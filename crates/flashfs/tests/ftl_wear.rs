@@ -55,6 +55,56 @@ fn static_leveling_bounds_the_erase_spread() {
     );
 }
 
+/// Fills a part rated for `endurance` cycles with cold data, then rewrites a handful of
+/// sectors until the most worn segment has `until` erases; returns the erase counts.
+fn wear_until(until: u32, rated_cycles: u32, endurance: u32) -> Vec<u32> {
+    let config = FtlConfig {
+        log: LogConfig {
+            wear_spread: 8,
+            rated_cycles,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    };
+    let spec = flash::NandSpec {
+        endurance,
+        ..nand_spec()
+    };
+    let sim = NandSim::new(spec, ImageMeta::new("rated", 1)).unwrap();
+    let mut ftl = Ftl::format(NandSegments::new(sim).unwrap(), config).unwrap();
+    let ss = ftl.sector_size();
+    for k in 0..ftl.sectors() {
+        ftl.write(k, &pattern(k, 0, ss)).unwrap();
+    }
+    let mut round = 0u32;
+    while ftl.log().segments().iter().map(|s| s.erase_count).max() < Some(until) {
+        round += 1;
+        let k = u64::from(round) % 4;
+        ftl.write(k, &pattern(k, round, ss)).unwrap();
+    }
+    ftl.log().device().flash().erase_counts()
+}
+
+/// Near the part's rated cycles the leveller narrows the spread it allows to the cycles
+/// left, so when the first segment wears out the others are nearly there too. The rating
+/// is the configuration's, or else the part's own.
+#[test]
+fn leveling_narrows_near_the_rated_cycles() {
+    let rated = 40;
+    let with = wear_until(rated, rated, 100_000);
+    assert_eq!(wear_until(rated, 0, rated), with, "the part's own rating");
+    let without = wear_until(rated, 0, 100_000);
+    // One cleaning round may overshoot, as in the test above.
+    assert!(spread(&with) <= 4, "rated {rated}: counts {with:?}");
+    assert!(
+        spread(&without) >= spread(&with) + 4,
+        "unrated: counts {without:?}"
+    );
+    // The part did more work before its first segment wore out.
+    let total = |c: &[u32]| c.iter().sum::<u32>();
+    assert!(total(&with) > total(&without), "{with:?} vs {without:?}");
+}
+
 #[test]
 fn factory_bad_blocks_are_never_used() {
     let spec = flash::NandSpec {

@@ -151,8 +151,9 @@ impl Variant {
         }
     }
 
-    /// The file system's configuration, with the wear leveller's trigger at `wear_spread`.
-    pub fn config(self, wear_spread: u32) -> FsConfig {
+    /// The file system's configuration, with the wear leveller's trigger at `wear_spread`
+    /// and the part rated for `cycles` (0: unknown).
+    pub fn config(self, wear_spread: u32, cycles: u32) -> FsConfig {
         let mut c = FsConfig {
             atime: Atime::Never,
             clock: fixed_clock,
@@ -160,6 +161,7 @@ impl Variant {
             ..FsConfig::default()
         };
         c.ftl.log.wear_spread = wear_spread;
+        c.ftl.log.rated_cycles = cycles;
         match self {
             Variant::Default => {}
             Variant::Wide => c.tree.max_entries = Some(14),
@@ -509,7 +511,7 @@ fn empty_row(job: &Job) -> Result<TffsRow> {
 
 /// Formats a file system for a run on `dev`, or says why the configuration does not fit.
 fn format(job: &Job, dev: Dev) -> std::result::Result<Fs<Dev>, String> {
-    Fs::format(dev, job.variant.config(job.wear_spread)).map_err(|e| {
+    Fs::format(dev, job.variant.config(job.wear_spread, job.cycles)).map_err(|e| {
         format!(
             "the file system does not fit the {} ({} units of {} B) in this configuration: {e}",
             job.device.preset(),

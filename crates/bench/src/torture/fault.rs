@@ -278,6 +278,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn patch_align(&self) -> u32 {
         self.inner.patch_align()
     }
+    fn rated_cycles(&self) -> u32 {
+        self.inner.rated_cycles()
+    }
     fn reserved_slots(&self) -> u32 {
         self.inner.reserved_slots()
     }

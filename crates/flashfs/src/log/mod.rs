@@ -93,6 +93,12 @@ pub struct LogConfig {
     /// Static wear leveling moves cold data off the least-worn segment when the erase-count
     /// spread exceeds this (0 disables it).
     pub wear_spread: u32,
+    /// Erase cycles the part is rated for (0: the device's own rating,
+    /// [`Segments::rated_cycles`]). As the most worn segment comes within `wear_spread` of
+    /// them, the spread the leveller allows narrows with the cycles left, down to 1: every
+    /// segment then reaches the end of its life together, instead of up to `wear_spread`
+    /// cycles short of it when the first wears out.
+    pub rated_cycles: u32,
     /// Live slots the cleaner copies per user write when it runs in the foreground: the
     /// cleaning work is spread so no single write waits for a whole segment.
     pub step_slots: u32,
@@ -122,6 +128,7 @@ impl Default for LogConfig {
             reserve: 2,
             bad_block_permille: 10,
             wear_spread: 1000,
+            rated_cycles: 0,
             step_slots: 16,
             background_erase: true,
             separate_meta: false,
@@ -912,17 +919,32 @@ impl<D: Segments> Log<D> {
             .filter(|s| s.state != SegState::Bad)
             .map(|s| s.erase_count)
             .max()?;
+        let spread = self.allowed_spread(max);
         let idle_head = |s: &SegInfo| s.state == SegState::Open && s.live == 0;
         let (i, _) = self
             .segs
             .iter()
             .enumerate()
             .filter(|(_, s)| s.state == SegState::Full || idle_head(s))
-            .filter(|(_, s)| max - s.erase_count > self.config.wear_spread)
+            .filter(|(_, s)| max - s.erase_count > spread)
             .min_by_key(|(_, s)| if idle_head(s) { 0 } else { s.min_seq })?;
         self.close(i as u32);
         self.stats.wear_moves += 1;
         Some(i as u32)
+    }
+
+    /// The spread of erase counts the leveller allows while the most worn segment has `max`
+    /// erases: the configured one, narrowed near the rated cycles to the cycles left.
+    fn allowed_spread(&self, max: u32) -> u32 {
+        let rated = match self.config.rated_cycles {
+            0 => self.dev.rated_cycles(),
+            r => r,
+        };
+        let spread = self.config.wear_spread;
+        if rated == 0 {
+            return spread;
+        }
+        spread.min(rated.saturating_sub(max).max(1))
     }
 
     /// Writes a slot through a head, retrying in a new segment when a program fails.
