@@ -291,24 +291,28 @@ fn options_are_checked() {
 }
 
 /// The 7-unit part writes through one head (a head apart would hold back a seventh of it),
-/// and that head takes the least worn free unit, whoever opens it. Regression: the fax did
-/// not fit beside its static share while three heads were open; with one head opened by
-/// the cleaner as its own, the most worn units took every write and four stayed erased
-/// (wear evenness 0.41).
+/// that head takes the least worn free unit whoever opens it, and the cleaner weighs the
+/// full age of a segment there (no survivors' head keeps cold data apart). Regressions: the
+/// fax did not fit beside its static share while three heads were open; with one head
+/// opened by the cleaner as its own, the most worn units took every write and four stayed
+/// erased (wear evenness 0.41); with the light age weight of larger parts, kept data was
+/// copied again and again (at this limit fax 71.0%, recorder 66.9%).
 #[test]
-fn the_fax_endures_on_the_seven_unit_part() {
+fn the_seven_unit_part_endures() {
     let opts = TffsOptions {
-        workloads: vec![WorkloadKind::Fax],
+        workloads: vec![WorkloadKind::Fax, WorkloadKind::Recorder],
         devices: vec![DeviceKind::St10f280],
         capacity: false,
         check_cycles: None,
         ..tiny()
     };
     let rows = run_tffs(&opts, &mut |_, _, _| {}).unwrap();
-    let r = &rows[0];
-    assert!(r.skipped.is_none(), "{:?}", r.skipped);
-    assert!(r.endurance_pct.unwrap() > 50.0, "{:?}", r.endurance_pct);
-    assert!(r.wear_evenness.unwrap() > 0.9, "{:?}", r.wear_evenness);
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert!(r.skipped.is_none(), "{:?}", r.skipped);
+        assert!(r.endurance_pct.unwrap() > 75.0, "{:?}", r.endurance_pct);
+        assert!(r.wear_evenness.unwrap() > 0.9, "{:?}", r.wear_evenness);
+    }
 }
 
 /// A scenario the part cannot hold (here a static share of 95%) is reported, not measured.
