@@ -70,7 +70,8 @@ impl Head {
 /// How the log behaves: every policy is a setting, measured by `flashfs bench`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogConfig {
-    /// Victim choice.
+    /// Victim choice. The adaptive policy weighs a segment's full age, as cost-benefit does,
+    /// on a device of fewer than [`SEPARATE_HEADS_MIN_SEGMENTS`] segments (one head there).
     pub policy: Policy,
     /// Whether survivors of cleaning go to a head of their own (otherwise all heads are one).
     /// Ignored (one head) on a device of fewer than [`SEPARATE_HEADS_MIN_SEGMENTS`] segments.
