@@ -1305,16 +1305,19 @@ impl<D: Segments> Log<D> {
     /// fax 76.7 → 86.7%, recorder 72.3 → 84.1%).
     fn policy(&self) -> Policy {
         match self.config.policy {
-            Policy::Adaptive if self.geo.segments < SEPARATE_HEADS_MIN_SEGMENTS => {
-                Policy::CostBenefit
-            }
+            Policy::Adaptive if !self.room_for_heads() => Policy::CostBenefit,
             p => p,
         }
     }
 
+    /// Whether the device is large enough for heads apart ([`SEPARATE_HEADS_MIN_SEGMENTS`]).
+    fn room_for_heads(&self) -> bool {
+        self.geo.segments >= SEPARATE_HEADS_MIN_SEGMENTS
+    }
+
     /// Whether heads write apart: configured so, on a device large enough for it.
     pub fn heads_apart(&self) -> bool {
-        self.config.separate_cleaning_head && self.geo.segments >= SEPARATE_HEADS_MIN_SEGMENTS
+        self.config.separate_cleaning_head && self.room_for_heads()
     }
 
     /// Whether metadata gets a head of its own without hot/cold separation.
