@@ -212,6 +212,11 @@ fn run_model(
                     .next_back()
                     .map(|(a, b)| (a.clone(), b.clone()));
                 prop_assert_eq!(t.seek_le(&k).unwrap(), want);
+                let below = cur
+                    .range(..k.clone())
+                    .next_back()
+                    .map(|(a, b)| (a.clone(), b.clone()));
+                prop_assert_eq!(t.seek_lt(&k).unwrap(), below);
             }
             Op::Range { shape, n, take } => {
                 let k = key(shape, n);

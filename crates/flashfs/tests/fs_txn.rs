@@ -8,8 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use flashfs::fs::{Ino, RecordFormat, RenameFlags, Tid, XattrFlags, ROOT_INO};
-use flashfs::{Error, Fs, FsConfig, Segments};
+use flash::{ImageMeta, NorSim, NorSpec};
+use flashfs::fs::{Ino, RecordFormat, RenameFlags, SetAttr, Tid, XattrFlags, ROOT_INO};
+use flashfs::{Error, Fs, FsConfig, NorSegments, Segments};
 use flashfs_bench::torture::SimSegments;
 use proptest::prelude::*;
 
@@ -686,6 +687,89 @@ fn power_cuts_during_a_commit_on_nand() {
     cut_every_commit_op(nand());
 }
 
+/// Device reads of `f`, the node caches dropped first.
+fn reads_of<D: SimSegments, T>(fs: &mut Fs<D>, f: impl FnOnce(&mut Fs<D>) -> T) -> (u64, T) {
+    fs.drop_caches();
+    let before = fs.ftl().log().device().sim().stats().reads;
+    let out = f(fs);
+    (fs.ftl().log().device().sim().stats().reads - before, out)
+}
+
+/// A NOR part of 1 MiB.
+fn large() -> Fs<impl SimSegments> {
+    let spec = NorSpec {
+        units: 128,
+        ..nor_spec(true)
+    };
+    let sim = NorSim::new(spec, ImageMeta::new("test-nor", 1)).unwrap();
+    Fs::format(NorSegments::new(sim, 512).unwrap(), fs_config()).unwrap()
+}
+
+#[test]
+fn a_read_inside_a_transaction_costs_what_it_costs_outside() {
+    // A file of records in a few hundred append blocks: a few hundred extents, many
+    // leaves of them. Inside a transaction, finding a record's block used to walk every
+    // extent from the file's first (or after the block) to merge them with the
+    // transaction's changes.
+    let mut fs = large();
+    let r = record_file(&mut fs, b"calls", RecordFormat::variable());
+    fs.sync().unwrap();
+    for i in 0..600u32 {
+        fs.record_add(r, &data(i as u8, 200)).unwrap();
+        if i % 2 == 1 {
+            fs.sync().unwrap();
+        }
+    }
+    // Written out, so that dropping the caches leaves every node on flash.
+    fs.checkpoint().unwrap();
+    let blocks = fs.getattr(r).unwrap().inode.blocks;
+    assert!(blocks >= 250, "{blocks} append blocks");
+    let height = fs.index_height().unwrap() as u64;
+    for n in [0, 300, 599] {
+        let (outside, want) = reads_of(&mut fs, |fs| fs.record_read(r, n).unwrap());
+        let tid = fs.begin().unwrap();
+        // The transaction's own change to the file: its reads merge the overlay too.
+        fs.in_tx(tid, |fs| fs.record_update(r, 1, b"changed"))
+            .unwrap();
+        let (inside, got) = reads_of(&mut fs, |fs| fs.in_tx(tid, |fs| fs.record_read(r, n)));
+        fs.abort(tid).unwrap();
+        assert_eq!(got.unwrap(), want, "record {n}");
+        assert!(
+            inside <= outside + height,
+            "record {n}: {inside} reads inside a transaction, {outside} outside (height {height})"
+        );
+    }
+}
+
+#[test]
+fn a_listing_inside_a_transaction_reads_only_what_it_returns() {
+    // Listing the first names of a large directory used to merge the whole rest of it
+    // with the transaction's changes before returning any.
+    let mut fs = large();
+    for i in 0..1500 {
+        fs.mknod(ROOT_INO, format!("f{i}").as_bytes(), 0o100644, 0, 0, 0)
+            .unwrap();
+    }
+    fs.checkpoint().unwrap();
+    let height = fs.index_height().unwrap() as u64;
+    let (outside, want) = reads_of(&mut fs, |fs| fs.readdir(ROOT_INO, 0, 8).unwrap());
+    let tid = fs.begin().unwrap();
+    fs.in_tx(tid, |fs| fs.mknod(ROOT_INO, b"new", 0o100644, 0, 0, 0))
+        .unwrap();
+    let (inside, got) = reads_of(&mut fs, |fs| fs.in_tx(tid, |fs| fs.readdir(ROOT_INO, 0, 8)));
+    fs.abort(tid).unwrap();
+    let names = |l: &[flashfs::fs::DirEntry]| l.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+    let got = got.unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(names(&got)
+        .iter()
+        .all(|n| names(&want).contains(n) || n == b"new"));
+    assert!(
+        inside <= outside + height,
+        "{inside} reads inside a transaction, {outside} outside (height {height})"
+    );
+}
+
 // Interleaved transactions against a serial run of the committed ones in start order.
 
 const NAMES: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
@@ -694,10 +778,20 @@ const NAMES: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
 enum Op {
     Read(usize),
     Write(usize, u16, u16, u8),
+    /// Sets a file's size.
+    Truncate(usize, u16),
     Create(usize),
     Unlink(usize),
     Rename(usize, usize),
     List,
+    /// Adds a record of `len` bytes to the record file.
+    RecordAdd(u16, u8),
+    /// Reads the record file's record `k` (counting from its oldest, modulo its count).
+    RecordRead(u16),
+    /// Updates record `k` as `RecordRead` counts, to `len` bytes.
+    RecordUpdate(u16, u16, u8),
+    /// Removes the record file's oldest record.
+    RecordRemoveFirst,
 }
 
 #[derive(Debug, Clone)]
@@ -725,6 +819,14 @@ fn run_op<D: Segments>(fs: &mut Fs<D>, op: &Op) -> flashfs::Result<Vec<u8>> {
             fs.write(ino, u64::from(off), &data(seed, usize::from(len)))?;
             Ok(Vec::new())
         }
+        Op::Truncate(n, size) => {
+            let ino = fs.lookup(ROOT_INO, NAMES[n])?.ino;
+            let set = SetAttr {
+                size: Some(u64::from(size)),
+                ..SetAttr::default()
+            };
+            fs.setattr(ino, set).map(|_| Vec::new())
+        }
         Op::Create(n) => fs
             .create(ROOT_INO, NAMES[n], 0o644, 0, 0)
             .map(|_| Vec::new()),
@@ -748,17 +850,60 @@ fn run_op<D: Segments>(fs: &mut Fs<D>, op: &Op) -> flashfs::Result<Vec<u8>> {
             names.sort();
             Ok(names.concat())
         }
+        Op::RecordAdd(len, seed) => {
+            let ino = fs.lookup(ROOT_INO, RECORDS)?.ino;
+            fs.record_add(ino, &data(seed, usize::from(len)))
+                .map(|n| n.to_le_bytes().to_vec())
+        }
+        Op::RecordRead(k) => {
+            let ino = fs.lookup(ROOT_INO, RECORDS)?.ino;
+            let n = nth_record(fs, ino, k)?;
+            fs.record_read(ino, n)
+        }
+        Op::RecordUpdate(k, len, seed) => {
+            let ino = fs.lookup(ROOT_INO, RECORDS)?.ino;
+            let n = nth_record(fs, ino, k)?;
+            fs.record_update(ino, n, &data(seed, usize::from(len)))
+                .map(|()| Vec::new())
+        }
+        Op::RecordRemoveFirst => {
+            let ino = fs.lookup(ROOT_INO, RECORDS)?.ino;
+            fs.record_remove_first(ino).map(|()| Vec::new())
+        }
+    }
+}
+
+/// The record file of the interleaved runs: its records start in append blocks.
+const RECORDS: &[u8] = b"r";
+
+/// The number of the record `k` places after the oldest, modulo the count.
+fn nth_record<D: Segments>(fs: &mut Fs<D>, ino: Ino, k: u16) -> flashfs::Result<u64> {
+    let info = fs.record_info(ino)?;
+    match info.count() {
+        0 => Err(Error::NotFound),
+        c => Ok(info.first + u64::from(k) % c),
     }
 }
 
 fn setup<D: Segments>(fs: &mut Fs<D>) {
     file(fs, ROOT_INO, b"a", &data(9, 3000));
     file(fs, ROOT_INO, b"b", b"bee");
+    // Records added a few at a time, each batch a journal commit: on reprogrammable NOR
+    // they go to append blocks, several blocks' worth.
+    fs.sync().unwrap();
+    let r = record_file(fs, RECORDS, RecordFormat::variable());
+    fs.sync().unwrap();
+    for i in 0..48u8 {
+        fs.record_add(r, &data(i, 40 + usize::from(i) * 3)).unwrap();
+        if i % 4 == 3 {
+            fs.sync().unwrap();
+        }
+    }
 }
 
 fn contents<D: Segments>(fs: &mut Fs<D>) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut out = BTreeMap::new();
-    for n in NAMES {
+    for n in NAMES.into_iter().chain([RECORDS]) {
         if let Ok(a) = fs.lookup(ROOT_INO, n) {
             out.insert(n.to_vec(), content(fs, a.ino).unwrap());
         }
@@ -838,10 +983,15 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..4usize).prop_map(Op::Read),
         3 => (0..4usize, 0..6000u16, 1..5000u16, any::<u8>())
             .prop_map(|(n, o, l, s)| Op::Write(n, o, l, s)),
+        1 => (0..4usize, 0..8000u16).prop_map(|(n, s)| Op::Truncate(n, s)),
         2 => (0..4usize).prop_map(Op::Create),
         1 => (0..4usize).prop_map(Op::Unlink),
         1 => (0..4usize, 0..4usize).prop_map(|(a, b)| Op::Rename(a, b)),
         1 => Just(Op::List),
+        2 => (1..300u16, any::<u8>()).prop_map(|(l, s)| Op::RecordAdd(l, s)),
+        3 => any::<u16>().prop_map(Op::RecordRead),
+        1 => (any::<u16>(), 0..300u16, any::<u8>()).prop_map(|(k, l, s)| Op::RecordUpdate(k, l, s)),
+        1 => Just(Op::RecordRemoveFirst),
     ]
 }
 

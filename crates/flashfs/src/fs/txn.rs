@@ -68,6 +68,7 @@
 
 use alloc::collections::{btree_map, BTreeMap, BTreeSet};
 use alloc::vec::Vec;
+use core::iter::Peekable;
 use core::ops::{Bound, Deref, DerefMut, RangeBounds};
 
 use super::layout::{decode_dirent, item, split_key, FileType, Ino, Inode, FLAT, ORPHANS};
@@ -157,6 +158,12 @@ pub(super) struct Txns {
 }
 
 impl Txns {
+    /// The running transaction's overlay, if an operation of one runs.
+    fn overlay(&self) -> Option<&BTreeMap<Vec<u8>, Change>> {
+        let tid = self.active?;
+        self.open.get(&tid).map(|t| &t.overlay)
+    }
+
     fn new(window: u32) -> Txns {
         Txns {
             window: window.max(1),
@@ -404,7 +411,7 @@ pub(super) enum TxRange<'a, D: Segments> {
     /// Straight from the index.
     Tree(Range<'a, Store<D>>),
     /// Merged with an overlay.
-    Merged(btree_map::IntoIter<Vec<u8>, Vec<u8>>),
+    Merged(Merge<'a, D>),
     /// An error, then nothing.
     Failed(Option<Error>),
 }
@@ -415,8 +422,35 @@ impl<D: Segments> Iterator for TxRange<'_, D> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             TxRange::Tree(r) => r.next(),
-            TxRange::Merged(m) => m.next().map(Ok),
+            TxRange::Merged(m) => m.next(),
             TxRange::Failed(e) => e.take().map(Err),
+        }
+    }
+}
+
+/// The index's entries of a range merged, as the walk goes, with a transaction's changes
+/// in it: a scan costs what it reads, whatever the range holds beyond.
+pub(super) struct Merge<'a, D: Segments> {
+    tree: Peekable<Range<'a, Store<D>>>,
+    overlay: Peekable<btree_map::Range<'a, Vec<u8>, Change>>,
+}
+
+impl<D: Segments> Merge<'_, D> {
+    fn next(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            match (self.tree.peek(), self.overlay.peek()) {
+                (_, None) | (Some(Err(_)), _) => return self.tree.next(),
+                (Some(Ok((t, _))), Some((o, _))) if t < *o => return self.tree.next(),
+                (Some(Ok((t, _))), Some((o, _))) if t == *o => {
+                    // The transaction's change replaces the index's entry.
+                    self.tree.next();
+                }
+                _ => {}
+            }
+            let (k, c) = self.overlay.next()?;
+            if let Some(v) = c.value() {
+                return Some(Ok((k.clone(), v)));
+            }
         }
     }
 }
@@ -458,15 +492,9 @@ impl<D: Segments> TxTree<D> {
         self.tree.into_store()
     }
 
-    /// The running transaction's overlay, if an operation of one runs.
-    fn overlay(&self) -> Option<&BTreeMap<Vec<u8>, Change>> {
-        let tid = self.tx.active?;
-        self.tx.open.get(&tid).map(|t| &t.overlay)
-    }
-
     /// A key's value as the running operation sees it, without conflict checks.
     fn view(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(c) = self.overlay().and_then(|o| o.get(key)) {
+        if let Some(c) = self.tx.overlay().and_then(|o| o.get(key)) {
             return Ok(c.value());
         }
         self.tree.get(key)
@@ -519,7 +547,7 @@ impl<D: Segments> TxTree<D> {
         }
         let is_inode = split_key(key).is_ok_and(|(_, ty, _)| ty == item::INODE);
         let change = match (is_inode, dir_inode(old.as_deref())) {
-            (true, Some(o)) => match self.overlay().and_then(|m| m.get(key)) {
+            (true, Some(o)) => match self.tx.overlay().and_then(|m| m.get(key)) {
                 Some(Change::Dir { base, .. }) => Change::Dir {
                     base: *base,
                     latest: Inode::decode(value)?,
@@ -566,48 +594,56 @@ impl<D: Segments> TxTree<D> {
                 }
             }
         }
-        if self.tx.active.is_none() {
+        let Some(overlay) = self.tx.overlay() else {
             return TxRange::Tree(self.tree.range((a, b)));
-        }
-        let mut merged = BTreeMap::new();
-        for entry in self.tree.range((a.clone(), b.clone())) {
-            match entry {
-                Ok((k, v)) => {
-                    merged.insert(k, v);
-                }
-                Err(e) => return TxRange::Failed(Some(e)),
-            }
-        }
-        if let Some(o) = self.overlay() {
-            if !empty_range(&a, &b) {
-                for (k, c) in o.range::<[u8], _>((borrow(&a), borrow(&b))) {
-                    match c.value() {
-                        Some(v) => merged.insert(k.clone(), v),
-                        None => merged.remove(k),
-                    };
-                }
-            }
-        }
-        TxRange::Merged(merged.into_iter())
+        };
+        // `BTreeMap::range` refuses a range that holds no key; the index's walk does not.
+        let changes = if empty_range(&a, &b) {
+            overlay
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&[][..])))
+                .peekable()
+        } else {
+            overlay
+                .range::<[u8], _>((borrow(&a), borrow(&b)))
+                .peekable()
+        };
+        TxRange::Merged(Merge {
+            tree: self.tree.range((a, b)).peekable(),
+            overlay: changes,
+        })
     }
 
     /// The entry with the greatest key not above `key`. Inside a transaction, only among
     /// the keys of the same inode and item type (all its callers look no further).
     pub fn seek_le(&mut self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        if self.tx.active.is_none() {
-            if !self.tx.open.is_empty() {
-                if let Some(u) = scan_unit(key) {
-                    self.tx.read(u)?;
-                }
+        if !self.tx.open.is_empty() {
+            if let Some(u) = scan_unit(key) {
+                self.tx.read(u)?;
             }
+        }
+        let Some(overlay) = self.tx.overlay() else {
             return self.tree.seek_le(key);
+        };
+        let lo = &key[..key.len().min(9)];
+        // The index's greatest key not above `key` that the overlay leaves alone: each
+        // step back passes a key the transaction itself changed, so the walk is bounded by
+        // its own changes, not by the keys of the inode.
+        let mut base = self.tree.seek_le(key)?;
+        while let Some((k, _)) = &base {
+            if k.as_slice() < lo || !overlay.contains_key(k) {
+                break;
+            }
+            base = self.tree.seek_lt(k)?;
         }
-        let lo = key[..key.len().min(9)].to_vec();
-        let mut last = None;
-        for entry in self.range((Bound::Included(lo), Bound::Included(key.to_vec()))) {
-            last = Some(entry?);
-        }
-        Ok(last)
+        let base = base.filter(|(k, _)| k.as_slice() >= lo);
+        let changed = overlay
+            .range::<[u8], _>((Bound::Included(lo), Bound::Included(key)))
+            .rev()
+            .find_map(|(k, c)| c.value().map(|v| (k.clone(), v)));
+        Ok(match (base, changed) {
+            (Some(b), Some(c)) => Some(if c.0 > b.0 { c } else { b }),
+            (b, c) => b.or(c),
+        })
     }
 
     /// Applies a committing transaction's overlay to the working version.

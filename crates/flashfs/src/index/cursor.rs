@@ -160,6 +160,12 @@ impl<S: NodeStore> Tree<S> {
         self.step_backward(&mut stack)
     }
 
+    /// The last entry whose key is below `key`.
+    pub fn seek_lt(&mut self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut stack = self.descend(key, false, false)?;
+        self.step_backward(&mut stack)
+    }
+
     /// The entries with keys in `range`, in order: `tree.range(start..)`,
     /// `tree.range(a..=b)`. Each item is a key and its value, or the error that ended the
     /// walk.
