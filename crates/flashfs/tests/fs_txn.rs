@@ -1,7 +1,8 @@
 //! Explicit transactions (TFFS §4.5–4.7): isolation by start order, the atomic-operation
 //! rule, the bounded identifier window, concurrent creators in one directory, deletions and
 //! renames inside transactions, aborts that undo everything, power cuts during a commit,
-//! and interleaved transactions against a serial run.
+//! reads inside a transaction that cost what they cost outside, and interleaved
+//! transactions (byte, name and record operations) against a serial run.
 
 mod common;
 
