@@ -207,12 +207,10 @@ fn only_media_that_program_twice_have_a_journal() {
 #[test]
 fn entries_pad_only_to_the_parts_word() {
     for (word, want, want_appended) in [(2, 26, 10), (4, 28, 12)] {
-        let spec = flash::NorSpec {
+        let dev = nor_of(flash::NorSpec {
             word_size: word,
             ..nor_spec(true)
-        };
-        let sim = flash::NorSim::new(spec, flash::ImageMeta::new("t", 1)).unwrap();
-        let dev = flashfs::NorSegments::new(sim, 512).unwrap();
+        });
         let mut fs = Fs::format(dev, fs_config()).unwrap();
         let calls = record_file(&mut fs, b"calls", RecordFormat::variable());
         fs.record_add(calls, &[2; 15]).unwrap();

@@ -9,9 +9,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use flash::{ImageMeta, NorSim, NorSpec};
+use flash::NorSpec;
 use flashfs::fs::{Ino, RecordFormat, RenameFlags, SetAttr, Tid, XattrFlags, ROOT_INO};
-use flashfs::{Error, Fs, FsConfig, NorSegments, Segments};
+use flashfs::{Error, Fs, FsConfig, Segments};
 use flashfs_bench::torture::SimSegments;
 use proptest::prelude::*;
 
@@ -702,8 +702,7 @@ fn large() -> Fs<impl SimSegments> {
         units: 128,
         ..nor_spec(true)
     };
-    let sim = NorSim::new(spec, ImageMeta::new("test-nor", 1)).unwrap();
-    Fs::format(NorSegments::new(sim, 512).unwrap(), fs_config()).unwrap()
+    Fs::format(nor_of(spec), fs_config()).unwrap()
 }
 
 #[test]

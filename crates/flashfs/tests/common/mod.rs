@@ -50,19 +50,22 @@ pub fn nand_spec() -> NandSpec {
 }
 
 pub fn nor(reprogrammable: bool) -> NorSegments<NorSim> {
-    let sim = NorSim::new(nor_spec(reprogrammable), ImageMeta::new("test-nor", 1)).unwrap();
+    nor_of(nor_spec(reprogrammable))
+}
+
+/// A NOR part of `spec`, in segments of 512-byte slots.
+pub fn nor_of(spec: NorSpec) -> NorSegments<NorSim> {
+    let sim = NorSim::new(spec, ImageMeta::new("test-nor", 1)).unwrap();
     NorSegments::new(sim, 512).unwrap()
 }
 
 /// A NOR part of small units: 64 units of 2 KiB in 2 banks, erased 4 at a time.
 pub fn nor_small_units() -> NorSegments<NorSim> {
-    let spec = NorSpec {
+    nor_of(NorSpec {
         unit_size: 2 * 1024,
         units: 64,
         ..nor_spec(true)
-    };
-    let sim = NorSim::new(spec, ImageMeta::new("test-nor-2k", 1)).unwrap();
-    NorSegments::new(sim, 512).unwrap()
+    })
 }
 
 pub fn nand() -> NandSegments<NandSim> {
