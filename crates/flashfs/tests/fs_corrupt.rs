@@ -422,9 +422,10 @@ fn a_damaged_append_block_is_reported() {
     let mut found = None;
     for k in 1..fs.ftl().sectors() {
         fs.ftl_mut().read(k, &mut buf).unwrap();
-        // The magic, 4-byte words, then the first frame: record 1, 17 bytes of 1 (record 0
-        // went with the file's creation, a checkpoint, as items).
-        if buf[..4] == [0xA5, 2, 0xFF, 0xFF] && buf[4..6] == [17, 0] && buf[6..23] == [1; 17] {
+        // The magic, 4-byte words, then the first frame: record 1, 17 bytes of 1, its open
+        // bit set (an entry commits it; record 0 went with the file's creation, a
+        // checkpoint, as items).
+        if buf[..4] == [0xA6, 2, 0xFF, 0xFF] && buf[4..6] == [17, 0x80] && buf[6..23] == [1; 17] {
             found = Some(k);
         }
     }

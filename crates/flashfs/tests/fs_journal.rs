@@ -203,10 +203,11 @@ fn only_media_that_program_twice_have_a_journal() {
 
 /// An entry pads only to the part's word: the update of a 15-byte record (19 bytes of
 /// operation, 6 of length and CRC) takes 26 bytes on 2-byte words, 28 on 4-byte words,
-/// never the 32 of an 8-byte alignment; an appended add, 10 and 12.
+/// never the 32 of an 8-byte alignment; an add that starts an append block, 12 on both;
+/// a removal after records that committed themselves, with the count of those, 14 and 16.
 #[test]
 fn entries_pad_only_to_the_parts_word() {
-    for (word, want, want_appended) in [(2, 26, 10), (4, 28, 12)] {
+    for (word, want, want_started, want_counted) in [(2, 26, 12, 14), (4, 28, 12, 16)] {
         let dev = nor_of(flash::NorSpec {
             word_size: word,
             ..nor_spec(true)
@@ -229,14 +230,36 @@ fn entries_pad_only_to_the_parts_word() {
             want,
             "{word}-byte words"
         );
-        // An add framed after the last in its append block (the first one started it) is an
-        // entry of 4 bytes of operation: 10 bytes on 2-byte words, 12 on 4-byte words.
+        // An add that starts an append block: code, inode, time, length and sector.
+        let before = fs.stats();
         fs.record_add(calls, &[4; 15]).unwrap();
         fs.sync().unwrap();
+        let started = fs.stats().journal_bytes - before.journal_bytes;
+        assert_eq!(started, want_started, "{word}-byte words");
+        // The adds after it commit themselves: no entry at all.
         let before = fs.stats();
-        fs.record_add(calls, &[5; 15]).unwrap();
+        for i in 5..8 {
+            fs.record_add(calls, &[i; 15]).unwrap();
+            fs.sync().unwrap();
+        }
+        let after = fs.stats();
+        assert_eq!(
+            after.journal_bytes, before.journal_bytes,
+            "{word}-byte words"
+        );
+        assert_eq!(after.frame_commits - before.frame_commits, 3);
+        // The removal after them says first that the block holds three more records.
+        fs.record_remove_first(calls).unwrap();
         fs.sync().unwrap();
-        let appended = fs.stats().journal_bytes - before.journal_bytes;
-        assert_eq!(appended, want_appended, "{word}-byte words");
+        let counted = fs.stats().journal_bytes - after.journal_bytes;
+        assert_eq!(counted, want_counted, "{word}-byte words");
+        // Each record is 15 copies of one byte.
+        let bytes = |fs: &mut Fs<_>| -> Vec<u8> {
+            let list = fs.record_list(calls).unwrap();
+            list.iter().map(|r| r.1[0]).collect()
+        };
+        assert_eq!(bytes(&mut fs), [4, 5, 6, 7]);
+        let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+        assert_eq!(bytes(&mut fs), [4, 5, 6, 7], "{word}-byte words, replayed");
     }
 }

@@ -684,11 +684,88 @@ fn journaled_record_operations() {
         }
     }
     let st = v.fs.stats();
-    assert!(st.journal_entries >= 12, "{st:?}");
+    assert!(st.journal_entries >= 6, "{st:?}");
+    assert!(st.journal_entries + st.frame_commits >= 12, "{st:?}");
     let cuts = every_cut(nor(true), fs_config(), &steps);
     assert!(cuts >= 60, "{cuts} cuts");
     // Where the journal cannot be, the same steps are ordinary commits.
     every_cut(nor(false), fs_config(), &steps);
+}
+
+/// Adds after the first in an append block commit themselves by their frames (SPEC.md
+/// §8.5b): no entry. Cut at every device operation — between a frame's bytes and its commit
+/// bit among them — each acknowledged add is there after the mount, the one in flight
+/// entirely or not at all, and the entries after such adds (removals at both ends, an
+/// update, a framed add after them, a commit whose first add commits itself and whose
+/// next operation is an entry's) apply after them, not before; an add after an entry's
+/// operation in one commit waits for the entry.
+#[test]
+fn frames_that_commit_themselves() {
+    let calls = s("/calls");
+    let sms = s("/sms");
+    let mut steps = vec![
+        Step::Records(calls.clone(), 6, 15),
+        Step::Records(sms.clone(), 0, 0),
+        Step::Sync,
+    ];
+    let mut seed = 0u8;
+    let mut add = |steps: &mut Vec<Step>, f: &String, len: usize| {
+        seed += 1;
+        steps.push(Step::Add(f.clone(), len, seed));
+    };
+    // A cyclic call log wrapping, a commit per call.
+    for _ in 0..9 {
+        add(&mut steps, &calls, 15);
+        steps.push(Step::Sync);
+    }
+    for len in [40, 90, 20] {
+        add(&mut steps, &sms, len);
+        steps.push(Step::Sync);
+    }
+    // A removal from the front, after records that committed themselves.
+    steps.push(Step::RemoveFirst(sms.clone()));
+    steps.push(Step::Sync);
+    add(&mut steps, &sms, 60);
+    steps.push(Step::Sync);
+    // A removal from the end: the next add starts a block.
+    steps.push(Step::RemoveLast(sms.clone()));
+    steps.push(Step::Sync);
+    for len in [30, 50] {
+        add(&mut steps, &sms, len);
+        steps.push(Step::Sync);
+    }
+    // An update of a record that committed itself.
+    steps.push(Step::Update(sms.clone(), 0, 70, 90));
+    steps.push(Step::Sync);
+    // One commit: an add that commits itself, then a removal in an entry.
+    add(&mut steps, &sms, 25);
+    steps.push(Step::RemoveFirst(calls.clone()));
+    steps.push(Step::Sync);
+    // One commit: a removal, then an add, which must wait for the entry.
+    steps.push(Step::RemoveFirst(calls.clone()));
+    add(&mut steps, &sms, 35);
+    steps.push(Step::Sync);
+    // Adds in one commit: the first commits itself, the others are framed for the entry.
+    for len in [100, 110, 120] {
+        add(&mut steps, &sms, len);
+    }
+    steps.push(Step::Sync);
+    add(&mut steps, &calls, 15);
+    steps.push(Step::Sync);
+    // The scenario is what it says.
+    let base = formatted(nor(true), fs_config());
+    let (states, _) = reference(&base, &steps, fs_config());
+    assert!(states.len() > steps.len());
+    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
+    let mut handles = BTreeMap::new();
+    for step in &steps {
+        apply(&mut v.fs, step, &mut handles).unwrap();
+    }
+    let st = v.fs.stats();
+    assert!(st.frame_commits >= 12, "{st:?}");
+    assert!(st.journal_entries >= 5, "{st:?}");
+    let cuts = every_cut(nor(true), fs_config(), &steps);
+    assert!(cuts >= 100, "{cuts} cuts");
 }
 
 fn workload(seed: u64, n: usize) -> Vec<Step> {

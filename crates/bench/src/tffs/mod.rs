@@ -380,8 +380,11 @@ pub struct TffsRow {
     pub journal_blocks: Option<u64>,
     /// Commits.
     pub commits: Option<u64>,
-    /// Commits that were journal entries (the others wrote the index and a superblock).
+    /// Commits that were journal entries.
     pub journal_entries: Option<u64>,
+    /// Commits whose every add committed itself by its frame: no entry, no index (the
+    /// commits neither these nor entries wrote the index and a superblock).
+    pub frame_commits: Option<u64>,
     /// Index nodes written per commit.
     pub node_writes_per_commit: Option<f64>,
     /// Spare pointers set per commit.
@@ -500,6 +503,7 @@ fn empty_row(job: &Job) -> Result<TffsRow> {
         journal_blocks: None,
         commits: None,
         journal_entries: None,
+        frame_commits: None,
         node_writes_per_commit: None,
         node_patches_per_commit: None,
         device_seconds: None,
@@ -654,6 +658,7 @@ fn endurance_figures(row: &mut TffsRow, env: &Env<Dev>) -> Option<String> {
     let journal = b.fs.journal_blocks - a.fs.journal_blocks;
     row.journal_blocks = Some(journal);
     row.journal_entries = Some(b.fs.journal_entries - a.fs.journal_entries);
+    row.frame_commits = Some(b.fs.frame_commits - a.fs.frame_commits);
     row.data_blocks = Some(user_slots.saturating_sub(nodes + superblocks + journal));
     row.copied_blocks = Some(copied);
     row.wear_copied_blocks = Some(b.log.wear_copied_slots - a.log.wear_copied_slots);
@@ -1014,6 +1019,7 @@ pub fn table(opts: &TffsOptions, rows: &[TffsRow]) -> Result<String> {
                 r.wear_moves.map_or("-".into(), group),
                 r.commits.map_or("-".into(), group),
                 r.journal_entries.map_or("-".into(), group),
+                r.frame_commits.map_or("-".into(), group),
                 frac(r.node_writes_per_commit),
                 frac(r.node_patches_per_commit),
                 pct(r.fullness.map(|f| f * 100.0)),
@@ -1034,6 +1040,7 @@ pub fn table(opts: &TffsOptions, rows: &[TffsRow]) -> Result<String> {
                     "wear moves",
                     "commits",
                     "entries",
+                    "frames",
                     "nodes/commit",
                     "patches/commit",
                     "full %",

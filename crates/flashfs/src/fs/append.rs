@@ -17,6 +17,16 @@
 //! not take, bytes past its last counted frame may be torn, and the next record starts a
 //! new block. A block is freed by the operation that removes its last record. SPEC.md
 //! §8.4a.
+//!
+//! Most adds need no entry at all. Once an entry of the epoch has framed a record in a
+//! block, the replay comes to that block, so the next frames there can carry their own
+//! commit: a frame is programmed with its **open bit** set and the bit is then cleared,
+//! which a torn program cannot fake. A phone that commits each 15-byte call then writes
+//! its frame and one word, instead of its frame and a 10-byte entry. Such records must not
+//! overtake what came before them in the same commit, and the entries after them on their
+//! file must replay after them: only a commit's leading adds commit themselves, and the
+//! file's next entry says how many did ([`OpKind::Framed`]) unless it frames a record
+//! itself, whose replay then takes them first. SPEC.md §8.5b.
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -31,10 +41,14 @@ use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;
 use crate::media::Segments;
 
-/// First byte of an append block.
-const MAGIC: u8 = 0xA5;
+/// First byte of an append block whose frames may commit themselves (version 6).
+const MAGIC: u8 = 0xA6;
+/// First byte of an append block of version 5, whose frames only journal entries commit.
+const MAGIC_V5: u8 = 0xA5;
 /// Bytes of a frame's length field.
 const LEN_BYTES: usize = 2;
+/// Bit of the length field that a frame's own commit clears (version 6 blocks).
+const OPEN_BIT: u16 = 0x8000;
 /// Files whose append block a mount keeps open at once: one position each, in RAM.
 const MAX_TAILS: usize = 32;
 
@@ -46,28 +60,101 @@ struct Tail {
     next: u64,
     /// Byte offset of the next frame.
     offset: usize,
+    /// Whether a mount replaying this epoch's journal would come to this block's end: an
+    /// entry of the epoch framed a record here. Only then may a frame commit itself.
+    replayable: bool,
 }
 
-/// The append blocks open for appending in this mount, by file.
+/// The append blocks open for appending in this mount, by file, and the frames that
+/// committed themselves since their file's last journaled operation.
 #[derive(Debug, Default)]
-pub(super) struct Tails(BTreeMap<Ino, Tail>);
+pub(super) struct Tails {
+    open: BTreeMap<Ino, Tail>,
+    /// Per file, frames that committed themselves and that no entry counts yet: an entry's
+    /// next operation on the file must say so first ([`OpKind::Framed`]), or the replay
+    /// would apply it before them.
+    owed: BTreeMap<Ino, u64>,
+}
 
 impl Tails {
     /// Forgets `ino`'s block: its next record starts a new one.
     pub fn close(&mut self, ino: Ino) {
-        self.0.remove(&ino);
+        self.open.remove(&ino);
     }
 
     fn open(&mut self, ino: Ino, tail: Tail) {
-        if self.0.len() >= MAX_TAILS && !self.0.contains_key(&ino) {
-            self.0.pop_first();
+        if self.open.len() >= MAX_TAILS && !self.open.contains_key(&ino) {
+            self.open.pop_first();
         }
-        self.0.insert(ino, tail);
+        self.open.insert(ino, tail);
     }
 
     /// Forgets every block of `sector` (freed).
     fn freed(&mut self, sector: u64) {
-        self.0.retain(|_, t| t.sector != sector);
+        self.open.retain(|_, t| t.sector != sector);
+    }
+
+    /// A checkpoint started a new epoch: its journal names no block yet, and owes nothing.
+    pub fn checkpointed(&mut self) {
+        self.open.values_mut().for_each(|t| t.replayable = false);
+        self.owed.clear();
+    }
+
+    /// The working version was reloaded: no position in RAM is known to hold.
+    pub fn clear(&mut self) {
+        self.open.clear();
+        self.owed.clear();
+    }
+
+    /// An entry that framed a record of `ino` is durable: the replay comes to its block.
+    pub fn replayable(&mut self, ino: Ino) {
+        if let Some(t) = self.open.get_mut(&ino) {
+            t.replayable = true;
+        }
+    }
+
+    /// Takes the count of `ino`'s frames that committed themselves since its last
+    /// journaled operation.
+    fn take_owed(&mut self, ino: Ino) -> u64 {
+        self.owed.remove(&ino).unwrap_or(0)
+    }
+
+    /// Files that are owed a count but have no open block any more (it was closed, freed or
+    /// let go): nothing more commits itself there, so their count may be written now.
+    fn take_orphans(&mut self) -> Vec<(Ino, u64)> {
+        let open = &self.open;
+        let orphans: Vec<(Ino, u64)> = self
+            .owed
+            .iter()
+            .filter(|(ino, _)| !open.contains_key(ino))
+            .map(|(&i, &c)| (i, c))
+            .collect();
+        for (ino, _) in &orphans {
+            self.owed.remove(ino);
+        }
+        orphans
+    }
+}
+
+/// Where [`Fs::append_record`] put a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placed {
+    /// After the frames of the open block, committed by its own frame: no entry needs it.
+    Committed,
+    /// After the frames of the open block, for the entry to commit.
+    After,
+    /// First in a new block at this sector, for the entry to commit.
+    New(u64),
+    /// Nowhere: it stays items.
+    Items,
+}
+
+/// The entry's note that `count` records of `ino` committed themselves by their frames.
+fn framed(ino: Ino, time: super::layout::Timespec, count: u64) -> Op {
+    Op {
+        ino,
+        time,
+        kind: OpKind::Framed { count },
     }
 }
 
@@ -76,38 +163,53 @@ fn header_len(align: usize) -> usize {
     align.max(2)
 }
 
-/// The frame of a record: length (u16, little-endian) and bytes, padded with erased bytes
-/// to `align`.
+/// The frame of a record: length (u16, little-endian, with [`OPEN_BIT`] set) and bytes,
+/// padded with erased bytes to `align`.
 fn frame(data: &[u8], align: usize) -> Vec<u8> {
     let mut f = Vec::with_capacity((LEN_BYTES + data.len()).next_multiple_of(align));
-    f.extend_from_slice(&(data.len() as u16).to_le_bytes());
+    f.extend_from_slice(&(data.len() as u16 | OPEN_BIT).to_le_bytes());
     f.extend_from_slice(data);
     f.resize(f.len().next_multiple_of(align), 0xFF);
     f
 }
 
-/// The alignment an append block's header names; `None` if `block` is not one.
-fn block_align(block: &[u8]) -> Option<usize> {
+/// The alignment an append block's header names and whether its frames may commit
+/// themselves; `None` if `block` is not an append block.
+fn block_kind(block: &[u8]) -> Option<(usize, bool)> {
     match block {
-        [MAGIC, shift, ..] => 1usize
+        [magic @ (MAGIC | MAGIC_V5), shift, ..] => 1usize
             .checked_shl(u32::from(*shift))
-            .filter(|&a| a <= MAX_ALIGN),
+            .filter(|&a| a <= MAX_ALIGN)
+            .map(|a| (a, *magic == MAGIC)),
         _ => None,
     }
 }
 
-/// The bytes of the frames of an append block, from its first, as far as they parse: `None`
-/// if the block is not an append block.
-pub(super) fn frames(block: &[u8]) -> Option<impl Iterator<Item = &[u8]>> {
-    let align = block_align(block)?;
+/// A frame as read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Frame<'a> {
+    /// The record's bytes.
+    pub data: &'a [u8],
+    /// Whether it committed itself (its open bit is clear, in a version 6 block).
+    pub committed: bool,
+}
+
+/// The frames of an append block, from its first, as far as they parse: `None` if the
+/// block is not an append block.
+pub(super) fn frames(block: &[u8]) -> Option<impl Iterator<Item = Frame<'_>>> {
+    let (align, commits) = block_kind(block)?;
     let mut at = header_len(align);
     Some(core::iter::from_fn(move || {
         let l = block.get(at..at + LEN_BYTES)?;
-        let len = usize::from(u16::from_le_bytes([l[0], l[1]]));
+        let word = u16::from_le_bytes([l[0], l[1]]);
+        let len = usize::from(word & !OPEN_BIT);
         let end = at + LEN_BYTES + len;
         let data = block.get(at + LEN_BYTES..end)?;
         at = end.next_multiple_of(align);
-        Some(data)
+        Some(Frame {
+            data,
+            committed: commits && word & OPEN_BIT == 0,
+        })
     }))
 }
 
@@ -172,7 +274,7 @@ impl<D: Segments> Fs<D> {
                 self.tree.store_mut().read(sector, &mut data)?;
                 let held = usize::try_from(end.min(n1) - first).unwrap_or(usize::MAX);
                 let f = frames(&data).ok_or_else(missing)?;
-                block = Some((first, end, f.take(held).map(<[u8]>::to_vec).collect()));
+                block = Some((first, end, f.take(held).map(|f| f.data.to_vec()).collect()));
             }
             let (first, _, f) = block.as_ref().ok_or_else(missing)?;
             let k = usize::try_from(n - first).map_err(|_| missing())?;
@@ -215,7 +317,7 @@ impl<D: Segments> Fs<D> {
                     break;
                 };
                 if n >= head.first {
-                    framed.push((n, d.len()));
+                    framed.push((n, d.data.len()));
                 }
             }
         }
@@ -249,13 +351,18 @@ impl<D: Segments> Fs<D> {
 
     /// Before a journal entry is written: in every file of records that may be appended
     /// whose pending operations are adds (and removals of the oldest), programs each added
-    /// record into the file's append block (or a new one) and replaces its add in the entry
-    /// with an [`OpKind::AddAppended`], which names the record's length (and the new block)
-    /// instead of holding its bytes. A record that cannot be appended stays an add.
+    /// record into the file's append block (or a new one). An add at the front of the
+    /// entry whose frame goes after the last of a block the epoch's journal leads the
+    /// replay to commits itself: its frame's open bit is cleared once its bytes are in,
+    /// and the entry drops it. Any other is replaced in the entry with an
+    /// [`OpKind::AddAppended`], which names the record's length (and the new block) instead
+    /// of holding its bytes; a record that cannot be appended stays an add. The first
+    /// operation the entry holds on a file that has records committed by their frames is
+    /// preceded by an [`OpKind::Framed`] counting them (SPEC.md §8.5b).
     pub(super) fn append_pending(&mut self) -> Result<()> {
-        if self.transactions() > 0 || !self.tree.store().ftl.can_patch() {
-            return Ok(());
-        }
+        // With a transaction open, adds stay items (their records may yet be undone); the
+        // counts owed still go before any operation on their files.
+        let appending = self.transactions() == 0 && self.tree.store().ftl.can_patch();
         // The adds of a file are its records `next - k..next` unless a removal from the end
         // gave a number back, and their bytes are the records' unless an update changed
         // them: files with either are left as they are. Removals from the front (a phone
@@ -265,7 +372,7 @@ impl<D: Segments> Fs<D> {
             .adds_by_file(|k| matches!(k, OpKind::RemoveFirst | OpKind::Atime));
         // Per file: the number of its next pending add, and its head.
         let mut next: BTreeMap<Ino, (u64, RecordHead)> = BTreeMap::new();
-        for (ino, k) in adds {
+        for (ino, k) in adds.into_iter().filter(|_| appending) {
             match self.record_head(ino)? {
                 Some(head) if self.appends(&head) => {
                     next.insert(ino, (head.next.saturating_sub(k), head));
@@ -273,37 +380,64 @@ impl<D: Segments> Fs<D> {
                 _ => {}
             }
         }
-        if next.is_empty() {
-            return Ok(());
-        }
         let pending = core::mem::take(&mut self.journal.pending);
         let mut out = Vec::with_capacity(pending.len());
+        // Whether `out` holds an operation yet: a frame after one must not commit itself,
+        // or a power cut before the entry would keep it without what came before it.
+        let mut entered = false;
         let mut result = Ok(());
         for op in pending {
-            let OpKind::Add(data) = &op.kind else {
-                out.push(op);
-                continue;
+            let (ino, time) = (op.ino, op.time);
+            let target = match &op.kind {
+                OpKind::Add(data) if result.is_ok() => next.get_mut(&ino).map(|t| (t, data)),
+                _ => None,
             };
-            let Some((n, head)) = next.get_mut(&op.ino).filter(|_| result.is_ok()) else {
-                out.push(op);
-                continue;
+            let placed = match target {
+                Some(((n, head), data)) => {
+                    *n += 1;
+                    let n = *n - 1;
+                    match self.append_record(ino, head, n, data, !entered) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            result = Err(e);
+                            Placed::Items
+                        }
+                    }
+                }
+                None => Placed::Items,
             };
-            *n += 1;
-            let n = *n - 1;
-            match self.append_record(op.ino, head, n, data) {
-                Ok(Some(sector)) => {
-                    let len = data.len() as u64;
-                    out.push(Op {
-                        kind: OpKind::AddAppended { len, sector },
-                        ..op
-                    })
-                }
-                Ok(None) => out.push(op),
-                Err(e) => {
-                    result = Err(e);
-                    out.push(op);
-                }
+            for (orphan, count) in self.tails.take_orphans() {
+                out.push(framed(orphan, time, count));
+                entered = true;
             }
+            if placed == Placed::Committed {
+                continue;
+            }
+            // A framed add's replay takes the records that committed themselves before it
+            // by itself: their frames come before its own, which is not committed by
+            // itself, and nothing is framed in that block after a new one starts.
+            let owed = self.tails.take_owed(ino);
+            let sector = match placed {
+                Placed::After => None,
+                Placed::New(s) => Some(s),
+                _ => {
+                    if owed > 0 {
+                        out.push(framed(ino, time, owed));
+                    }
+                    out.push(op);
+                    entered = true;
+                    continue;
+                }
+            };
+            let len = match &op.kind {
+                OpKind::Add(data) => data.len() as u64,
+                _ => 0,
+            };
+            out.push(Op {
+                kind: OpKind::AddAppended { len, sector },
+                ..op
+            });
+            entered = true;
         }
         self.journal.pending = out;
         result?;
@@ -312,18 +446,18 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Appends record `n` of `ino` (just added, as items) to its append block or a new one
-    /// and removes its items: `Some(None)` if it went after the frames of the open block,
-    /// `Some(Some(sector))` if it starts the new block at `sector`, `None` if it stays items
-    /// (already dropped by a cyclic file, too large for a block, beyond the numbers a block
-    /// may be mapped at, no free block beyond the index's reserve, or a program that did not
-    /// take).
+    /// and removes its items, committing it by its frame if `commit` allows and the block
+    /// is one the replay comes to. It stays items (already dropped by a cyclic file, too
+    /// large for a block, beyond the numbers a block may be mapped at, no free block beyond
+    /// the index's reserve, or a program that did not take) otherwise.
     fn append_record(
         &mut self,
         ino: Ino,
         head: &RecordHead,
         n: u64,
         data: &[u8],
-    ) -> Result<Option<Option<u64>>> {
+        commit: bool,
+    ) -> Result<Placed> {
         let align = self.patch_align();
         let f = frame(data, align);
         let bs = self.bs() as usize;
@@ -332,25 +466,31 @@ impl<D: Segments> Fs<D> {
             || n >= self.max_file_size() / self.bs()
             || header_len(align) + f.len() > bs
         {
-            return Ok(None);
+            return Ok(Placed::Items);
         }
-        let tail = self.tails.0.get(&ino).copied();
+        let tail = self.tails.open.get(&ino).copied();
         let placed = match tail {
             Some(t) if t.next == n && t.offset + f.len() <= bs => {
-                match self
-                    .tree
-                    .store_mut()
-                    .ftl
-                    .patch_sector(t.sector, t.offset, &f)
-                {
-                    Ok(()) => {}
-                    Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => {
-                        self.tails.close(ino);
-                        return Ok(None);
-                    }
-                    Err(e) => {
-                        self.tails.close(ino);
-                        return Err(e);
+                let commit = commit && t.replayable;
+                // Its bytes first, then the bit that says they are all there.
+                let mut programs = vec![(t.offset, f.clone())];
+                if commit {
+                    let mut word = f[..align.max(LEN_BYTES)].to_vec();
+                    word[1] &= !(OPEN_BIT >> 8) as u8;
+                    programs.push((t.offset, word));
+                }
+                for (at, bytes) in programs {
+                    let r = self.tree.store_mut().ftl.patch_sector(t.sector, at, &bytes);
+                    match r {
+                        Ok(()) => {}
+                        Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => {
+                            self.tails.close(ino);
+                            return Ok(Placed::Items);
+                        }
+                        Err(e) => {
+                            self.tails.close(ino);
+                            return Err(e);
+                        }
                     }
                 }
                 self.tails.open(
@@ -361,14 +501,19 @@ impl<D: Segments> Fs<D> {
                         ..t
                     },
                 );
-                None
+                if commit {
+                    *self.tails.owed.entry(ino).or_default() += 1;
+                    Placed::Committed
+                } else {
+                    Placed::After
+                }
             }
             _ => {
                 if self.tree.store().space.free() <= self.reserve {
-                    return Ok(None);
+                    return Ok(Placed::Items);
                 }
                 let Some((sector, _)) = self.tree.store_mut().space.alloc(1) else {
-                    return Ok(None);
+                    return Ok(Placed::Items);
                 };
                 let mut block = vec![0xFFu8; bs];
                 block[0] = MAGIC;
@@ -387,15 +532,16 @@ impl<D: Segments> Fs<D> {
                         sector,
                         next: n + 1,
                         offset: at + f.len(),
+                        replayable: false,
                     },
                 );
-                Some(sector)
+                Placed::New(sector)
             }
         };
         for (k, _) in self.record_items(ino, n)? {
             self.tree.remove(&k)?;
         }
-        Ok(Some(placed))
+        Ok(placed)
     }
 
     /// Maps the append block at `sector` as the one whose first record is `n`. The block
@@ -455,17 +601,94 @@ impl<D: Segments> Fs<D> {
     }
 }
 
+/// Where the replay has come to in a file's newest append block: frames after the records
+/// it holds so far may have committed themselves.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReplayTail {
+    /// The block's first record.
+    first: u64,
+    sector: u64,
+    /// Time of the file's last operation replayed: the time of records found after it.
+    pub(super) time: super::layout::Timespec,
+}
+
+impl<D: Segments> Fs<D> {
+    /// The block holding `ino`'s newest record, if it is an append block, as of an
+    /// operation at `time` just replayed.
+    pub(super) fn replay_tail(
+        &mut self,
+        ino: Ino,
+        time: super::layout::Timespec,
+    ) -> Result<Option<ReplayTail>> {
+        let Some(last) = self.record_head(ino)?.and_then(|h| h.next.checked_sub(1)) else {
+            return Ok(None);
+        };
+        Ok(self
+            .append_block_of(ino, last)?
+            .map(|(first, sector, _)| ReplayTail {
+                first,
+                sector,
+                time,
+            }))
+    }
+
+    /// Replays the records of `ino` that committed themselves by their frames after those
+    /// the replay has counted in `tail`'s block: exactly `count` (an [`OpKind::Framed`]; a
+    /// frame missing is damage), or, at the end of the replay, as many as there are.
+    /// Returns the records added.
+    pub(super) fn replay_framed(
+        &mut self,
+        ino: Ino,
+        tail: ReplayTail,
+        count: Option<u64>,
+    ) -> Result<u64> {
+        let bad = || Error::Corrupt("a journal entry counts frames that are not there");
+        let still = self.replay_tail(ino, tail.time)?;
+        let head = self.record_head(ino)?;
+        let (Some(now), Some(head)) = (still, head) else {
+            return count.map_or(Ok(0), |_| Err(bad()));
+        };
+        if now.sector != tail.sector || now.first != tail.first {
+            return count.map_or(Ok(0), |_| Err(bad()));
+        }
+        let mut block = vec![0u8; self.bs() as usize];
+        self.tree.store_mut().read(tail.sector, &mut block)?;
+        let skip = usize::try_from(head.next - tail.first).map_err(|_| bad())?;
+        let lens: Vec<u64> = frames(&block)
+            .ok_or_else(bad)?
+            .skip(skip)
+            .take_while(|f| f.committed)
+            .take(count.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX)))
+            .map(|f| f.data.len() as u64)
+            .collect();
+        if count.is_some_and(|c| c != lens.len() as u64) {
+            return Err(bad());
+        }
+        let added = lens.len() as u64;
+        let before = self.op_time.replace(tail.time);
+        let result = lens
+            .into_iter()
+            .try_for_each(|len| self.replay_appended(ino, len, None));
+        self.op_time = before;
+        result.map(|()| added)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn block(align: usize, records: &[&[u8]]) -> Vec<u8> {
+    /// An append block of `align` holding `records`, each committed by itself if `true`.
+    fn block(align: usize, records: &[(&[u8], bool)]) -> Vec<u8> {
         let mut b = vec![0xFFu8; 512];
         b[0] = MAGIC;
         b[1] = align.trailing_zeros() as u8;
         let mut at = header_len(align);
-        for r in records {
-            let f = frame(r, align);
+        for &(r, committed) in records {
+            let mut f = frame(r, align);
+            if committed {
+                f[1] &= !(OPEN_BIT >> 8) as u8;
+            }
             b[at..at + f.len()].copy_from_slice(&f);
             at += f.len();
         }
@@ -478,21 +701,38 @@ mod tests {
         assert_eq!(frame(&[7; 15], 4).len(), 20);
         assert_eq!(frame(&[], 1).len(), 2);
         for align in [1, 2, 4, 8] {
-            let recs: [&[u8]; 3] = [b"call", b"", b"a longer message"];
+            let recs: [(&[u8], bool); 3] =
+                [(b"call", false), (b"", true), (b"a longer message", true)];
             let b = block(align, &recs);
-            let got: Vec<&[u8]> = frames(&b).unwrap().take(3).collect();
+            let got: Vec<(&[u8], bool)> = frames(&b)
+                .unwrap()
+                .map(|f| (f.data, f.committed))
+                .take(3)
+                .collect();
             assert_eq!(got, recs, "align {align}");
+            // The erased bytes after them end the frames.
+            assert_eq!(frames(&b).unwrap().count(), 3, "align {align}");
         }
+    }
+
+    #[test]
+    fn only_version_6_frames_commit_themselves() {
+        let mut b = block(2, &[(b"x", true), (b"y", false)]);
+        b[0] = MAGIC_V5;
+        let got: Vec<Frame> = frames(&b).unwrap().collect();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|f| !f.committed));
+        assert_eq!((got[0].data, got[1].data), (&b"x"[..], &b"y"[..]));
     }
 
     #[test]
     fn a_block_that_is_not_an_append_block_has_no_frames() {
         assert!(frames(&[0u8; 512]).is_none());
-        let mut b = block(2, &[b"x"]);
+        let mut b = block(2, &[(b"x", true)]);
         b[1] = 4; // an alignment of 16
         assert!(frames(&b).is_none());
         // A length running past the block ends the frames instead of panicking.
-        let mut b = block(2, &[b"x"]);
+        let mut b = block(2, &[(b"x", true)]);
         b[2..4].copy_from_slice(&600u16.to_le_bytes());
         assert_eq!(frames(&b).unwrap().count(), 0);
     }

@@ -18,11 +18,15 @@
 //! numbered in the order they were started; mount replays the epoch's blocks in that order
 //! and each block's entries until the first that is erased or fails its CRC. Nothing is
 //! appended after an entry that may be torn: after a mount or a failure the next entry
-//! starts a new block. Layout: SPEC.md §8.5b.
+//! starts a new block. Records added in append blocks may commit themselves by their
+//! frames, with no entry (append.rs): the replay adds them before the entry that counts
+//! them or frames the next record of their file, or after the last entry. Layout: SPEC.md
+//! §8.5b.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
+use super::append::ReplayTail;
 use super::layout::{Ino, Timespec};
 use super::Fs;
 use crate::error::{Error, Result};
@@ -57,6 +61,7 @@ mod code {
     pub const ADD_PACKED: u8 = 6;
     pub const ADD_APPENDED: u8 = 7;
     pub const ADD_APPENDED_NEW: u8 = 8;
+    pub const FRAMED: u8 = 9;
 }
 
 /// What a journaled operation did.
@@ -90,6 +95,13 @@ pub enum OpKind {
         len: u64,
         /// The append block it starts, if it starts one.
         sector: Option<u64>,
+    },
+    /// `count` [`Fs::record_add`](super::Fs::record_add)s of records whose frames, after
+    /// the last the entries so far count in the file's append block, committed themselves
+    /// (SPEC.md §8.5b).
+    Framed {
+        /// Records added.
+        count: u64,
     },
 }
 
@@ -180,6 +192,7 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
                 len,
                 sector: Some(sector),
             } => (code::ADD_APPENDED_NEW, &[*len, *sector][..], None),
+            OpKind::Framed { count } => (code::FRAMED, core::slice::from_ref(count), None),
         };
         out.push(c);
         put_varint(&mut out, op.ino);
@@ -234,6 +247,7 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                     len: c.varint()?,
                     sector: Some(c.varint()?),
                 },
+                code::FRAMED => OpKind::Framed { count: c.varint()? },
                 _ => return None,
             };
             Some(Op { ino, time, kind })
@@ -407,6 +421,8 @@ pub struct Journal {
     pub must_checkpoint: bool,
     /// Entries written since mount.
     pub entries: u64,
+    /// Commits since mount whose every operation committed itself by its frame.
+    pub frame_commits: u64,
     /// Bytes of entries written since mount (padding included).
     pub entry_bytes: u64,
     /// Journal blocks written (started) since mount.
@@ -459,11 +475,16 @@ impl Journal {
         }
     }
 
-    /// Counts an entry written: every pending operation is durable.
-    fn written(&mut self, bytes: usize) {
+    /// Every pending operation is durable.
+    fn settled(&mut self) {
         self.pending.clear();
         self.pending_bytes = 0;
         self.durable = self.mark;
+    }
+
+    /// Counts an entry written: every pending operation is durable.
+    fn written(&mut self, bytes: usize) {
+        self.settled();
         self.entries += 1;
         self.entry_bytes += bytes as u64;
     }
@@ -560,6 +581,20 @@ impl<D: Segments> Fs<D> {
         // Other records added go after the frames of their file's append block.
         self.append_pending()?;
         self.journal.mark = self.tree.mutations();
+        if self.journal.pending.is_empty() {
+            // Every operation committed itself by its frame.
+            self.journal.settled();
+            self.journal.frame_commits += 1;
+            return Ok(true);
+        }
+        // The replay will come to the blocks this entry frames records in.
+        let framed: Vec<Ino> = self
+            .journal
+            .pending
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::AddAppended { .. }))
+            .map(|op| op.ino)
+            .collect();
         // Fresh blocks align entries to the part's word: every byte of padding is a byte
         // of flash worn for nothing, and most entries are a few dozen bytes.
         let align = self.patch_align();
@@ -647,6 +682,9 @@ impl<D: Segments> Fs<D> {
         }
         self.tree.store_mut().ftl.flush()?;
         self.journal.written(bytes);
+        for ino in framed {
+            self.tails.replayable(ino);
+        }
         Ok(true)
     }
 
@@ -658,6 +696,7 @@ impl<D: Segments> Fs<D> {
         let counters = core::mem::take(&mut self.journal);
         self.journal = Journal {
             entries: counters.entries,
+            frame_commits: counters.frame_commits,
             entry_bytes: counters.entry_bytes,
             block_writes: counters.block_writes,
             replayed: counters.replayed,
@@ -678,6 +717,8 @@ impl<D: Segments> Fs<D> {
             return Err(Error::Corrupt("two journal blocks with one place"));
         }
         let mut replayed = 0;
+        // Per file, where the entries have come to in its newest append block.
+        let mut tails: BTreeMap<Ino, ReplayTail> = BTreeMap::new();
         self.replaying = true;
         let result = (|| -> Result<()> {
             // An entry begun in an earlier block: its bytes so far, and the time its first
@@ -710,12 +751,15 @@ impl<D: Segments> Fs<D> {
                     let ops = decode_ops(&bytes, base)?;
                     time = ops.last().map_or(base, |o| o.time);
                     for op in &ops {
-                        self.replay_op(op)?;
-                        replayed += 1;
+                        replayed += self.replay_op(op, &mut tails)?;
                     }
                 }
             }
-            // An entry still going on when the blocks end was never committed.
+            // An entry still going on when the blocks end was never committed. Records
+            // that committed themselves after the last entry on their file come last.
+            for (ino, tail) in tails {
+                replayed += self.replay_framed(ino, tail, None).map_err(damage)?;
+            }
             Ok(())
         })();
         self.replaying = false;
@@ -731,26 +775,61 @@ impl<D: Segments> Fs<D> {
         Ok(replayed)
     }
 
-    /// Applies one journaled operation as it ran.
-    fn replay_op(&mut self, op: &Op) -> Result<()> {
+    /// Applies one journaled operation as it ran; `tails` follows where each file's
+    /// entries have come to in its newest append block. Returns the record operations
+    /// applied (an [`OpKind::Framed`] applies its count).
+    fn replay_op(&mut self, op: &Op, tails: &mut BTreeMap<Ino, ReplayTail>) -> Result<u64> {
         self.op_time = Some(op.time);
+        let ino = op.ino;
         let result = match &op.kind {
-            OpKind::Add(d) => self.record_add(op.ino, d).map(drop),
-            OpKind::Update(n, d) => self.record_update(op.ino, *n, d),
-            OpKind::RemoveFirst => self.record_remove_first(op.ino),
-            OpKind::RemoveLast => self.record_remove_last(op.ino),
-            OpKind::Atime => self.inode(op.ino).and_then(|mut i| {
+            OpKind::Add(d) => self.record_add(ino, d).map(|_| 1),
+            OpKind::Update(n, d) => self.record_update(ino, *n, d).map(|_| 1),
+            OpKind::RemoveFirst => self.record_remove_first(ino).map(|_| 1),
+            OpKind::RemoveLast => self.record_remove_last(ino).map(|_| 1),
+            OpKind::Atime => self.inode(ino).and_then(|mut i| {
                 i.atime = op.time;
-                self.put_inode(op.ino, &i)
+                self.put_inode(ino, &i).map(|_| 1)
             }),
-            &OpKind::AddPacked { sector, count } => self.replay_packed(op.ino, sector, count),
-            &OpKind::AddAppended { len, sector } => self.replay_appended(op.ino, len, sector),
+            &OpKind::AddPacked { sector, count } => {
+                self.replay_packed(ino, sector, count).map(|_| 1)
+            }
+            // The records that committed themselves before it come first.
+            &OpKind::AddAppended { len, sector } => match tails.get(&ino) {
+                Some(&tail) => self.replay_framed(ino, tail, None),
+                None => Ok(0),
+            }
+            .and_then(|n| self.replay_appended(ino, len, sector).map(|_| n + 1)),
+            &OpKind::Framed { count } => match tails.get(&ino) {
+                Some(&tail) => self.replay_framed(ino, tail, Some(count)),
+                None => Err(Error::Corrupt(
+                    "a journal entry counts frames in no append block",
+                )),
+            },
         };
         self.op_time = None;
-        result.map_err(|e| match e {
-            Error::Io | Error::Flash(_) | Error::Corrupt(_) => e,
-            _ => Error::Corrupt("a journal entry does not apply to the index"),
-        })
+        let applied = result.map_err(damage)?;
+        match op.kind {
+            OpKind::AddAppended { .. } => match self.replay_tail(ino, op.time).map_err(damage)? {
+                Some(t) => tails.insert(ino, t),
+                None => tails.remove(&ino),
+            },
+            // Records after these are not framed in that block: its next frames, if any,
+            // are not theirs.
+            OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => tails.remove(&ino),
+            _ => tails.get_mut(&ino).map(|t| {
+                t.time = op.time;
+                *t
+            }),
+        };
+        Ok(applied)
+    }
+}
+
+/// An error replaying the journal: damage, unless the device failed.
+fn damage(e: Error) -> Error {
+    match e {
+        Error::Io | Error::Flash(_) | Error::Corrupt(_) => e,
+        _ => Error::Corrupt("a journal entry does not apply to the index"),
     }
 }
 

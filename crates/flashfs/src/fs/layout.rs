@@ -508,8 +508,10 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// have a journal (a reader of version 2 would miss its entries), 4 since record files of
 /// fixed-size records may hold their records in data blocks (a reader of version 3 would
 /// miss them), 5 since other record files may hold theirs in run blocks (a reader of version
-/// 4 would miss those). Versions 1 to 4, which have none of these, are read too.
-pub const FS_VERSION: u8 = 5;
+/// 4 would miss those), 6 since frames in append blocks may commit themselves (a reader of
+/// version 5 would miss the records they hold). Versions 1 to 5, which have none of these,
+/// are read too.
+pub const FS_VERSION: u8 = 6;
 /// Bytes of an encoded superblock record.
 pub const SB_LEN: usize = 68;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
