@@ -446,3 +446,60 @@ fn a_damaged_append_block_is_reported() {
         report.problems
     );
 }
+
+/// An entry that counts records which committed themselves by their frames, replayed where
+/// those frames no longer say so (an open bit set again by damage): the mount reports
+/// damage instead of adding a record that is not there, or panicking.
+#[test]
+fn frames_an_entry_counts_that_are_not_committed_are_damage() {
+    // The first add starts a block (an entry); the next two commit themselves; the
+    // removal's entry counts them. The power then goes.
+    let volume = |damage: bool| {
+        let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+        let f = fs
+            .create_records(ROOT_INO, b"sms", RecordFormat::variable(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.sync().unwrap();
+        for i in 0..3u8 {
+            fs.record_add(f, &[i + 1; 20]).unwrap();
+            fs.sync().unwrap();
+        }
+        assert_eq!(fs.stats().frame_commits, 2);
+        fs.record_remove_first(f).unwrap();
+        fs.sync().unwrap();
+        let mut buf = vec![0u8; fs.block_size() as usize];
+        let mut found = None;
+        for k in 1..fs.ftl().sectors() {
+            fs.ftl_mut().read(k, &mut buf).unwrap();
+            // The magic, 4-byte words, then the first frame: 20 bytes of 1, open (an entry
+            // committed it), and the second, 20 bytes of 2, committed by itself.
+            if buf[..6] == [0xA6, 2, 0xFF, 0xFF, 20, 0x80] && buf[28..30] == [20, 0] {
+                found = Some(k);
+            }
+        }
+        let k = found.expect("the file's append block");
+        if damage {
+            buf[29] = 0x80;
+            fs.ftl_mut().write(k, &buf).unwrap();
+            fs.ftl_mut().flush().unwrap();
+        }
+        (fs.into_device(), f)
+    };
+    let (dev, f) = volume(false);
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    let list = fs.record_list(f).unwrap();
+    let firsts: Vec<u8> = list.iter().map(|r| r.1[0]).collect();
+    assert_eq!(
+        firsts,
+        [2, 3],
+        "intact, the replay finds the records after the count"
+    );
+    let (dev, _) = volume(true);
+    assert!(matches!(
+        Fs::mount(dev, fs_config()),
+        Err(Error::Corrupt(
+            "a journal entry counts frames that are not there"
+        ))
+    ));
+}
