@@ -810,17 +810,20 @@ impl<D: Segments> Fs<D> {
         let applied = result.map_err(damage)?;
         match op.kind {
             OpKind::AddAppended { .. } => match self.replay_tail(ino, op.time).map_err(damage)? {
-                Some(t) => tails.insert(ino, t),
-                None => tails.remove(&ino),
+                Some(t) => drop(tails.insert(ino, t)),
+                None => drop(tails.remove(&ino)),
             },
             // Records after these are not framed in that block: its next frames, if any,
             // are not theirs.
-            OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => tails.remove(&ino),
-            _ => tails.get_mut(&ino).map(|t| {
-                t.time = op.time;
-                *t
-            }),
-        };
+            OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => {
+                tails.remove(&ino);
+            }
+            _ => {
+                if let Some(t) = tails.get_mut(&ino) {
+                    t.time = op.time;
+                }
+            }
+        }
         Ok(applied)
     }
 }

@@ -267,8 +267,8 @@ pub struct Fs<D: Segments> {
     tails: append::Tails,
 }
 
-/// Blocks freed since the last checkpoint that may wait for the next one (besides an eighth
-/// of the volume). Until then the checkpoint the journal follows still maps them, so they
+/// Blocks freed since the last checkpoint that may wait for the next one, at most (and at
+/// most an eighth of the volume). Until then the checkpoint the journal follows still maps them, so they
 /// stay live and the cleaner copies them with its victims; a checkpoint costs the dirty
 /// index nodes, which do not grow with the volume. On the phone workload (`flashfs bench
 /// tffs`), whose commits rarely write the index, endurance on the 8 MB part with an eighth
