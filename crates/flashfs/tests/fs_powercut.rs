@@ -698,7 +698,8 @@ fn journaled_record_operations() {
 /// entirely or not at all, and the entries after such adds (removals at both ends, an
 /// update, a framed add after them, a commit whose first add commits itself and whose
 /// next operation is an entry's) apply after them, not before; an add after an entry's
-/// operation in one commit waits for the entry.
+/// operation in one commit waits for the entry, and so do adds to a block the replay
+/// forgets (after an add kept as items and a removal from the end).
 #[test]
 fn frames_that_commit_themselves() {
     let calls = s("/calls");
@@ -741,6 +742,17 @@ fn frames_that_commit_themselves() {
     add(&mut steps, &sms, 25);
     steps.push(Step::RemoveFirst(calls.clone()));
     steps.push(Step::Sync);
+    // One commit whose add stays items (an update and a removal from the end are in it):
+    // the replay forgets the block, whose next frame the file's number now matches again,
+    // so the adds after it must not commit themselves there.
+    add(&mut steps, &sms, 45);
+    steps.push(Step::Update(sms.clone(), 1, 33, 91));
+    steps.push(Step::RemoveLast(sms.clone()));
+    steps.push(Step::Sync);
+    for len in [26, 27] {
+        add(&mut steps, &sms, len);
+        steps.push(Step::Sync);
+    }
     // One commit: a removal, then an add, which must wait for the entry.
     steps.push(Step::RemoveFirst(calls.clone()));
     add(&mut steps, &sms, 35);

@@ -106,10 +106,12 @@ impl Tails {
         self.owed.clear();
     }
 
-    /// An entry that framed a record of `ino` is durable: the replay comes to its block.
-    pub fn replayable(&mut self, ino: Ino) {
+    /// An entry is durable after which the replay comes to the end of `ino`'s block (it
+    /// framed a record there) or not (it added one otherwise or removed one from the end;
+    /// the replay then forgets the block, which may hold a stale frame).
+    pub fn set_replayable(&mut self, ino: Ino, replayable: bool) {
         if let Some(t) = self.open.get_mut(&ino) {
-            t.replayable = true;
+            t.replayable = replayable;
         }
     }
 

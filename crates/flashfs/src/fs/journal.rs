@@ -587,13 +587,20 @@ impl<D: Segments> Fs<D> {
             self.journal.frame_commits += 1;
             return Ok(true);
         }
-        // The replay will come to the blocks this entry frames records in.
-        let framed: Vec<Ino> = self
+        // Whether the replay, after this entry, comes to the end of each file's block: it
+        // does after a record framed there, and forgets the block after a record added
+        // otherwise or removed from the end (its frame would be stale).
+        let marks: Vec<(Ino, bool)> = self
             .journal
             .pending
             .iter()
-            .filter(|op| matches!(op.kind, OpKind::AddAppended { .. }))
-            .map(|op| op.ino)
+            .filter_map(|op| match op.kind {
+                OpKind::AddAppended { .. } => Some((op.ino, true)),
+                OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => {
+                    Some((op.ino, false))
+                }
+                _ => None,
+            })
             .collect();
         // Fresh blocks align entries to the part's word: every byte of padding is a byte
         // of flash worn for nothing, and most entries are a few dozen bytes.
@@ -682,8 +689,8 @@ impl<D: Segments> Fs<D> {
         }
         self.tree.store_mut().ftl.flush()?;
         self.journal.written(bytes);
-        for ino in framed {
-            self.tails.replayable(ino);
+        for (ino, replayable) in marks {
+            self.tails.set_replayable(ino, replayable);
         }
         Ok(true)
     }
@@ -814,7 +821,7 @@ impl<D: Segments> Fs<D> {
                 None => drop(tails.remove(&ino)),
             },
             // Records after these are not framed in that block: its next frames, if any,
-            // are not theirs.
+            // are not theirs (the writer's [`Tails::set_replayable`] follows this).
             OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => {
                 tails.remove(&ino);
             }
