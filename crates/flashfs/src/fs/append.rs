@@ -645,17 +645,24 @@ impl<D: Segments> Fs<D> {
         count: Option<u64>,
     ) -> Result<u64> {
         let bad = || Error::Corrupt("a journal entry counts frames that are not there");
-        let still = self.replay_tail(ino, tail.time)?;
+        // The block must still hold the file's newest record, and the frames to read are
+        // those after it.
         let head = self.record_head(ino)?;
-        let (Some(now), Some(head)) = (still, head) else {
-            return count.map_or(Ok(0), |_| Err(bad()));
+        let newest = head.and_then(|h| h.next.checked_sub(1).map(|last| (h.next, last)));
+        let holder = match newest {
+            Some((_, last)) => self.append_block_of(ino, last)?,
+            None => None,
         };
-        if now.sector != tail.sector || now.first != tail.first {
-            return count.map_or(Ok(0), |_| Err(bad()));
-        }
+        let skip = match (newest, holder) {
+            (Some((next, _)), Some((first, sector, _)))
+                if sector == tail.sector && first == tail.first =>
+            {
+                usize::try_from(next.checked_sub(first).ok_or_else(bad)?).map_err(|_| bad())?
+            }
+            _ => return count.map_or(Ok(0), |_| Err(bad())),
+        };
         let mut block = vec![0u8; self.bs() as usize];
         self.tree.store_mut().read(tail.sector, &mut block)?;
-        let skip = usize::try_from(head.next - tail.first).map_err(|_| bad())?;
         let lens: Vec<u64> = frames(&block)
             .ok_or_else(bad)?
             .skip(skip)
