@@ -321,14 +321,19 @@ pub fn apply_fs<D: Segments>(fs: &mut Fs<D>, op: &FsOp) -> flashfs::Result<()> {
         } => {
             let p = slash(path);
             let (dir, name) = fs.resolve_parent(&p)?;
-            let ino = match fs.lookup(dir, name) {
-                Ok(a) => a.ino,
-                Err(Error::NotFound) => fs.create(dir, name, 0o644, 0, 0)?.ino,
+            let (ino, created) = match fs.lookup(dir, name) {
+                Ok(a) => (a.ino, false),
+                Err(Error::NotFound) => (fs.create(dir, name, 0o644, 0, 0)?.ino, true),
                 Err(e) => return Err(e),
             };
-            // A new file and its first write are two operations; the model counts one.
-            fs.write(ino, *off, &content(*seed, *off, *len as usize))
-                .map(drop)
+            // A new file and its first write are two operations; the model counts one, so
+            // a write refused (a full volume) takes the file it created with it.
+            let written = fs.write(ino, *off, &content(*seed, *off, *len as usize));
+            if written.is_err() && created {
+                // A power cut in between leaves the file: the model allows for that.
+                let _ = fs.unlink(dir, name);
+            }
+            written.map(drop)
         }
         FsOp::Append { path, len, seed } => {
             let ino = fs.resolve(&slash(path))?;

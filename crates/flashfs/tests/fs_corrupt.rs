@@ -422,16 +422,16 @@ fn a_damaged_append_block_is_reported() {
     let mut found = None;
     for k in 1..fs.ftl().sectors() {
         fs.ftl_mut().read(k, &mut buf).unwrap();
-        // The magic, 4-byte words, then the first frame: record 1, 17 bytes of 1, its open
-        // bit set (an entry commits it; record 0 went with the file's creation, a
-        // checkpoint, as items).
-        if buf[..4] == [0xA6, 2, 0xFF, 0xFF] && buf[4..6] == [17, 0x80] && buf[6..23] == [1; 17] {
+        // The magic, no continuation, then the first frame: record 1, 17 bytes of 1
+        // (record 0 went with the file's creation, a checkpoint, as items).
+        if buf[..3] == [0xA7, 0xFF, 0xFF] && buf[7] == 17 && buf[8..25] == [1; 17] {
             found = Some(k);
         }
     }
     let k = found.expect("the log's first append block");
     fs.ftl_mut().read(k, &mut buf).unwrap();
-    buf[4..6].copy_from_slice(&0xFFF0u16.to_le_bytes());
+    // A length past the largest record: no frame.
+    buf[7..9].copy_from_slice(&[0x7F, 0xF0]);
     fs.ftl_mut().write(k, &buf).unwrap();
     assert_eq!(fs.record_read(log, 0).unwrap(), [0; 10]);
     assert!(matches!(fs.record_read(log, 1), Err(Error::Corrupt(_))));
@@ -447,13 +447,13 @@ fn a_damaged_append_block_is_reported() {
     );
 }
 
-/// An entry that counts records which committed themselves by their frames, replayed where
-/// those frames no longer say so (an open bit set again by damage): the mount reports
-/// damage instead of adding a record that is not there, or panicking.
+/// An entry that counts frames which committed themselves, replayed where those frames no
+/// longer say so (a bit set again by damage): the mount reports damage instead of adding a
+/// record that is not there, or panicking.
 #[test]
 fn frames_an_entry_counts_that_are_not_committed_are_damage() {
     // The first add starts a block (an entry); the next two commit themselves; the
-    // removal's entry counts them. The power then goes.
+    // update's entry counts them. The power then goes.
     let volume = |damage: bool| {
         let mut fs = Fs::format(nor(true), fs_config()).unwrap();
         let f = fs
@@ -466,21 +466,27 @@ fn frames_an_entry_counts_that_are_not_committed_are_damage() {
             fs.sync().unwrap();
         }
         assert_eq!(fs.stats().frame_commits, 2);
-        fs.record_remove_first(f).unwrap();
+        fs.record_update(f, 0, &[9; 20]).unwrap();
         fs.sync().unwrap();
         let mut buf = vec![0u8; fs.block_size() as usize];
+        let last = buf.len() - 1;
         let mut found = None;
         for k in 1..fs.ftl().sectors() {
             fs.ftl_mut().read(k, &mut buf).unwrap();
-            // The magic, 4-byte words, then the first frame: 20 bytes of 1, open (an entry
-            // committed it), and the second, 20 bytes of 2, committed by itself.
-            if buf[..6] == [0xA6, 2, 0xFF, 0xFF, 20, 0x80] && buf[28..30] == [20, 0] {
+            // The magic, then the first frame: its length and 20 bytes of 1 (an entry
+            // committed it), the second, 20 bytes of 2, and the last byte: the bits of
+            // frames 1 and 2 clear.
+            if buf[..3] == [0xA7, 0xFF, 0xFF]
+                && buf[7..9] == [20, 1]
+                && buf[28..30] == [20, 2]
+                && buf[last] == 0xF9
+            {
                 found = Some(k);
             }
         }
         let k = found.expect("the file's append block");
         if damage {
-            buf[29] = 0x80;
+            buf[last] |= 0x02;
             fs.ftl_mut().write(k, &buf).unwrap();
             fs.ftl_mut().flush().unwrap();
         }
@@ -492,8 +498,8 @@ fn frames_an_entry_counts_that_are_not_committed_are_damage() {
     let firsts: Vec<u8> = list.iter().map(|r| r.1[0]).collect();
     assert_eq!(
         firsts,
-        [2, 3],
-        "intact, the replay finds the records after the count"
+        [9, 2, 3],
+        "intact, the replay finds the records before the count"
     );
     let (dev, _) = volume(true);
     assert!(matches!(

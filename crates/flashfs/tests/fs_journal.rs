@@ -204,7 +204,8 @@ fn only_media_that_program_twice_have_a_journal() {
 /// An entry pads only to the part's word: the update of a 15-byte record (19 bytes of
 /// operation, 6 of length and CRC) takes 26 bytes on 2-byte words, 28 on 4-byte words,
 /// never the 32 of an 8-byte alignment; an add that starts an append block, 12 on both;
-/// a removal after records that committed themselves, with the count of those, 14 and 16.
+/// adds and a removal from the front after it commit themselves by their frames, no entry;
+/// a removal from the end after them, with the count of those frames, 14 and 16.
 #[test]
 fn entries_pad_only_to_the_parts_word() {
     for (word, want, want_started, want_counted) in [(2, 26, 12, 14), (4, 28, 12, 16)] {
@@ -236,20 +237,23 @@ fn entries_pad_only_to_the_parts_word() {
         fs.sync().unwrap();
         let started = fs.stats().journal_bytes - before.journal_bytes;
         assert_eq!(started, want_started, "{word}-byte words");
-        // The adds after it commit themselves: no entry at all.
+        // The adds after it, and the removal of the oldest record, commit themselves: no
+        // entry at all.
         let before = fs.stats();
         for i in 5..8 {
             fs.record_add(calls, &[i; 15]).unwrap();
             fs.sync().unwrap();
         }
+        fs.record_remove_first(calls).unwrap();
+        fs.sync().unwrap();
         let after = fs.stats();
         assert_eq!(
             after.journal_bytes, before.journal_bytes,
             "{word}-byte words"
         );
-        assert_eq!(after.frame_commits - before.frame_commits, 3);
-        // The removal after them says first that the block holds three more records.
-        fs.record_remove_first(calls).unwrap();
+        assert_eq!(after.frame_commits - before.frame_commits, 4);
+        // The removal from the end after them says first that four frames came before it.
+        fs.record_remove_last(calls).unwrap();
         fs.sync().unwrap();
         let counted = fs.stats().journal_bytes - after.journal_bytes;
         assert_eq!(counted, want_counted, "{word}-byte words");
@@ -258,8 +262,8 @@ fn entries_pad_only_to_the_parts_word() {
             let list = fs.record_list(calls).unwrap();
             list.iter().map(|r| r.1[0]).collect()
         };
-        assert_eq!(bytes(&mut fs), [4, 5, 6, 7]);
+        assert_eq!(bytes(&mut fs), [4, 5, 6]);
         let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
-        assert_eq!(bytes(&mut fs), [4, 5, 6, 7], "{word}-byte words, replayed");
+        assert_eq!(bytes(&mut fs), [4, 5, 6], "{word}-byte words, replayed");
     }
 }

@@ -359,9 +359,8 @@ fn recover<D: Sim>(
     hi: usize,
     what: &str,
 ) -> (Vol<D>, usize) {
-    let mut v = Vol::mount(dev, config)
-        .ok()
-        .unwrap_or_else(|| panic!("{what}: mount failed"));
+    let mut v =
+        Vol::mount(dev, config).unwrap_or_else(|(e, _)| panic!("{what}: mount failed: {e}"));
     let report =
         v.fs.check(false)
             .unwrap_or_else(|e| panic!("{what}: check: {e}"));
@@ -448,11 +447,17 @@ fn keeps_working<D: Sim>(mut v: Vol<D>, config: FsConfig, what: &str) {
 
 /// Cuts `steps` at every device operation, clean and torn. Returns the cuts made.
 fn every_cut<D: Sim>(dev: D, config: FsConfig, steps: &[Step]) -> u64 {
+    cuts_every(dev, config, steps, 1)
+}
+
+/// Cuts `steps` at every `stride`th device operation (and the last), clean and torn.
+/// Returns the cuts made.
+fn cuts_every<D: Sim>(dev: D, config: FsConfig, steps: &[Step], stride: u64) -> u64 {
     let base = formatted(dev, config);
     let (states, total) = reference(&base, steps, config);
     assert!(total >= 4, "only {total} device operations");
     let mut cuts = 0;
-    for k in 0..=total {
+    for k in (0..=total).filter(|k| k % stride == 0 || *k == total) {
         for torn in [false, true] {
             let what = format!("cut after {k} of {total} device operations (torn {torn})");
             let (dev, done, durable, cut) = run_until_cut(&base, steps, config, k, torn);
@@ -778,6 +783,91 @@ fn frames_that_commit_themselves() {
     assert!(st.journal_entries >= 5, "{st:?}");
     let cuts = every_cut(nor(true), fs_config(), &steps);
     assert!(cuts >= 100, "{cuts} cuts");
+}
+
+/// Append blocks as version 7 packs them (SPEC.md §8.4a): a call log of 15-byte records,
+/// which are their bytes alone, wrapping through blocks whose last frame goes on in the
+/// next; messages of any length going on in new blocks, committed by their own frames (the
+/// replay follows the link) and by entries (an add after a removal from the end); removals
+/// of the oldest message that commit themselves as frames; blocks a checkpoint covered,
+/// freed by those removals and taken again in the same epoch; an update of a record whose
+/// frame spans two blocks; a removal from the end of the record after a frame that goes on.
+/// Cut at every device operation, clean and torn.
+#[test]
+fn packed_frames_that_go_on_and_removals() {
+    let calls = s("/calls");
+    let sms = s("/sms");
+    // A file filling the volume but for a few blocks: freed blocks are soon taken again.
+    let free = {
+        let fs = Fs::format(nor(true), fs_config()).unwrap();
+        fs.statfs().blocks_free as usize
+    };
+    let mut steps = vec![
+        Step::Records(calls.clone(), 6, 15),
+        Step::Records(sms.clone(), 0, 0),
+        Step::Create(s("/big")),
+        Step::Write(s("/big"), 0, (free - 14) * 512, 9),
+        Step::Sync,
+    ];
+    let mut seed = 0u8;
+    let mut add = |steps: &mut Vec<Step>, f: &String, len: usize| {
+        seed = seed.wrapping_add(1);
+        steps.push(Step::Add(f.clone(), len, seed));
+        steps.push(Step::Sync);
+    };
+    // 40 calls: a block holds 33 of them; the 34th goes on in the next.
+    for _ in 0..40 {
+        add(&mut steps, &calls, 15);
+    }
+    // Messages filling three blocks, most of them going on from one to the next.
+    for len in [150, 90, 120, 140, 60, 130, 100, 150, 110, 45] {
+        add(&mut steps, &sms, len);
+    }
+    // A change the journal does not take: a checkpoint covers the blocks so far. An add in
+    // an entry then leads the replay to the messages' block again.
+    steps.push(Step::Create(s("/f")));
+    steps.push(Step::Sync);
+    add(&mut steps, &sms, 40);
+    // The oldest messages removed, each by a frame of its own: the first blocks are freed,
+    // and the messages after them take them again.
+    for _ in 0..5 {
+        steps.push(Step::RemoveFirst(sms.clone()));
+        steps.push(Step::Sync);
+    }
+    for len in [140, 20, 150, 80] {
+        add(&mut steps, &sms, len);
+    }
+    // An update of a message whose frame goes on in the next block, and of the newest.
+    steps.push(Step::Update(sms.clone(), 3, 70, 200));
+    steps.push(Step::Update(sms.clone(), 0, 10, 201));
+    steps.push(Step::Sync);
+    // A removal from the end, then adds: the first after it goes in an entry, framed anew.
+    steps.push(Step::RemoveLast(sms.clone()));
+    steps.push(Step::Sync);
+    for len in [130, 150] {
+        add(&mut steps, &sms, len);
+    }
+    // One commit: a removal from the end and adds after it, which wait for its entry.
+    steps.push(Step::RemoveLast(sms.clone()));
+    steps.push(Step::Add(sms.clone(), 140, 210));
+    steps.push(Step::Add(sms.clone(), 150, 211));
+    steps.push(Step::Sync);
+    add(&mut steps, &calls, 15);
+    add(&mut steps, &sms, 30);
+    // The scenario is what it says: most operations commit themselves (entries: the first
+    // add of each file and of each epoch, removals before an epoch's first add, the
+    // update, the removals from the end and the adds after them).
+    let base = formatted(nor(true), fs_config());
+    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
+    let mut handles = BTreeMap::new();
+    for step in &steps {
+        apply(&mut v.fs, step, &mut handles).unwrap();
+    }
+    let st = v.fs.stats();
+    assert!(st.frame_commits >= 50, "{st:?}");
+    assert!(st.journal_entries <= 14, "{st:?}");
+    let cuts = every_cut(nor(true), fs_config(), &steps);
+    assert!(cuts >= 300, "{cuts} cuts");
 }
 
 fn workload(seed: u64, n: usize) -> Vec<Step> {

@@ -404,6 +404,11 @@ impl<D: Segments> Fs<D> {
                 if b.saturating_add(e.len) > max_blocks {
                     problem(format!("extent at block {b} ends past the largest file"));
                 }
+                if e.continued && !records {
+                    problem(format!(
+                        "extent at block {b} continues an append block in a file of bytes"
+                    ));
+                }
                 // A record file's blocks are numbered by the records they hold (its
                 // records check covers them).
                 if !e.unwritten && b * self.bs() >= inode.size && !records {

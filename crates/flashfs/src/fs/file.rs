@@ -171,6 +171,7 @@ impl<D: Segments> Fs<D> {
                     start,
                     len: got,
                     unwritten: true,
+                    continued: false,
                 };
                 self.map_run(ino, b0 + i as u64, e)?;
                 inode.blocks += got;
@@ -236,7 +237,7 @@ impl<D: Segments> Fs<D> {
 
     /// Updates the access time after a read, as the configuration says.
     pub(super) fn touch_atime(&mut self, ino: Ino, inode: Inode) -> Result<()> {
-        self.journaled(ino, || OpKind::Atime, |fs| fs.set_atime(ino, inode))
+        self.journaled(ino, |_| OpKind::Atime, |fs| fs.set_atime(ino, inode))
     }
 
     fn set_atime(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
@@ -387,6 +388,7 @@ impl<D: Segments> Fs<D> {
                 start: new[i],
                 len: run as u64,
                 unwritten: false,
+                continued: false,
             };
             self.map_run(ino, b0 + i as u64, e)?;
             i += run;
@@ -542,6 +544,8 @@ impl<D: Segments> Fs<D> {
                     if lb + l.len == b
                         && l.start + l.len == e.start
                         && l.unwritten == e.unwritten
+                        && !l.continued
+                        && !e.continued
                         && l.len + e.len <= u64::from(u32::MAX)
                     {
                         b = lb;
@@ -559,6 +563,8 @@ impl<D: Segments> Fs<D> {
             let r = Extent::decode(&v)?;
             if e.start + e.len == r.start
                 && r.unwritten == e.unwritten
+                && !r.continued
+                && !e.continued
                 && e.len + r.len <= u64::from(u32::MAX)
             {
                 self.remove_extent(ino, b + e.len)?;

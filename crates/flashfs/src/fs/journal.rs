@@ -62,6 +62,9 @@ mod code {
     pub const ADD_APPENDED: u8 = 7;
     pub const ADD_APPENDED_NEW: u8 = 8;
     pub const FRAMED: u8 = 9;
+    pub const REMOVE_FIRST_LEN: u8 = 10;
+    pub const ADD_AT: u8 = 11;
+    pub const ADD_SPANNED: u8 = 12;
 }
 
 /// What a journaled operation did.
@@ -71,8 +74,12 @@ pub enum OpKind {
     Add(Vec<u8>),
     /// [`Fs::record_update`](super::Fs::record_update) of record `n`.
     Update(u64, Vec<u8>),
-    /// [`Fs::record_remove_first`](super::Fs::record_remove_first).
-    RemoveFirst,
+    /// [`Fs::record_remove_first`](super::Fs::record_remove_first) of a record of `len`
+    /// bytes (`None` in entries of file-system version 6 and before: the replay reads it).
+    RemoveFirst {
+        /// The removed record's length.
+        len: Option<u64>,
+    },
     /// [`Fs::record_remove_last`](super::Fs::record_remove_last).
     RemoveLast,
     /// A read set the access time.
@@ -88,20 +95,38 @@ pub enum OpKind {
     },
     /// A [`Fs::record_add`](super::Fs::record_add) of a record of `len` bytes whose frame
     /// was programmed before the entry: in a new append block at `sector`, which it
-    /// starts, or after the frames of the block holding the record before it (SPEC.md
-    /// §8.4a).
+    /// starts, or (file-system version 6) after the frames of the block holding the record
+    /// before it (SPEC.md §8.4a).
     AddAppended {
         /// The record's length.
         len: u64,
         /// The append block it starts, if it starts one.
         sector: Option<u64>,
     },
-    /// `count` [`Fs::record_add`](super::Fs::record_add)s of records whose frames, after
-    /// the last the entries so far count in the file's append block, committed themselves
-    /// (SPEC.md §8.5b).
+    /// `count` frames (records added, oldest records removed) that, after the last the
+    /// entries so far count in the file's append block, committed themselves (SPEC.md
+    /// §8.5b).
     Framed {
-        /// Records added.
+        /// Frames applied.
         count: u64,
+    },
+    /// A [`Fs::record_add`](super::Fs::record_add) of a record of `len` bytes framed as
+    /// frame `k` of the file's newest append block, before the entry (SPEC.md §8.4a).
+    AddAt {
+        /// The record's length.
+        len: u64,
+        /// Its frame's place among the block's frames.
+        k: u64,
+    },
+    /// As [`OpKind::AddAt`], the frame going on at the front of a new append block at
+    /// `sector`, which it starts.
+    AddSpanned {
+        /// The record's length.
+        len: u64,
+        /// Its frame's place among the first block's frames.
+        k: u64,
+        /// The block the rest of the frame starts.
+        sector: u64,
     },
 }
 
@@ -181,7 +206,10 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
         let (c, numbers, data) = match &op.kind {
             OpKind::Add(d) => (code::ADD, &[][..], Some(d)),
             OpKind::Update(n, d) => (code::UPDATE, core::slice::from_ref(n), Some(d)),
-            OpKind::RemoveFirst => (code::REMOVE_FIRST, &[][..], None),
+            OpKind::RemoveFirst { len: None } => (code::REMOVE_FIRST, &[][..], None),
+            OpKind::RemoveFirst { len: Some(len) } => {
+                (code::REMOVE_FIRST_LEN, core::slice::from_ref(len), None)
+            }
             OpKind::RemoveLast => (code::REMOVE_LAST, &[][..], None),
             OpKind::Atime => (code::ATIME, &[][..], None),
             OpKind::AddPacked { sector, count } => (code::ADD_PACKED, &[*sector, *count][..], None),
@@ -193,6 +221,10 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
                 sector: Some(sector),
             } => (code::ADD_APPENDED_NEW, &[*len, *sector][..], None),
             OpKind::Framed { count } => (code::FRAMED, core::slice::from_ref(count), None),
+            OpKind::AddAt { len, k } => (code::ADD_AT, &[*len, *k][..], None),
+            OpKind::AddSpanned { len, k, sector } => {
+                (code::ADD_SPANNED, &[*len, *k, *sector][..], None)
+            }
         };
         out.push(c);
         put_varint(&mut out, op.ino);
@@ -232,7 +264,10 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                     let n = c.varint()?;
                     OpKind::Update(r, c.bytes(n)?)
                 }
-                code::REMOVE_FIRST => OpKind::RemoveFirst,
+                code::REMOVE_FIRST => OpKind::RemoveFirst { len: None },
+                code::REMOVE_FIRST_LEN => OpKind::RemoveFirst {
+                    len: Some(c.varint()?),
+                },
                 code::REMOVE_LAST => OpKind::RemoveLast,
                 code::ATIME => OpKind::Atime,
                 code::ADD_PACKED => OpKind::AddPacked {
@@ -248,6 +283,15 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                     sector: Some(c.varint()?),
                 },
                 code::FRAMED => OpKind::Framed { count: c.varint()? },
+                code::ADD_AT => OpKind::AddAt {
+                    len: c.varint()?,
+                    k: c.varint()?,
+                },
+                code::ADD_SPANNED => OpKind::AddSpanned {
+                    len: c.varint()?,
+                    k: c.varint()?,
+                    sector: c.varint()?,
+                },
                 _ => return None,
             };
             Some(Op { ino, time, kind })
@@ -419,6 +463,9 @@ pub struct Journal {
     pub durable: u64,
     /// Set after a failure: the next commit is a checkpoint.
     pub must_checkpoint: bool,
+    /// Blocks freed since the last checkpoint that wait for the next one only because the
+    /// replay of this epoch reads them.
+    pub replay_pinned: u64,
     /// Entries written since mount.
     pub entries: u64,
     /// Commits since mount whose every operation committed itself by its frame.
@@ -452,6 +499,7 @@ impl Journal {
         self.pending_bytes = 0;
         self.mark = mutations;
         self.durable = mutations;
+        self.replay_pinned = 0;
     }
 
     /// Notes an operation done; `mutations` is the index's count after it. Operations that
@@ -516,12 +564,12 @@ impl Journal {
 
 impl<D: Segments> Fs<D> {
     /// Runs `f`, a record operation on `ino` (or a read's access-time update), and notes it
-    /// for the journal as `kind()` if every change since the last durable point is noted
-    /// too. `f` takes its timestamps from [`Fs::now`], which gives the one time noted.
+    /// for the journal as `kind(result)` if every change since the last durable point is
+    /// noted too. `f` takes its timestamps from [`Fs::now`], which gives the one time noted.
     pub(super) fn journaled<R>(
         &mut self,
         ino: Ino,
-        kind: impl FnOnce() -> OpKind,
+        kind: impl FnOnce(&R) -> OpKind,
         f: impl FnOnce(&mut Self) -> Result<R>,
     ) -> Result<R> {
         if self.op_time.is_some() {
@@ -536,12 +584,12 @@ impl<D: Segments> Fs<D> {
         let time = self.op_time.take();
         let changed = self.tree.mutations() != before;
         // A checkpoint during `f` (the dirty budget) holds the operation already.
-        if noting && changed && result.is_ok() && self.commits == commits {
-            if let Some(time) = time {
+        if noting && changed && self.commits == commits {
+            if let (Some(time), Ok(r)) = (time, &result) {
                 let op = Op {
                     ino,
                     time,
-                    kind: kind(),
+                    kind: kind(r),
                 };
                 self.journal
                     .note(op, self.tree.mutations(), self.sb.block_size as usize);
@@ -595,7 +643,9 @@ impl<D: Segments> Fs<D> {
             .pending
             .iter()
             .filter_map(|op| match op.kind {
-                OpKind::AddAppended { .. } => Some((op.ino, true)),
+                OpKind::AddAppended { .. } | OpKind::AddAt { .. } | OpKind::AddSpanned { .. } => {
+                    Some((op.ino, true))
+                }
                 OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => {
                     Some((op.ino, false))
                 }
@@ -764,13 +814,15 @@ impl<D: Segments> Fs<D> {
             }
             // An entry still going on when the blocks end was never committed. Records
             // that committed themselves after the last entry on their file come last.
-            for (ino, tail) in tails {
-                replayed += self.replay_framed(ino, tail, None).map_err(damage)?;
+            for (ino, mut tail) in tails {
+                replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
             }
             Ok(())
         })();
         self.replaying = false;
         result?;
+        // Blocks the replay freed wait for the checkpoint that follows a mount.
+        self.tree.store_mut().space.take_released();
         let j = &mut self.journal;
         for &(i, b) in &found {
             j.in_epoch[b as usize - 1] = true;
@@ -791,7 +843,8 @@ impl<D: Segments> Fs<D> {
         let result = match &op.kind {
             OpKind::Add(d) => self.record_add(ino, d).map(|_| 1),
             OpKind::Update(n, d) => self.record_update(ino, *n, d).map(|_| 1),
-            OpKind::RemoveFirst => self.record_remove_first(ino).map(|_| 1),
+            OpKind::RemoveFirst { len: None } => self.record_remove_first(ino).map(|_| 1),
+            &OpKind::RemoveFirst { len: Some(len) } => self.remove_first_known(ino, len).map(|_| 1),
             OpKind::RemoveLast => self.record_remove_last(ino).map(|_| 1),
             OpKind::Atime => self.inode(ino).and_then(|mut i| {
                 i.atime = op.time;
@@ -800,14 +853,19 @@ impl<D: Segments> Fs<D> {
             &OpKind::AddPacked { sector, count } => {
                 self.replay_packed(ino, sector, count).map(|_| 1)
             }
-            // The records that committed themselves before it come first.
-            &OpKind::AddAppended { len, sector } => match tails.get(&ino) {
-                Some(&tail) => self.replay_framed(ino, tail, None),
-                None => Ok(0),
+            // The frames that committed themselves before it come first.
+            OpKind::AddAppended { .. } | OpKind::AddAt { .. } | OpKind::AddSpanned { .. } => {
+                let tail = tails.remove(&ino);
+                self.replay_appended(ino, &op.kind, tail, op.time)
+                    .map(|(applied, after)| {
+                        if let Some(t) = after {
+                            tails.insert(ino, t);
+                        }
+                        applied
+                    })
             }
-            .and_then(|n| self.replay_appended(ino, len, sector).map(|_| n + 1)),
-            &OpKind::Framed { count } => match tails.get(&ino) {
-                Some(&tail) => self.replay_framed(ino, tail, Some(count)),
+            &OpKind::Framed { count } => match tails.get_mut(&ino) {
+                Some(tail) => self.replay_framed(ino, tail, Some(count)),
                 None => Err(Error::Corrupt(
                     "a journal entry counts frames in no append block",
                 )),
@@ -816,10 +874,6 @@ impl<D: Segments> Fs<D> {
         self.op_time = None;
         let applied = result.map_err(damage)?;
         match op.kind {
-            OpKind::AddAppended { .. } => match self.replay_tail(ino, op.time).map_err(damage)? {
-                Some(t) => drop(tails.insert(ino, t)),
-                None => drop(tails.remove(&ino)),
-            },
             // Records after these are not framed in that block: its next frames, if any,
             // are not theirs (the writer's [`Tails::set_replayable`] follows this).
             OpKind::Add(_) | OpKind::RemoveLast | OpKind::AddPacked { .. } => {
@@ -867,7 +921,7 @@ mod tests {
             Op {
                 ino: 7,
                 time: t(-5, 0),
-                kind: OpKind::RemoveFirst,
+                kind: OpKind::RemoveFirst { len: None },
             },
             Op {
                 ino: 8,
@@ -886,6 +940,30 @@ mod tests {
                     sector: 70_000,
                     count: 16,
                 },
+            },
+            Op {
+                ino: 9,
+                time: t(1 << 33, 8),
+                kind: OpKind::RemoveFirst { len: Some(4096) },
+            },
+            Op {
+                ino: 10,
+                time: t(1 << 33, 8),
+                kind: OpKind::AddAt { len: 15, k: 33 },
+            },
+            Op {
+                ino: 10,
+                time: t(1 << 33, 9),
+                kind: OpKind::AddSpanned {
+                    len: 160,
+                    k: 4,
+                    sector: 1 << 31,
+                },
+            },
+            Op {
+                ino: 10,
+                time: t(1 << 33, 9),
+                kind: OpKind::Framed { count: 3 },
             },
         ]
     }

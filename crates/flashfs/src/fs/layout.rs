@@ -437,6 +437,9 @@ pub struct Extent {
     /// Allocated but never written (fallocate): reads as zeros, and the first write of each
     /// block goes to its sector in place, since no committed version shows what is there.
     pub unwritten: bool,
+    /// An append block that starts with the rest of the frame the file's block before ends
+    /// with (SPEC.md §8.4a): it holds bytes of the record before its first.
+    pub continued: bool,
 }
 
 /// Bytes of an encoded extent.
@@ -448,13 +451,14 @@ impl Extent {
         let mut b = Vec::with_capacity(EXTENT_LEN);
         b.extend_from_slice(&(self.start as u32).to_le_bytes());
         b.extend_from_slice(&(self.len as u32).to_le_bytes());
-        b.push(u8::from(self.unwritten));
+        b.push(u8::from(self.unwritten) | u8::from(self.continued) << 1);
         b
     }
 
     /// Decodes an extent.
     pub fn decode(b: &[u8]) -> Result<Extent> {
-        if b.len() != EXTENT_LEN || b[8] > 1 {
+        // Bit 0 unwritten, bit 1 continued; never both.
+        if b.len() != EXTENT_LEN || b[8] > 2 {
             return Err(Error::Corrupt("malformed extent"));
         }
         let mut r = Reader(b);
@@ -467,6 +471,7 @@ impl Extent {
             start,
             len,
             unwritten: b[8] == 1,
+            continued: b[8] == 2,
         })
     }
 }
@@ -509,9 +514,10 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// fixed-size records may hold their records in data blocks (a reader of version 3 would
 /// miss them), 5 since other record files may hold theirs in run blocks (a reader of version
 /// 4 would miss those), 6 since frames in append blocks may commit themselves (a reader of
-/// version 5 would miss the records they hold). Versions 1 to 5, which have none of these,
-/// are read too.
-pub const FS_VERSION: u8 = 6;
+/// version 5 would miss the records they hold), 7 since append blocks pack frames without
+/// padding, span, link and remove, and the journal has operations 10 to 12 (a reader of
+/// version 6 would misread them). Versions 1 to 6, which have none of these, are read too.
+pub const FS_VERSION: u8 = 7;
 /// Bytes of an encoded superblock record.
 pub const SB_LEN: usize = 68;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
@@ -646,6 +652,7 @@ mod tests {
             start: 77,
             len: 3,
             unwritten: true,
+            continued: false,
         };
         assert_eq!(Extent::decode(&e.encode()), Ok(e));
         let sb = Superblock {

@@ -106,6 +106,7 @@ impl Default for FsConfig {
     fn default() -> Self {
         let mut ftl = FtlConfig::default();
         ftl.log.separate_meta = true;
+        ftl.log.hot_head = true;
         FsConfig {
             ftl,
             tree: TreeConfig::default(),
@@ -267,14 +268,20 @@ pub struct Fs<D: Segments> {
     tails: append::Tails,
 }
 
-/// Blocks freed since the last checkpoint that may wait for the next one, at most (and at
-/// most an eighth of the volume). Until then the checkpoint the journal follows still maps them, so they
+/// Blocks freed since the last checkpoint and still held by the block device that may wait
+/// for the next one, at most (and at most an eighth of the volume): blocks the replay of the
+/// journal reads. Until then the checkpoint the journal follows still maps them, so they
 /// stay live and the cleaner copies them with its victims; a checkpoint costs the dirty
 /// index nodes, which do not grow with the volume. On the phone workload (`flashfs bench
 /// tffs`), whose commits rarely write the index, endurance on the 8 MB part with an eighth
 /// (2,048 blocks), a 16th, a 32nd, a 64th and a 128th: 45.9, 57.7, 62.1, 59.4 and 53.0%;
 /// on a 448 KiB part a quarter, an eighth (112) and a 32nd gave 46.2, 57.9 and 43.6%.
 const MAX_PINNED: u64 = 512;
+
+/// Free blocks beyond the index's reserve below which freed blocks waiting for a checkpoint
+/// bring it on (plus a 256th of the volume): room for the blocks a journal commit writes
+/// (data blocks of records, append blocks), which would otherwise leave records as items.
+const COMMIT_HEADROOM: u64 = 8;
 
 impl<D: Segments> Fs<D> {
     /// Bytes per block.
@@ -410,12 +417,36 @@ impl<D: Segments> Fs<D> {
             return Ok(());
         }
         match self.journal_commit() {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                self.forget_released();
+                Ok(())
+            }
             Ok(false) => self.checkpoint(),
             Err(e) => {
                 self.journal.must_checkpoint = true;
                 self.reload()?;
                 Err(e)
+            }
+        }
+    }
+
+    /// The operations since the last durable point are durable in the journal: the data
+    /// blocks they freed that its replay does not read are free now — the block device
+    /// forgets them, so the cleaner stops copying them, and a later operation may take them
+    /// again; the others wait for the checkpoint (SPEC.md §8.5b). No block freed waits for
+    /// anything else: the checkpoint the entries follow still maps it, but a mount reads it
+    /// only to replay them, and the replay takes a block it released again as the
+    /// operations it replays did.
+    fn forget_released(&mut self) {
+        for (a, n) in self.tree.store_mut().space.take_released() {
+            for k in a..a + n {
+                if self.tails.read_by_replay(k) {
+                    self.journal.replay_pinned += 1;
+                } else {
+                    let store = self.tree.store_mut();
+                    store.ftl.forget(k);
+                    store.space.reuse(k);
+                }
             }
         }
     }
@@ -530,14 +561,21 @@ impl<D: Segments> Fs<D> {
         Ok(())
     }
 
-    /// Checkpoints if the working version has grown to the budget.
+    /// Checkpoints if the working version has grown to the budget: its dirty nodes, the
+    /// freed blocks the block device still holds (the cleaner copies them), or the freed
+    /// blocks that keep the free ones down near the reserve (a journal commit's new blocks
+    /// would find no room).
     fn maybe_commit(&mut self) -> Result<()> {
         if self.replaying {
             return Ok(());
         }
         let space = &self.tree.store().space;
+        let headroom = COMMIT_HEADROOM + self.sb.sectors / 256;
+        let for_replay = self.journal.replay_pinned;
         if self.tree.stats().dirty_nodes >= self.dirty_limit
-            || space.pending() > (self.sb.sectors / 8).min(MAX_PINNED)
+            || space.pending().saturating_sub(for_replay) > (self.sb.sectors / 8).min(MAX_PINNED)
+            || for_replay > self.sb.sectors / 4
+            || (space.pending() > 0 && space.free() < self.reserve + headroom)
         {
             self.checkpoint()?;
         }

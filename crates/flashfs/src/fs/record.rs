@@ -46,6 +46,10 @@ use crate::media::Segments;
 /// Longest record, in bytes. Larger content belongs in a regular file.
 pub const RECORD_MAX: usize = 4096;
 
+/// Blocks a cyclic record file's records take at most for its blocks to be written as
+/// short-lived data (`Fs::short_lived`).
+const SHORT_LIVED_BLOCKS: u64 = 2;
+
 /// The shape of a record file's records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordFormat {
@@ -239,18 +243,44 @@ impl<D: Segments> Fs<D> {
         (size > 0 && self.bs() % size == 0).then(|| self.bs() / size)
     }
 
-    /// Removes record `n`'s items, if it has any; returns its length.
-    fn drop_record(&mut self, ino: Ino, head: &RecordHead, n: u64) -> Result<u64> {
+    /// Whether a record file's blocks are short-lived: a cyclic file whose records take at
+    /// most [`SHORT_LIVED_BLOCKS`] blocks, so that each of its blocks dies within a few
+    /// blocks' worth of the file's adds (a phone's call log). A cyclic file of more (an
+    /// event log sized to the device, a history of 200 faxes) lives as long as other data.
+    pub(super) fn short_lived(&mut self, ino: Ino, head: &RecordHead) -> Result<bool> {
+        if head.capacity == 0 {
+            return Ok(false);
+        }
+        let bytes = match head.record_size {
+            0 => self.inode(ino)?.size,
+            s => u64::from(head.capacity) * u64::from(s),
+        };
+        Ok(bytes <= SHORT_LIVED_BLOCKS * self.bs())
+    }
+
+    /// Removes record `n`'s items, if it has any; returns its length: from the items, the
+    /// file's record size, `known`, or else its frame (`replayed`: the operation's replay
+    /// reads the frame too).
+    fn drop_record(
+        &mut self,
+        ino: Ino,
+        head: &RecordHead,
+        n: u64,
+        known: Option<u64>,
+        replayed: bool,
+    ) -> Result<u64> {
         let items = self.record_items(ino, n)?;
         if items.is_empty() {
             // Held in its data block or append block, which the caller frees once no record
-            // is left in it.
+            // is left in it. Every record has an item (an empty one a single empty chunk)
+            // unless it is in a block.
             if self.per_block(head).is_some() {
                 return Ok(u64::from(head.record_size));
             }
-            // Every record has an item (an empty one a single empty chunk) unless framed.
-            let framed = self.records_appended(ino, n, n + 1, Vec::new())?;
-            return Ok(framed.iter().map(|(_, d)| d.len() as u64).sum());
+            return match known {
+                Some(len) => Ok(len),
+                None => self.framed_len(ino, head, n, replayed),
+            };
         }
         let mut len = 0;
         for (k, v) in items {
@@ -308,7 +338,7 @@ impl<D: Segments> Fs<D> {
             return Ok(items);
         }
         let Some(pb) = self.per_block(head) else {
-            return self.records_appended(ino, n0, n1, items);
+            return self.records_appended(ino, head, n0, n1, items);
         };
         let size = head.record_size as usize;
         let mut items = items.into_iter().peekable();
@@ -398,7 +428,13 @@ impl<D: Segments> Fs<D> {
         let Some((sector, _)) = self.tree.store_mut().space.alloc(1) else {
             return Ok(None);
         };
-        if let Err(e) = self.tree.store_mut().write_data(sector, &block) {
+        let hot = self.short_lived(ino, head)?;
+        let store = self.tree.store_mut();
+        let written = match hot {
+            false => store.write_data(sector, &block),
+            true => store.write_short_lived(sector, &block),
+        };
+        if let Err(e) = written {
             self.undo_alloc(&[(sector, 1)]);
             return Err(e);
         }
@@ -432,6 +468,7 @@ impl<D: Segments> Fs<D> {
             start: sector,
             len: 1,
             unwritten: false,
+            continued: false,
         };
         self.map_run(ino, b, e)?;
         inode.blocks += 1;
@@ -565,7 +602,7 @@ impl<D: Segments> Fs<D> {
     /// Adds a record after the newest; returns its number. A full cyclic file loses its
     /// oldest record in the same operation.
     pub fn record_add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
-        self.journaled(ino, || OpKind::Add(data.to_vec()), |fs| fs.add(ino, data))
+        self.journaled(ino, |_| OpKind::Add(data.to_vec()), |fs| fs.add(ino, data))
     }
 
     pub(super) fn add(&mut self, ino: Ino, data: &[u8]) -> Result<u64> {
@@ -578,7 +615,7 @@ impl<D: Segments> Fs<D> {
         let mut removed = 0;
         if head.capacity > 0 && head.next - head.first >= u64::from(head.capacity) {
             let gone = head.first;
-            removed = self.drop_record(ino, &head, gone)?;
+            removed = self.drop_record(ino, &head, gone, None, true)?;
             head.first += 1;
             self.release_record_block(ino, &mut inode, &head, gone)?;
         }
@@ -619,7 +656,7 @@ impl<D: Segments> Fs<D> {
     pub fn record_update(&mut self, ino: Ino, n: u64, data: &[u8]) -> Result<()> {
         self.journaled(
             ino,
-            || OpKind::Update(n, data.to_vec()),
+            |_| OpKind::Update(n, data.to_vec()),
             |fs| fs.update(ino, n, data),
         )
     }
@@ -633,7 +670,7 @@ impl<D: Segments> Fs<D> {
         self.ensure_free(0)?;
         // A record held in a data block is overridden by its new items until the next
         // checkpoint writes the block again.
-        let removed = self.drop_record(ino, &head, n)?;
+        let removed = self.drop_record(ino, &head, n, None, true)?;
         self.put_record(ino, n, data)?;
         if self.per_block(&head).is_some() {
             self.pack.insert(ino);
@@ -643,25 +680,35 @@ impl<D: Segments> Fs<D> {
 
     /// Removes the oldest record (`NotFound` if there is none).
     pub fn record_remove_first(&mut self, ino: Ino) -> Result<()> {
-        self.journaled(ino, || OpKind::RemoveFirst, |fs| fs.remove_first(ino))
+        let kind = |&len: &u64| OpKind::RemoveFirst { len: Some(len) };
+        self.journaled(ino, kind, |fs| fs.remove_first(ino, None))
+            .map(drop)
     }
 
-    fn remove_first(&mut self, ino: Ino) -> Result<()> {
+    /// Replays the removal of the oldest record, whose length the journal gives.
+    pub(super) fn remove_first_known(&mut self, ino: Ino, len: u64) -> Result<()> {
+        self.remove_first(ino, Some(len)).map(drop)
+    }
+
+    /// Removes the oldest record, of length `known` if given; returns its length.
+    fn remove_first(&mut self, ino: Ino, known: Option<u64>) -> Result<u64> {
         let (mut inode, mut head) = self.record_file(ino)?;
         if head.first == head.next {
             return Err(Error::NotFound);
         }
         let gone = head.first;
-        let removed = self.drop_record(ino, &head, gone)?;
+        // Its length goes in the journal: the replay need not read it.
+        let removed = self.drop_record(ino, &head, gone, known, false)?;
         head.first += 1;
         self.release_record_block(ino, &mut inode, &head, gone)?;
-        self.finish_change(ino, inode, &head, removed, 0)
+        self.finish_change(ino, inode, &head, removed, 0)?;
+        Ok(removed)
     }
 
     /// Removes the newest record (`NotFound` if there is none). Its number is given again
     /// by the next [`Fs::record_add`].
     pub fn record_remove_last(&mut self, ino: Ino) -> Result<()> {
-        self.journaled(ino, || OpKind::RemoveLast, |fs| fs.remove_last(ino))
+        self.journaled(ino, |_| OpKind::RemoveLast, |fs| fs.remove_last(ino))
     }
 
     fn remove_last(&mut self, ino: Ino) -> Result<()> {
@@ -670,7 +717,7 @@ impl<D: Segments> Fs<D> {
             return Err(Error::NotFound);
         }
         let gone = head.next - 1;
-        let removed = self.drop_record(ino, &head, gone)?;
+        let removed = self.drop_record(ino, &head, gone, None, true)?;
         head.next -= 1;
         self.release_record_block(ino, &mut inode, &head, gone)?;
         self.finish_change(ino, inode, &head, removed, 0)
@@ -856,11 +903,13 @@ pub(super) fn verify(
         None => {
             for (i, &(s, e)) in extents.iter().enumerate() {
                 let end = extents.get(i + 1).map_or(u64::MAX, |x| x.0);
+                // A continued block holds bytes of the record before its first.
+                let lowest = s.saturating_sub(u64::from(e.continued));
                 if e.len != 1 || e.unwritten {
                     problems.push(format!(
                         "append block at record {s} is not one written block"
                     ));
-                } else if head.first.max(s) >= head.next.min(end) {
+                } else if head.first.max(lowest) >= head.next.min(end) {
                     problems.push(format!(
                         "append block at record {s} holds no record of the file"
                     ));
@@ -880,7 +929,7 @@ pub(super) fn verify(
             };
             for &(s, e) in extents {
                 let end = s.saturating_add(e.len);
-                if e.unwritten || s < live.start || end > live.end {
+                if e.unwritten || e.continued || s < live.start || end > live.end {
                     problems.push(format!(
                         "data blocks {s}..{end} are not all blocks holding records of the file"
                     ));
@@ -965,6 +1014,7 @@ mod tests {
             start,
             len,
             unwritten: false,
+            continued: false,
         };
         // 256-byte records, two to a block: records 3..8, block 1 (2, 3) and 2 (4, 5)
         // written, 6 and 7 items.

@@ -18,6 +18,10 @@ pub struct Space {
     /// Runs the working version released: free once the next commit is durable.
     pending: Vec<(u64, u64)>,
     pending_count: u64,
+    /// Data runs released outside transactions since the owner last took them
+    /// ([`Space::take_released`]): once the operations that released them are durable, the
+    /// owner may give back those no durable version needs any more ([`Space::reuse`]).
+    released: Vec<(u64, u64)>,
     /// Where the last data allocation ended: the next one starts there, so a file written
     /// in several calls still gets consecutive sectors.
     cursor: u64,
@@ -102,14 +106,44 @@ impl Space {
         Some((start, got))
     }
 
-    /// Takes sector `k` if it is free (a data block a journal entry names, at its replay);
-    /// false if it is not.
+    /// Takes sector `k` if it is free or waiting for a commit (a data block a journal entry
+    /// names, at its replay: the replay may have released it before, as the operations it
+    /// replays did); false if it is in use.
     pub fn claim(&mut self, k: u64) -> bool {
-        let free = self.is_free(k);
-        if free {
+        if self.is_free(k) {
             self.take(k, 1);
+            return true;
         }
-        free
+        self.unpend(k)
+    }
+
+    /// Removes sector `k` from the sectors waiting for a commit; false if it is not there.
+    fn unpend(&mut self, k: u64) -> bool {
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|&(a, n)| (a..a + n).contains(&k))
+        else {
+            return false;
+        };
+        let (a, n) = self.pending.swap_remove(i);
+        if k > a {
+            self.pending.push((a, k - a));
+        }
+        if k + 1 < a + n {
+            self.pending.push((k + 1, a + n - k - 1));
+        }
+        self.pending_count -= 1;
+        true
+    }
+
+    /// Frees sector `k`, released and waiting for a commit, at once: no durable version
+    /// needs it any more. It is the next data allocation's.
+    pub fn reuse(&mut self, k: u64) {
+        if self.unpend(k) {
+            self.insert(k, 1);
+            self.cursor = k;
+        }
     }
 
     /// Takes one free sector for an index node: the lowest, so nodes do not break up the
@@ -139,7 +173,15 @@ impl Space {
             }
             return;
         }
+        if n > 0 {
+            self.released.push((start, n));
+        }
         self.release_node(start, n);
+    }
+
+    /// Takes the data runs released outside transactions since the last call (or commit).
+    pub fn take_released(&mut self) -> Vec<(u64, u64)> {
+        core::mem::take(&mut self.released)
     }
 
     /// The working version no longer uses these sectors (index nodes: never a
@@ -156,6 +198,7 @@ impl Space {
     pub fn committed(&mut self) -> Vec<(u64, u64)> {
         let runs = core::mem::take(&mut self.pending);
         self.pending_count = 0;
+        self.released.clear();
         for &(a, n) in &runs {
             self.insert(a, n);
         }
@@ -228,5 +271,28 @@ mod tests {
         }
         assert_eq!(got, 80);
         assert_eq!(s.free(), 0);
+    }
+
+    #[test]
+    fn a_sector_given_back_early_is_the_next_taken_and_a_replay_claims_released_ones() {
+        let mut s = Space::from_used(20, |k| k < 10);
+        assert_eq!(s.alloc(2), Some((10, 2)));
+        s.release(3, 3);
+        assert_eq!(s.take_released(), [(3, 3)]);
+        assert_eq!(s.pending(), 3);
+        // Sector 4 is needed by no durable version: free now, and the next allocation's.
+        s.reuse(4);
+        assert_eq!((s.pending(), s.free()), (2, 9));
+        assert_eq!(s.alloc(1), Some((4, 1)));
+        // A replay takes a sector it released itself (still pending), or a free one; not
+        // one in use.
+        assert!(s.claim(3) && s.claim(5) && s.claim(12));
+        assert_eq!((s.pending(), s.free()), (0, 7));
+        assert!(!s.claim(0) && !s.claim(12));
+        // Inside a transaction nothing is released for early reuse.
+        s.tx = Some(TxSpace::default());
+        s.release(0, 1);
+        s.tx = None;
+        assert!(s.take_released().is_empty());
     }
 }

@@ -37,6 +37,12 @@ impl<D: Segments> Store<D> {
         self.ftl.write_to(sector, data, None)
     }
 
+    /// Writes file data that dies young (a cyclic record file's block): the log keeps it
+    /// apart from data that lives long, where it can ([`crate::log::LogConfig::hot_head`]).
+    pub fn write_short_lived(&mut self, sector: u64, data: &[u8]) -> Result<()> {
+        self.ftl.write_to(sector, data, Some(Head::Hot))
+    }
+
     /// Frees the pending sectors now that the commit is durable, and lets the log forget
     /// their data so the cleaner stops copying it.
     pub fn committed(&mut self) {

@@ -38,6 +38,8 @@ pub struct SegInfo {
     pub min_seq: u64,
     /// Sequence number when it was opened (its place in the log's order).
     pub open_seq: u64,
+    /// Device time when it was opened in this mount (0: before it): its slots are no older.
+    pub opened_ns: u64,
 }
 
 impl SegInfo {
@@ -50,6 +52,7 @@ impl SegInfo {
             modified_ns: 0,
             min_seq: u64::MAX,
             open_seq: 0,
+            opened_ns: 0,
         }
     }
 
