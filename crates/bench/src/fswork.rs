@@ -18,9 +18,9 @@ pub enum Node {
     Dir,
     /// A regular file and its bytes.
     File(Vec<u8>),
-    /// A record file (records of any length): its capacity (0: no bound), the number of its
-    /// oldest record, and its records.
-    Records(u32, u64, Vec<Vec<u8>>),
+    /// A record file: its capacity (0: no bound), its records' length (0: any), the number
+    /// of its oldest record, and its records.
+    Records(u32, u32, u64, Vec<Vec<u8>>),
 }
 
 /// The whole namespace: path (without the leading `/`) to what it holds.
@@ -78,12 +78,15 @@ pub enum FsOp {
         /// To.
         to: String,
     },
-    /// Create a record file of records of any length, keeping `capacity` (0: no bound).
+    /// Create a record file, keeping `capacity` records (0: no bound) of `record_size` bytes
+    /// each (0: any length).
     Records {
         /// The file.
         path: String,
         /// Records kept; adding one more removes the oldest.
         capacity: u32,
+        /// Every record's length, or 0 for records of any length.
+        record_size: u32,
     },
     /// Add a record of `len` bytes of content `seed`.
     RecordAdd {
@@ -135,6 +138,12 @@ fn parent(path: &str) -> Option<&str> {
     path.rfind('/').map(|i| &path[..i])
 }
 
+/// Whether a record of `len` bytes fits a record file whose records are `size` bytes long
+/// (0: any length).
+fn fits(size: u32, len: u32) -> bool {
+    size == 0 || size == len
+}
+
 /// Whether the file system must accept `op` on a volume holding `tree` (the model would
 /// apply it: [`apply_model`] returns `true`), without changing anything.
 pub fn accepts(tree: &Tree, op: &FsOp) -> bool {
@@ -148,12 +157,17 @@ pub fn accepts(tree: &Tree, op: &FsOp) -> bool {
         FsOp::Append { path, .. } | FsOp::Truncate { path, .. } => is_file(path),
         FsOp::Unlink { path } => is_file(path) || is_records(path),
         FsOp::Records { path, .. } => dir_ok(path) && !tree.contains_key(path),
-        FsOp::RecordAdd { path, .. } => is_records(path),
-        FsOp::RecordUpdate { path, back, .. } => {
-            matches!(tree.get(path), Some(Node::Records(_, _, r)) if *back < r.len() as u64)
+        FsOp::RecordAdd { path, len, .. } => {
+            matches!(tree.get(path), Some(Node::Records(_, size, ..)) if fits(*size, *len))
         }
+        FsOp::RecordUpdate {
+            path, back, len, ..
+        } => matches!(
+            tree.get(path),
+            Some(Node::Records(_, size, _, r)) if *back < r.len() as u64 && fits(*size, *len)
+        ),
         FsOp::RecordRemoveFirst { path } | FsOp::RecordRemoveLast { path } => {
-            matches!(tree.get(path), Some(Node::Records(_, _, r)) if !r.is_empty())
+            matches!(tree.get(path), Some(Node::Records(_, _, _, r)) if !r.is_empty())
         }
         FsOp::Mkdir { path } => dir_ok(path) && !tree.contains_key(path),
         FsOp::Rmdir { path } => {
@@ -225,15 +239,20 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             }
             _ => false,
         },
-        FsOp::Records { path, capacity } => {
+        FsOp::Records {
+            path,
+            capacity,
+            record_size,
+        } => {
             if !dir_ok(tree, path) || tree.contains_key(path) {
                 return false;
             }
-            tree.insert(path.clone(), Node::Records(*capacity, 0, Vec::new()));
+            let node = Node::Records(*capacity, *record_size, 0, Vec::new());
+            tree.insert(path.clone(), node);
             true
         }
         FsOp::RecordAdd { path, len, seed } => match tree.get_mut(path) {
-            Some(Node::Records(capacity, first, recs)) => {
+            Some(Node::Records(capacity, size, first, recs)) if fits(*size, *len) => {
                 if *capacity > 0 && recs.len() >= *capacity as usize {
                     recs.remove(0);
                     *first += 1;
@@ -249,7 +268,9 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             len,
             seed,
         } => match tree.get_mut(path) {
-            Some(Node::Records(_, _, recs)) if *back < recs.len() as u64 => {
+            Some(Node::Records(_, size, _, recs))
+                if *back < recs.len() as u64 && fits(*size, *len) =>
+            {
                 let i = recs.len() - 1 - *back as usize;
                 recs[i] = content(*seed, 0, *len as usize);
                 true
@@ -257,7 +278,7 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             _ => false,
         },
         FsOp::RecordRemoveFirst { path } => match tree.get_mut(path) {
-            Some(Node::Records(_, first, recs)) if !recs.is_empty() => {
+            Some(Node::Records(_, _, first, recs)) if !recs.is_empty() => {
                 recs.remove(0);
                 *first += 1;
                 true
@@ -265,7 +286,7 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             _ => false,
         },
         FsOp::RecordRemoveLast { path } => match tree.get_mut(path) {
-            Some(Node::Records(_, _, recs)) if !recs.is_empty() => {
+            Some(Node::Records(_, _, _, recs)) if !recs.is_empty() => {
                 recs.pop();
                 true
             }
@@ -364,11 +385,15 @@ pub fn apply_fs<D: Segments>(fs: &mut Fs<D>, op: &FsOp) -> flashfs::Result<()> {
             fs.rmdir(dir, name)
         }
         FsOp::Rename { from, to } => fs.rename_path(&slash(from), &slash(to)),
-        FsOp::Records { path, capacity } => {
+        FsOp::Records {
+            path,
+            capacity,
+            record_size,
+        } => {
             let p = slash(path);
             let (dir, name) = fs.resolve_parent(&p)?;
             let format = RecordFormat {
-                record_size: 0,
+                record_size: *record_size,
                 capacity: *capacity,
             };
             fs.create_records(dir, name, format, 0o644, 0, 0).map(drop)
@@ -433,7 +458,11 @@ pub fn snapshot<D: Segments>(fs: &mut Fs<D>) -> flashfs::Result<(Tree, u64)> {
                         let recs: Vec<Vec<u8>> =
                             fs.record_list(e.ino)?.into_iter().map(|r| r.1).collect();
                         bytes += recs.iter().map(|r| r.len() as u64).sum::<u64>();
-                        tree.insert(p, Node::Records(info.format.capacity, info.first, recs));
+                        let f = info.format;
+                        tree.insert(
+                            p,
+                            Node::Records(f.capacity, f.record_size, info.first, recs),
+                        );
                     }
                     _ => {
                         let size = fs.getattr(e.ino)?.inode.size as usize;
@@ -534,7 +563,7 @@ pub fn describe_difference(want: &Tree, found: &Tree) -> String {
                         let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
                         format!("/{p} differs at byte {at}")
                     }
-                    (Node::Records(_, i, a), Node::Records(_, j, b)) => format!(
+                    (Node::Records(_, _, i, a), Node::Records(_, _, j, b)) => format!(
                         "/{p} holds records {j}..{} instead of {i}..{}, or other bytes",
                         *j + b.len() as u64,
                         *i + a.len() as u64
@@ -729,24 +758,28 @@ impl FsWorkload {
                 }
             }
             FsWorkload::Records => {
-                // Records of at most `max_write` bytes: three cyclic logs, and a file of
-                // messages kept to about 40 by removing the oldest.
+                // Records of at most `max_write` bytes: two cyclic logs — calls of 15 bytes
+                // each, a size that does not divide a block, and events of one length in a
+                // file of any — and a file of messages kept to about 40 by removing the
+                // oldest.
                 let long = max_write.max(20);
-                let logs = [("calls", 20, 15), ("events", 64, 32.min(long))];
-                for (path, capacity, _) in logs {
+                let logs = [("calls", 20, 15, 15), ("events", 64, 32.min(long), 0)];
+                for (path, capacity, _, record_size) in logs {
                     ops.push(FsOp::Records {
                         path: path.into(),
                         capacity,
+                        record_size,
                     });
                 }
                 ops.push(FsOp::Records {
                     path: "sms".into(),
                     capacity: 0,
+                    record_size: 0,
                 });
                 ops.push(FsOp::Sync);
                 let mut messages = 0u64;
                 while ops.len() < n {
-                    let (log, _, len) = logs[next(2) as usize];
+                    let (log, _, len, _) = logs[next(2) as usize];
                     let op = match next(12) {
                         0..=4 => FsOp::RecordAdd {
                             path: log.into(),

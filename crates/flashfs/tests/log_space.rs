@@ -144,18 +144,6 @@ fn forced_cleaning_finds_a_victim_when_every_segment_just_changed() {
     }
 }
 
-/// An owner whose keys are overwritten: only each key's latest slot is live.
-#[derive(Default)]
-struct Latest(std::collections::HashMap<u32, SlotAddr>);
-impl Owner for Latest {
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr, _: u64) -> bool {
-        self.0.get(&tag.key) == Some(&at)
-    }
-    fn moved(&mut self, tag: &Tag, _: SlotAddr, to: SlotAddr) {
-        self.0.insert(tag.key, to);
-    }
-}
-
 /// Below 16 segments every writer shares one head, and its segment is the least worn free
 /// one whoever opens it (writes meant for a cold head included): it holds mostly young
 /// data. Regression: opened as a cold head, it took the most worn, and segments left erased

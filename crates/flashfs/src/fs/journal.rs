@@ -466,6 +466,14 @@ pub struct Journal {
     /// Blocks freed since the last checkpoint that wait for the next one only because the
     /// replay of this epoch reads them.
     pub replay_pinned: u64,
+    /// Data runs released by the operations since the last durable point, with their
+    /// file: the replay frees a run only where it replays the operation that released it,
+    /// so the run may be taken again only once that is durable ([`Fs::forget_released`]).
+    pub released: Vec<(Ino, (u64, u64))>,
+    /// Blocks the block device has forgotten that frames that committed themselves freed,
+    /// with their file: no allocation takes them before an entry counting those frames is
+    /// durable.
+    pub held: Vec<(Ino, u64)>,
     /// Entries written since mount.
     pub entries: u64,
     /// Commits since mount whose every operation committed itself by its frame.
@@ -500,6 +508,8 @@ impl Journal {
         self.mark = mutations;
         self.durable = mutations;
         self.replay_pinned = 0;
+        self.released.clear();
+        self.held.clear();
     }
 
     /// Notes an operation done; `mutations` is the index's count after it. Operations that
@@ -581,6 +591,7 @@ impl<D: Segments> Fs<D> {
         let commits = self.commits;
         self.op_time = Some(self.now());
         let result = f(self);
+        self.note_released(ino);
         let time = self.op_time.take();
         let changed = self.tree.mutations() != before;
         // A checkpoint during `f` (the dirty budget) holds the operation already.
@@ -596,6 +607,14 @@ impl<D: Segments> Fs<D> {
             }
         }
         result
+    }
+
+    /// Notes the data runs released since the last call as `ino`'s operation's.
+    pub(super) fn note_released(&mut self, ino: Ino) {
+        let runs = self.tree.store_mut().space.take_released();
+        self.journal
+            .released
+            .extend(runs.into_iter().map(|r| (ino, r)));
     }
 
     /// The part's word, which programs in place start and end on: a power of two up to

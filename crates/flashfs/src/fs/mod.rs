@@ -18,7 +18,9 @@
 //! while the index stays dirty in RAM until a checkpoint (an ordinary commit) writes it.
 //! Records added by such a commit are written once: fixed-size records that divide the
 //! block fill data blocks (`record`), others are framed in place in their file's append
-//! block (`append`), and the entry names them in a few bytes.
+//! block (`append`), and the entry names them in a few bytes — or none, where a frame
+//! commits itself. A data block such an entry frees is free once the entry is durable,
+//! unless the replay reads it (then it waits for the checkpoint).
 
 mod append;
 mod check;
@@ -436,18 +438,40 @@ impl<D: Segments> Fs<D> {
     /// again; the others wait for the checkpoint (SPEC.md §8.5b). No block freed waits for
     /// anything else: the checkpoint the entries follow still maps it, but a mount reads it
     /// only to replay them, and the replay takes a block it released again as the
-    /// operations it replays did.
+    /// operations it replays did. Except where frames that committed themselves freed it:
+    /// the replay frees it only where an entry counts them, so no allocation takes it
+    /// before such an entry is durable — taken earlier, an operation of another file
+    /// replayed before that entry would find it still mapped.
     fn forget_released(&mut self) {
-        for (a, n) in self.tree.store_mut().space.take_released() {
-            for k in a..a + n {
-                if self.tails.read_by_replay(k) {
-                    self.journal.replay_pinned += 1;
-                } else {
-                    let store = self.tree.store_mut();
-                    store.ftl.forget(k);
-                    store.space.reuse(k);
-                }
+        let untold = self.tree.store_mut().space.take_released();
+        let released = core::mem::take(&mut self.journal.released);
+        for (ino, (a, n)) in released {
+            (a..a + n).for_each(|k| self.forget_freed(Some(ino), k));
+        }
+        for (a, n) in untold {
+            (a..a + n).for_each(|k| self.forget_freed(None, k));
+        }
+        let held = core::mem::take(&mut self.journal.held);
+        for (ino, k) in held {
+            if self.tails.owes(ino) {
+                self.journal.held.push((ino, k));
+            } else {
+                self.tree.store_mut().space.reuse(k);
             }
+        }
+    }
+
+    /// Forgets block `k`, freed by a durable operation (of file `by`), unless the replay
+    /// reads it; frees it unless frames of `by` that no durable entry counts freed it.
+    fn forget_freed(&mut self, by: Option<Ino>, k: u64) {
+        if self.tails.read_by_replay(k) {
+            self.journal.replay_pinned += 1;
+            return;
+        }
+        self.tree.store_mut().ftl.forget(k);
+        match by {
+            Some(ino) if self.tails.owes(ino) => self.journal.held.push((ino, k)),
+            _ => self.tree.store_mut().space.reuse(k),
         }
     }
 
@@ -571,7 +595,8 @@ impl<D: Segments> Fs<D> {
         }
         let space = &self.tree.store().space;
         let headroom = COMMIT_HEADROOM + self.sb.sectors / 256;
-        let for_replay = self.journal.replay_pinned;
+        // Blocks that wait only for the replay or for a count cost the cleaner nothing.
+        let for_replay = self.journal.replay_pinned + self.journal.held.len() as u64;
         if self.tree.stats().dirty_nodes >= self.dirty_limit
             || space.pending().saturating_sub(for_replay) > (self.sb.sectors / 8).min(MAX_PINNED)
             || for_replay > self.sb.sectors / 4

@@ -116,7 +116,7 @@ pub struct LogConfig {
     /// even without hot/cold separation's classification of every write: a file system
     /// knows that a small cyclic record file's blocks die after a few more records, and
     /// kept apart they leave segments that empty by themselves instead of holes in segments
-    /// of data kept for years (`flashfs bench tffs`, phone on 8192/64: blocks copied by the
+    /// of data kept for years (`flashfs bench tffs`, phone on 8192/64: bytes copied by the
     /// cleaner 0.101 → 0.006 per user byte, endurance 76.6 → 82.7%). Ignored on a device of
     /// fewer than [`HOT_HEAD_MIN_SEGMENTS`] segments.
     pub hot_head: bool,
@@ -726,18 +726,15 @@ impl<D: Segments> Log<D> {
         Ok(())
     }
 
-    /// The live slots a victim of the adaptive policy's cleaning ahead of need may hold: none
-    /// as the cleaner starts, rising with the free segments used up to a quarter of a
-    /// segment at the reserve — Kawaguchi's threshold curve, on the cost of a victim rather
-    /// than its score. Data that dies in the order it was written (a queue of messages, a
-    /// log) empties whole segments if left alone; a fixed quarter took them a quarter live
-    /// whenever fewer than `clean_start` segments were free (`flashfs bench tffs`, phone on
-    /// 448/2: 0.098 → 0.006 blocks copied by the cleaner per user byte).
+    /// The live slots a victim of the adaptive policy's cleaning ahead of need may hold
+    /// ([`policy::early_live_limit`]).
     fn early_live_limit(&self) -> u32 {
-        let (start, reserve) = (self.config.clean_start, self.config.reserve);
-        let span = start.saturating_sub(reserve).max(1);
-        let below = start.saturating_sub(self.free).min(span);
-        self.geo.slots / 4 * below / span
+        policy::early_live_limit(
+            self.geo.slots,
+            self.free,
+            self.config.clean_start,
+            self.config.reserve,
+        )
     }
 
     /// Slots left in the cleaner's open segment.
@@ -997,7 +994,7 @@ impl<D: Segments> Log<D> {
     /// worn free one, for which the cold head's segment is closed. If neither is, the move
     /// waits for a worn segment to come free: static data put on a segment of middling wear
     /// lags again a few erases later and is moved again (phone on 8192/64: wear-levelling
-    /// copies 0.086 → 0.065 blocks per user byte).
+    /// copies 0.086 → 0.065 bytes per user byte).
     fn cold_head_worn(&mut self, max: u32, spread: u32) -> bool {
         let worn = |ec: u32| ec.saturating_add((spread / 2).max(1)) >= max;
         let cold = self.head_index(Head::Cold);

@@ -2,7 +2,8 @@
 #![allow(dead_code, unused_imports)]
 
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
-use flashfs::{NandSegments, NorSegments};
+use flashfs::log::tag::Tag;
+use flashfs::{NandSegments, NorSegments, Owner, SlotAddr};
 
 /// A small NOR part: 16 units of 8 KiB in 2 banks, 4-byte words.
 pub fn nor_spec(reprogrammable: bool) -> NorSpec {
@@ -329,4 +330,17 @@ pub fn diff(a: &BTreeMap<Vec<u8>, Entry>, b: &BTreeMap<Vec<u8>, Entry>) -> Strin
         }
     }
     out
+}
+
+/// A log owner whose keys are overwritten: only each key's latest slot is live.
+#[derive(Default)]
+pub struct Latest(pub std::collections::HashMap<u32, SlotAddr>);
+
+impl Owner for Latest {
+    fn is_live(&mut self, tag: &Tag, at: SlotAddr, _: u64) -> bool {
+        self.0.get(&tag.key) == Some(&at)
+    }
+    fn moved(&mut self, tag: &Tag, _: SlotAddr, to: SlotAddr) {
+        self.0.insert(tag.key, to);
+    }
 }

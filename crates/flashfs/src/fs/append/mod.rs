@@ -148,6 +148,11 @@ impl Tails {
         self.replay_reads.contains(&sector)
     }
 
+    /// Whether `ino` has frames that committed themselves and that no entry counts yet.
+    pub fn owes(&self, ino: Ino) -> bool {
+        self.owed.contains_key(&ino)
+    }
+
     /// Takes the count of `ino`'s frames that committed themselves since its last
     /// journaled operation.
     fn take_owed(&mut self, ino: Ino) -> u64 {
@@ -565,6 +570,8 @@ impl<D: Segments> Fs<D> {
                 result = Err(e);
                 Placed::Not
             });
+            // Blocks its frame freed (the block before a new one) are the operation's.
+            self.note_released(ino);
             for (orphan, count) in self.tails.take_orphans() {
                 out.push(framed(orphan, time, count));
                 entered = true;
@@ -597,6 +604,20 @@ impl<D: Segments> Fs<D> {
             };
             self.tails.take_owed(ino);
             out.push(Op { kind, ..op });
+        }
+        // An entry is written anyway: it counts the frames that committed themselves and
+        // freed blocks, which may then be taken again once it is durable
+        // ([`Fs::forget_released`]).
+        if let Some(time) = out.last().map(|op| op.time) {
+            let j = &self.journal;
+            let released = j.released.iter().map(|&(ino, _)| ino);
+            let owing: BTreeSet<Ino> = released.chain(j.held.iter().map(|&(ino, _)| ino)).collect();
+            for ino in owing {
+                let count = self.tails.take_owed(ino);
+                if count > 0 {
+                    out.push(framed(ino, time, count));
+                }
+            }
         }
         self.journal.pending = out;
         result?;
