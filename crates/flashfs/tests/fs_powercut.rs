@@ -773,11 +773,7 @@ fn frames_that_commit_themselves() {
     let base = formatted(nor(true), fs_config());
     let (states, _) = reference(&base, &steps, fs_config());
     assert!(states.len() > steps.len());
-    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
-    let mut handles = BTreeMap::new();
-    for step in &steps {
-        apply(&mut v.fs, step, &mut handles).unwrap();
-    }
+    let v = uncut(&steps);
     let st = v.fs.stats();
     assert!(st.frame_commits >= 12, "{st:?}");
     assert!(st.journal_entries >= 5, "{st:?}");
@@ -845,12 +841,7 @@ fn packed_frames_that_go_on_and_removals() {
     // The scenario is what it says: most operations commit themselves (entries: the first
     // add of each file and of each epoch, removals before an epoch's first add, the
     // update, the removals from the end and the adds after them).
-    let base = formatted(nor(true), fs_config());
-    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
-    let mut handles = BTreeMap::new();
-    for step in &steps {
-        apply(&mut v.fs, step, &mut handles).unwrap();
-    }
+    let v = uncut(&steps);
     let st = v.fs.stats();
     assert!(st.frame_commits >= 50, "{st:?}");
     assert!(st.journal_entries <= 14, "{st:?}");
@@ -892,17 +883,9 @@ fn a_block_freed_by_frames_waits_for_their_count() {
     }
     // The scenario is what it says: the first block is freed, and a message takes it once
     // the frames are counted, not before (without waiting, the first message would).
-    let base = formatted(nor(true), fs_config());
-    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
-    let mut handles = BTreeMap::new();
-    let mut first_block = None;
-    for (i, step) in steps.iter().enumerate() {
-        apply(&mut v.fs, step, &mut handles).unwrap();
-        if i == 7 {
-            first_block = Some(blocks(&mut v.fs, "/calls")[0]);
-        }
-    }
-    let first_block = first_block.unwrap();
+    let mut v = uncut(&steps[..8]);
+    let first_block = blocks(&mut v.fs, "/calls")[0];
+    apply_all(&mut v, &steps[8..]);
     let sms_blocks = blocks(&mut v.fs, "/sms");
     assert!(
         sms_blocks[0] != first_block && sms_blocks.contains(&first_block),
@@ -912,6 +895,22 @@ fn a_block_freed_by_frames_waits_for_their_count() {
     assert!(st.frame_commits >= 50, "{st:?}");
     let cuts = cuts_every(nor(true), fs_config(), &steps, 3);
     assert!(cuts >= 100, "{cuts} cuts");
+}
+
+/// A fresh reprogrammable-NOR volume after `steps`, none of them cut.
+fn uncut(steps: &[Step]) -> Vol<impl Sim> {
+    let base = formatted(nor(true), fs_config());
+    let mut v = Vol::mount(base, fs_config()).ok().unwrap();
+    apply_all(&mut v, steps);
+    v
+}
+
+/// Applies `steps` to `v`, each of which must succeed.
+fn apply_all<D: Sim>(v: &mut Vol<D>, steps: &[Step]) {
+    let mut handles = BTreeMap::new();
+    for step in steps {
+        apply(&mut v.fs, step, &mut handles).unwrap();
+    }
 }
 
 /// The first steps of a phone: a cyclic log `/calls` of `calls` records of 15 bytes, a file

@@ -300,14 +300,29 @@ pub fn min_head(f: &[u8], fixed: usize) -> usize {
     }
 }
 
-/// The link field naming `sector` as the file's next block.
+/// Whether a link can name every block of a volume of `sectors` blocks: it is 32 bits, and
+/// its erased value says "none".
+pub fn links(sectors: u64) -> bool {
+    sectors <= u64::from(NO_LINK)
+}
+
+/// The link field naming `sector` as the file's next block (on a volume [`links`] allows).
 pub fn link_bytes(sector: u64) -> [u8; 4] {
+    debug_assert!(sector < u64::from(NO_LINK));
     (sector as u32).to_le_bytes()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_names_every_block_of_a_volume_below_its_erased_value() {
+        let most = u64::from(u32::MAX);
+        assert!(links(most));
+        assert!(!links(most + 1));
+        assert_eq!(link_bytes(most - 1), (u32::MAX - 1).to_le_bytes());
+    }
 
     /// A version 7 block of 512 bytes whose frames `frames` (bytes, committed) are packed
     /// after `continuation`.

@@ -701,10 +701,14 @@ impl<D: Segments> Fs<D> {
         let room = block::area_end(bs, t.frames + 1).saturating_sub(t.offset);
         let r = if f.len() <= room {
             self.frame_in_place(&a, t)
-        } else if room >= block::min_head(&f, fixed) && f.len() - room <= fresh_room {
+        } else if room >= block::min_head(&f, fixed)
+            && f.len() - room <= fresh_room
+            && block::links(self.sb.sectors)
+        {
             self.frame_spanning(&a, t, room)
         } else {
-            // A sliver left: the frame starts the next block, which its entry names.
+            // A sliver left (or no link to span with): the frame starts the next block,
+            // which its entry names.
             return self.append_first(&a);
         };
         let placed = match r {
