@@ -13,6 +13,8 @@
 //! - [`tffs`]: Gal & Toledo 2005 §5 on the native file system: the fax, phone and
 //!   event-recorder workloads, capacity, endurance, erasures per unit of user data,
 //!   reclamation efficiency and heap, on the paper's NOR devices and configurations.
+//! - [`peers`]: littlefs beside flashfs on the very same simulated part, with littlefs's
+//!   own benchmark workloads.
 //! - [`heap`]: a counting global allocator, for the heap figures.
 //! - [`torture`]: power cuts at device operations of block-device workloads, checked after
 //!   every remount against a model of what may survive.
@@ -30,6 +32,7 @@ mod error;
 pub mod fswork;
 pub mod heap;
 pub mod kawaguchi;
+pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod scale;

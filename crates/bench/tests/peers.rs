@@ -1,0 +1,78 @@
+//! littlefs on the simulated presets: it formats, mounts, writes and reads back a file, and
+//! the simulator counts its work.
+
+use flash::{DeviceClock, DeviceSpec, ImageMeta, NandSim, NorSim, NvramSim, Simulated};
+use flashfs_bench::peers::littlefs::{shared, Cy15b102q, LfsDevice, Shared, W25n01gv, W25q64jv};
+use littlefs2::fs::Filesystem;
+use littlefs2::path::PathBuf;
+
+fn spec(name: &str) -> DeviceSpec {
+    flash::preset::lookup(name).unwrap().spec
+}
+
+/// Formats, mounts, writes 10,000 bytes in 64-byte writes, remounts and reads them back.
+fn round_trip<D: LfsDevice>(sim: &Shared<impl Simulated + 'static>, storage: &mut D) {
+    Filesystem::format(storage).unwrap();
+    let path = PathBuf::try_from("/data.bin").unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    {
+        let mut alloc = Filesystem::allocate();
+        let fs = Filesystem::mount(&mut alloc, storage).unwrap();
+        fs.create_file_and_then(&path, |f| {
+            for chunk in data.chunks(64) {
+                assert_eq!(f.write(chunk)?, chunk.len());
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let before = sim.borrow().stats().clone();
+    assert!(before.programs > 0 && before.bytes_programmed >= data.len() as u64);
+    let mut alloc = Filesystem::allocate();
+    let fs = Filesystem::mount(&mut alloc, storage).unwrap();
+    let back = fs.read::<16384>(&path).unwrap();
+    assert_eq!(&back[..], &data[..]);
+    let after = sim.borrow().stats().since(&before);
+    assert!(after.reads > 0 && after.bytes_read >= data.len() as u64);
+    assert_eq!(
+        after.programs, 0,
+        "a read-only mount and read program nothing"
+    );
+}
+
+#[test]
+fn littlefs_round_trips_on_nor() {
+    let DeviceSpec::Nor(s) = spec("w25q64jv") else {
+        panic!("w25q64jv is NOR")
+    };
+    let sim = shared(NorSim::new(s, ImageMeta::new("w25q64jv", 1)).unwrap());
+    let mut storage = W25q64jv::attach(sim.clone()).unwrap();
+    round_trip(&sim, &mut storage);
+    assert!(sim.borrow().stats().erases > 0);
+    assert!(sim.borrow().now() > std::time::Duration::ZERO);
+    assert!(storage.last_error().is_none());
+}
+
+#[test]
+fn littlefs_round_trips_on_nand() {
+    let DeviceSpec::Nand(s) = spec("w25n01gv") else {
+        panic!("w25n01gv is NAND")
+    };
+    let sim = shared(NandSim::new(s, ImageMeta::new("w25n01gv", 1)).unwrap());
+    let mut storage = W25n01gv::attach(sim.clone()).unwrap();
+    round_trip(&sim, &mut storage);
+    let st = sim.borrow().stats().clone();
+    assert!(st.erases > 0);
+    assert_eq!(st.bytes_programmed % 2048, 0, "whole pages only");
+}
+
+#[test]
+fn littlefs_round_trips_on_fram() {
+    let DeviceSpec::Nvram(s) = spec("cy15b102q") else {
+        panic!("cy15b102q is NVRAM")
+    };
+    let sim = shared(NvramSim::new(s, ImageMeta::new("cy15b102q", 1)).unwrap());
+    let mut storage = Cy15b102q::attach(sim.clone()).unwrap();
+    round_trip(&sim, &mut storage);
+    assert_eq!(sim.borrow().stats().erases, 0, "FRAM has nothing to erase");
+}
