@@ -19,6 +19,14 @@ pub enum BenchError {
         /// The layer's error.
         error: flashfs::Error,
     },
+    /// littlefs returned an error.
+    Littlefs {
+        /// What the benchmark was doing.
+        context: String,
+        /// littlefs's error code (negative errno), and the flash error behind it if a
+        /// callback failed.
+        error: String,
+    },
     /// The options cannot be run.
     InvalidOptions(String),
     /// Data read back differs from what was written.
@@ -38,6 +46,7 @@ impl fmt::Display for BenchError {
         match self {
             BenchError::Flash { context, error } => write!(f, "{context}: flash: {error}"),
             BenchError::Fs { context, error } => write!(f, "{context}: {error}"),
+            BenchError::Littlefs { context, error } => write!(f, "{context}: littlefs: {error}"),
             BenchError::InvalidOptions(why) => write!(f, "invalid benchmark options: {why}"),
             BenchError::Mismatch(why) => write!(f, "data read back differs: {why}"),
             BenchError::Io(e) => write!(f, "{e}"),

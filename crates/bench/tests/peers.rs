@@ -76,3 +76,55 @@ fn littlefs_round_trips_on_fram() {
     round_trip(&sim, &mut storage);
     assert_eq!(sim.borrow().stats().erases, 0, "FRAM has nothing to erase");
 }
+
+/// The quick benchmark: every phase of both systems gives a row with work in it, on every
+/// default device and both sync settings (flashfs has none on the FRAM), and the table
+/// names every device.
+#[test]
+fn the_quick_peer_benchmark_measures_every_phase() {
+    use flashfs_bench::peers::{run_peers, table::table, PeerDevice, PeersOptions, Workload};
+    let opts = PeersOptions::quick();
+    let rows = run_peers(&opts, &mut |_, _, _| {}).unwrap();
+    for dev in PeerDevice::DEFAULT {
+        for sync in [false, true] {
+            let systems: &[&str] = if dev == PeerDevice::Cy15b102q {
+                &["littlefs"]
+            } else {
+                &["littlefs", "flashfs"]
+            };
+            for &system in systems {
+                for w in Workload::ALL {
+                    let r = rows
+                        .iter()
+                        .find(|r| {
+                            r.device == dev.preset()
+                                && r.sync == sync
+                                && r.system == system
+                                && r.workload == w
+                        })
+                        .unwrap_or_else(|| panic!("no row {dev:?} {sync} {system} {w:?}"));
+                    assert!(r.ops > 0 && r.device_ms > 0.0, "{r:?}");
+                    assert!(r.reads > 0 || w.writes(), "{r:?}");
+                    if w.writes() {
+                        assert!(r.bytes_programmed > 0, "{r:?}");
+                    }
+                    let mount = matches!(w, Workload::Mount | Workload::MountFirstWrite);
+                    assert_eq!(r.mount_ms.is_some(), mount, "{r:?}");
+                    assert_eq!(r.throughput_bps > 0.0, w != Workload::Mount, "{r:?}");
+                    assert!(r.p50_us <= r.p999_us && r.p999_us <= r.max_us, "{r:?}");
+                    assert!(r.used_bytes > 0, "{r:?}");
+                }
+            }
+        }
+        assert!(!rows
+            .iter()
+            .any(|r| r.device == "cy15b102q" && r.system == "flashfs"));
+    }
+    let t = table(&opts, &rows).unwrap();
+    for dev in PeerDevice::DEFAULT {
+        assert!(
+            t.contains(&format!("{}: littlefs read", dev.preset())),
+            "{t}"
+        );
+    }
+}

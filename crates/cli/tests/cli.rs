@@ -288,6 +288,7 @@ fn every_command_has_help_with_an_example() {
         &["mv"][..],
         &["bench", "fuse"][..],
         &["bench", "tffs"][..],
+        &["bench", "peers"][..],
     ] {
         flashfs()
             .args(args)
@@ -449,6 +450,53 @@ fn bench_tffs_prints_measured_rows_as_json() {
     }
     assert_eq!(rows[0]["workload"], "fax");
     assert_eq!(rows[1]["workload"], "recorder");
+}
+
+#[test]
+fn bench_peers_prints_both_systems_rows_as_json() {
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "peers", "--quick", "--device", "w25n01gv"])
+            .args(["--sync", "on", "--json"]),
+    );
+    // Eight phases for each system.
+    assert_eq!(rows.len(), 16);
+    for r in &rows {
+        has_keys(
+            r,
+            &[
+                "device",
+                "workload",
+                "system",
+                "throughput_bps",
+                "prog_per_user_byte",
+                "erases",
+                "mount_ms",
+                "p50_us",
+                "p99_us",
+                "p999_us",
+                "max_us",
+                "heap_bytes",
+            ],
+        );
+        assert_eq!(r["device"], "w25n01gv");
+        assert_eq!(r["sync"], true);
+        // The binary counts flashfs's heap; littlefs's figure is its buffers.
+        assert!(r["heap_bytes"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_eq!(rows[0]["system"], "littlefs");
+    assert_eq!(rows[0]["workload"], "linear-write");
+    assert_eq!(rows[15]["system"], "flashfs");
+    assert_eq!(rows[15]["workload"], "mount-first-write");
+    assert!(rows[15]["mount_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bench_peers_refuses_zero_random_writes_in_one_line() {
+    fails(
+        flashfs().args(["bench", "peers", "--random-writes", "0"]),
+        1,
+    );
 }
 
 #[test]

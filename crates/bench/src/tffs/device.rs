@@ -2,7 +2,10 @@
 //! simulator's own memory kept out of the heap figures.
 
 use flash::preset;
-use flash::{DeviceClock, DeviceSpec, ImageMeta, NorFlash, NorSim, NorSpec};
+use flash::{
+    DeviceClock, DeviceSpec, ImageMeta, NandFlash, NandSpec, NorFlash, NorSim, NorSpec, PageAddr,
+    ReadStatus,
+};
 use flashfs::NorSegments;
 use serde::Serialize;
 
@@ -137,5 +140,44 @@ impl<F: NorFlash> NorFlash for Uncounted<F> {
 
     fn sync(&mut self) -> flash::Result<()> {
         uncounted(|| self.0.sync())
+    }
+}
+
+impl<F: NandFlash> NandFlash for Uncounted<F> {
+    fn spec(&self) -> &NandSpec {
+        self.0.spec()
+    }
+
+    fn read_page(
+        &mut self,
+        at: PageAddr,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> flash::Result<ReadStatus> {
+        uncounted(|| self.0.read_page(at, data, spare))
+    }
+
+    fn program_page(&mut self, at: PageAddr, data: &[u8], spare: &[u8]) -> flash::Result<()> {
+        uncounted(|| self.0.program_page(at, data, spare))
+    }
+
+    fn erase_block(&mut self, block: u32) -> flash::Result<()> {
+        uncounted(|| self.0.erase_block(block))
+    }
+
+    fn start_erase(&mut self, block: u32) -> flash::Result<()> {
+        uncounted(|| NandFlash::start_erase(&mut self.0, block))
+    }
+
+    fn is_bad(&mut self, block: u32) -> flash::Result<bool> {
+        uncounted(|| self.0.is_bad(block))
+    }
+
+    fn mark_bad(&mut self, block: u32) -> flash::Result<()> {
+        uncounted(|| self.0.mark_bad(block))
+    }
+
+    fn sync(&mut self) -> flash::Result<()> {
+        uncounted(|| NandFlash::sync(&mut self.0))
     }
 }

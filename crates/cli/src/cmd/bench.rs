@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
+use flashfs_bench::peers::{run_peers, PeerDevice, PeersOptions};
 use flashfs_bench::scale::{run_scale, ScaleOptions};
 use flashfs_bench::tffs::{self, run_tffs, DeviceKind, TffsOptions, Variant, WorkloadKind};
 use flashfs_bench::workload::Pattern;
@@ -23,6 +24,8 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench tffs --quick                    TFFS's fax, phone and recorder workloads (seconds)
   flashfs bench tffs --plot out/                the full run (minutes), with Figs 6, 8 and 10
   flashfs bench tffs --workload fax --device 448/2 --config 2-4-nsp --json
+  flashfs bench peers --quick                   flashfs and littlefs on the same parts (seconds)
+  flashfs bench peers --device w25n01gv --json  littlefs's benchmark workloads, one JSON row per phase
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -46,11 +49,41 @@ pub enum Command {
     /// paper's figures beside ours.
     #[command(after_help = EXAMPLES)]
     Tffs(TffsArgs),
+    /// flashfs beside littlefs on the very same simulated parts (w25q64jv, w25n01gv,
+    /// cy15b102q; nand-1g on request), with littlefs's benchmark workloads: 64-byte writes
+    /// to one file, random 64-byte writes in a 32 KiB file, many small files, the same read
+    /// back, mount, mount and first write; without and with a sync per write. Device time,
+    /// bytes programmed, erases, latency percentiles, RAM and used space, side by side.
+    #[command(after_help = EXAMPLES)]
+    Peers(PeersArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
     /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
     /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
     #[command(after_help = EXAMPLES)]
     Fuse(super::fusebench::FuseArgs),
+}
+
+/// Options of `flashfs bench peers`.
+#[derive(Debug, Args)]
+pub struct PeersArgs {
+    /// A 16 KiB linear file, 32 random writes and 8 small files (seconds).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per phase and system instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Only these parts (repeatable; default: w25q64jv, w25n01gv, cy15b102q).
+    #[arg(long, value_parser = ["w25q64jv", "w25n01gv", "cy15b102q", "nand-1g"])]
+    device: Vec<String>,
+    /// Only the runs without (`off`) or with (`on`) a sync after every write.
+    #[arg(long, value_parser = ["off", "on"])]
+    sync: Option<String>,
+    /// Random 64-byte writes per run.
+    #[arg(long, value_name = "N")]
+    random_writes: Option<u64>,
+    /// Seed of the random offsets and of the simulated parts.
+    #[arg(long, default_value_t = 2019)]
+    seed: u64,
 }
 
 /// Options of `flashfs bench scale`.
@@ -155,6 +188,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
         Command::Kawaguchi(args) => kawaguchi(args, global, out),
         Command::Scale(args) => scale(args, global, out),
         Command::Tffs(args) => tffs_bench(args, global, out),
+        Command::Peers(args) => peers(args, global, out),
         Command::Fuse(args) => super::fusebench::run(args, global, out),
     }
 }
@@ -340,6 +374,42 @@ fn kawaguchi(args: &KawaguchiArgs, global: Global, out: &mut dyn Write) -> Resul
     let failed: Vec<&str> = rows.iter().filter_map(|r| r.error.as_deref()).collect();
     if let Some(first) = failed.first() {
         bail!("{} row(s) failed; the first: {first}", failed.len());
+    }
+    Ok(())
+}
+
+fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        PeersOptions::quick()
+    } else {
+        PeersOptions::default()
+    };
+    opts.seed = args.seed;
+    if !args.device.is_empty() {
+        opts.devices = args
+            .device
+            .iter()
+            .filter_map(|d| PeerDevice::from_name(d))
+            .collect();
+    }
+    match args.sync.as_deref() {
+        Some("off") => opts.syncs = vec![false],
+        Some("on") => opts.syncs = vec![true],
+        _ => {}
+    }
+    if let Some(n) = args.random_writes {
+        if n == 0 {
+            bail!("--random-writes must be at least 1");
+        }
+        opts.random_writes = n;
+    }
+    let rows = with_progress(global, "{msg:>24} [{bar:40}] {pos}/{len} {eta}", |p| {
+        run_peers(&opts, p)
+    })?;
+    if args.json {
+        out.write_all(report::json_lines(&rows)?.as_bytes())?;
+    } else {
+        out.write_all(flashfs_bench::peers::table::table(&opts, &rows)?.as_bytes())?;
     }
     Ok(())
 }

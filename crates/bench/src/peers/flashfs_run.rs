@@ -1,0 +1,164 @@
+//! The phases on flashfs's native file system: formatted with its default configuration
+//! (access times off, as littlefs keeps none), files created and written in 64-byte writes
+//! (fsync after each where the run says), the volume synced at the end of each phase.
+
+use flash::{DeviceClock, Simulated};
+use flashfs::fs::{Atime, ROOT_INO};
+use flashfs::{Fs, FsConfig};
+
+use super::meter::{PeerRow, Phase, Probe, RowKey, SimSegments};
+use super::plan::{Plan, Workload, CHUNK};
+use crate::error::{BenchError, Context, Result};
+use crate::heap::HeapMeter;
+
+/// The configuration flashfs runs with here.
+pub fn config() -> FsConfig {
+    FsConfig {
+        atime: Atime::Never,
+        ..FsConfig::default()
+    }
+}
+
+fn used<D: SimSegments>(fs: &Fs<D>) -> u64 {
+    let s = fs.statfs();
+    s.blocks.saturating_sub(s.blocks_free) * u64::from(s.block_size)
+}
+
+/// Runs every phase of `plan` on a fresh flashfs on `dev`, pushing one row per phase.
+pub fn run<D: SimSegments>(
+    dev: D,
+    plan: &Plan,
+    key: &RowKey,
+    rows: &mut Vec<PeerRow>,
+) -> Result<()> {
+    let random_after = plan.random_file_after();
+    let smalls: Vec<Vec<u8>> = (0..plan.small_files).map(|i| plan.small_file(i)).collect();
+    let mut buf = vec![0u8; plan.small_bytes.max(CHUNK)];
+    let names: Vec<Vec<u8>> = (0..plan.small_files)
+        .map(|i| format!("f{i:05}").into_bytes())
+        .collect();
+    let mut inos = Vec::with_capacity(names.len());
+    let heap = HeapMeter::start();
+    let mut fs = Fs::format(dev, config()).context(|| "format".into())?;
+
+    let mut ph = Phase::start(Workload::LinearWrite, &fs);
+    let linear = fs
+        .create(ROOT_INO, b"linear", 0o644, 0, 0)
+        .context(|| "create".into())?
+        .ino;
+    for off in (0..plan.linear_bytes).step_by(CHUNK) {
+        let t = fs.now();
+        fs.write(linear, off, &Plan::chunk(off, 0))
+            .context(|| "linear write".into())?;
+        if plan.sync {
+            fs.fsync(linear, false).context(|| "fsync".into())?;
+        }
+        ph.op(t, &fs, CHUNK as u64);
+    }
+    fs.sync().context(|| "sync".into())?;
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let random = fs
+        .create(ROOT_INO, b"random", 0o644, 0, 0)
+        .context(|| "create".into())?
+        .ino;
+    for off in (0..plan.random_file).step_by(CHUNK) {
+        fs.write(random, off, &Plan::chunk(off, 0))
+            .context(|| "random file's first writing".into())?;
+    }
+    fs.sync().context(|| "sync".into())?;
+    let mut ph = Phase::start(Workload::RandomWrite, &fs);
+    for (i, &off) in plan.random_offsets.iter().enumerate() {
+        let t = fs.now();
+        fs.write(random, off, &Plan::chunk(off, i as u64 + 1))
+            .context(|| "random write".into())?;
+        if plan.sync {
+            fs.fsync(random, false).context(|| "fsync".into())?;
+        }
+        ph.op(t, &fs, CHUNK as u64);
+    }
+    fs.sync().context(|| "sync".into())?;
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let dir = fs
+        .mkdir(ROOT_INO, b"small", 0o755, 0, 0)
+        .context(|| "mkdir".into())?
+        .ino;
+    let mut ph = Phase::start(Workload::SmallFiles, &fs);
+    for (name, data) in names.iter().zip(&smalls) {
+        let t = fs.now();
+        let ino = fs
+            .create(dir, name, 0o644, 0, 0)
+            .context(|| "small file".into())?
+            .ino;
+        fs.write(ino, 0, data).context(|| "small file".into())?;
+        if plan.sync {
+            fs.fsync(ino, false).context(|| "fsync".into())?;
+        }
+        ph.op(t, &fs, data.len() as u64);
+        inos.push(ino);
+    }
+    fs.sync().context(|| "sync".into())?;
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let mut ph = Phase::start(Workload::LinearRead, &fs);
+    for off in (0..plan.linear_bytes).step_by(CHUNK) {
+        let t = fs.now();
+        let n = fs
+            .read(linear, off, &mut buf[..CHUNK])
+            .context(|| "linear read".into())?;
+        ph.op(t, &fs, n as u64);
+        if n != CHUNK || buf[..CHUNK] != Plan::chunk(off, 0) {
+            return Err(BenchError::Mismatch(format!(
+                "flashfs linear file at {off}"
+            )));
+        }
+    }
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let mut ph = Phase::start(Workload::RandomRead, &fs);
+    for &off in &plan.random_offsets {
+        let t = fs.now();
+        let n = fs
+            .read(random, off, &mut buf[..CHUNK])
+            .context(|| "random read".into())?;
+        ph.op(t, &fs, n as u64);
+        if buf[..CHUNK] != random_after[off as usize..off as usize + CHUNK] {
+            return Err(BenchError::Mismatch(format!(
+                "flashfs random file at {off}"
+            )));
+        }
+    }
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let mut ph = Phase::start(Workload::SmallRead, &fs);
+    for (i, (&ino, data)) in inos.iter().zip(&smalls).enumerate() {
+        let t = fs.now();
+        let n = fs
+            .read(ino, 0, &mut buf[..plan.small_bytes])
+            .context(|| "small read".into())?;
+        ph.op(t, &fs, n as u64);
+        if buf[..n] != data[..] {
+            return Err(BenchError::Mismatch(format!("flashfs small file {i}")));
+        }
+    }
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let dev = fs.unmount().context(|| "unmount".into())?;
+    let (t0, s0) = (dev.sim().now(), dev.sim().stats().clone());
+    let fs = Fs::mount(dev, config()).context(|| "mount".into())?;
+    let mut ph = Phase::start_at(Workload::Mount, t0, s0);
+    ph.op(t0, &fs, 0);
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let dev = fs.unmount().context(|| "unmount".into())?;
+    let (t0, s0) = (dev.sim().now(), dev.sim().stats().clone());
+    let mut fs = Fs::mount(dev, config()).context(|| "mount".into())?;
+    fs.write(random, 0, &Plan::chunk(0, u64::MAX))
+        .context(|| "first write".into())?;
+    fs.fsync(random, false).context(|| "fsync".into())?;
+    let mut ph = Phase::start_at(Workload::MountFirstWrite, t0, s0);
+    ph.op(t0, &fs, CHUNK as u64);
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+    Ok(())
+}
