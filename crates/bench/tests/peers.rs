@@ -128,3 +128,27 @@ fn the_quick_peer_benchmark_measures_every_phase() {
         );
     }
 }
+
+/// Cuts over littlefs's synced random writes: every cut is counted in exactly one outcome.
+#[test]
+fn littlefs_cuts_count_every_cut_once() {
+    use flashfs_bench::peers::{run_littlefs_cuts, PeerDevice, PeersOptions};
+    let opts = PeersOptions {
+        random_writes: 8,
+        ..PeersOptions::quick()
+    };
+    for dev in [PeerDevice::W25q64jv, PeerDevice::W25n01gv] {
+        let reports = run_littlefs_cuts(&opts, dev, 12).unwrap();
+        assert_eq!(reports.len(), 2);
+        for r in &reports {
+            assert!(r.workload_ops > 0 && r.cuts > 0, "{r:?}");
+            assert_eq!(
+                r.survived + r.mount_failed + r.unreadable + r.wrong_content,
+                r.cuts,
+                "{r:?}"
+            );
+            assert_eq!(r.first_failure.is_some(), r.survived < r.cuts, "{r:?}");
+        }
+        assert!(!reports[0].torn && reports[1].torn);
+    }
+}

@@ -13,10 +13,12 @@
 //! - [`meter`]: a phase's device time, counters and per-operation latency, and its row.
 //! - [`littlefs_run`], [`flashfs_run`]: the phases on each system.
 //! - [`table`]: the side-by-side table.
+//! - [`cuts`]: littlefs under the torture's power cuts (clean and torn).
 //!
 //! flashfs's native file system runs on NOR and NAND only; on the FRAM part only littlefs
 //! runs.
 
+pub mod cuts;
 pub mod flashfs_run;
 pub mod littlefs;
 pub mod littlefs_run;
@@ -279,4 +281,57 @@ fn run_flashfs(
         // flashfs's native file system has no NVRAM media: littlefs runs alone there.
         DeviceSpec::Nvram(_) => Ok(()),
     }
+}
+
+/// Cuts the power `cuts` times over the synced random writes of littlefs on `dev`, clean
+/// and torn (see [`cuts`]).
+pub fn run_littlefs_cuts(
+    opts: &PeersOptions,
+    dev: PeerDevice,
+    cuts: u64,
+) -> Result<Vec<cuts::CutReport>> {
+    opts.check()?;
+    let spec = dev.spec()?;
+    let plan = opts.plan(spec.capacity(), true);
+    let seed = opts.seed;
+    let what = || format!("simulating the {}", dev.preset());
+    let mut out = Vec::new();
+    for torn in [false, true] {
+        let r = match (dev, spec) {
+            (PeerDevice::W25q64jv, DeviceSpec::Nor(s)) => cuts::run_cuts::<W25q64jv>(
+                dev.preset(),
+                &|| Ok(shared(NorSim::new(s, meta(dev, seed)).context(what)?)),
+                &plan,
+                cuts,
+                torn,
+            ),
+            (PeerDevice::W25n01gv, DeviceSpec::Nand(s)) => cuts::run_cuts::<W25n01gv>(
+                dev.preset(),
+                &|| Ok(shared(NandSim::new(s, meta(dev, seed)).context(what)?)),
+                &plan,
+                cuts,
+                torn,
+            ),
+            (PeerDevice::Nand1g, DeviceSpec::Nand(s)) => cuts::run_cuts::<Nand1g>(
+                dev.preset(),
+                &|| Ok(shared(NandSim::new(s, meta(dev, seed)).context(what)?)),
+                &plan,
+                cuts,
+                torn,
+            ),
+            (PeerDevice::Cy15b102q, DeviceSpec::Nvram(s)) => cuts::run_cuts::<Cy15b102q>(
+                dev.preset(),
+                &|| Ok(shared(NvramSim::new(s, meta(dev, seed)).context(what)?)),
+                &plan,
+                cuts,
+                torn,
+            ),
+            _ => Err(BenchError::InvalidOptions(format!(
+                "preset {} is not the kind of part littlefs is configured for",
+                dev.preset()
+            ))),
+        }?;
+        out.push(r);
+    }
+    Ok(out)
 }

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
-use flashfs_bench::peers::{run_peers, PeerDevice, PeersOptions};
+use flashfs_bench::peers::{run_littlefs_cuts, run_peers, PeerDevice, PeersOptions};
 use flashfs_bench::scale::{run_scale, ScaleOptions};
 use flashfs_bench::tffs::{self, run_tffs, DeviceKind, TffsOptions, Variant, WorkloadKind};
 use flashfs_bench::workload::Pattern;
@@ -26,6 +26,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench tffs --workload fax --device 448/2 --config 2-4-nsp --json
   flashfs bench peers --quick                   flashfs and littlefs on the same parts (seconds)
   flashfs bench peers --device w25n01gv --json  littlefs's benchmark workloads, one JSON row per phase
+  flashfs bench peers --cuts 200                littlefs under clean and torn power cuts instead
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -81,6 +82,10 @@ pub struct PeersArgs {
     /// Random 64-byte writes per run.
     #[arg(long, value_name = "N")]
     random_writes: Option<u64>,
+    /// Instead of the benchmark: cut the power this many times (clean, then torn) over
+    /// littlefs's synced random writes on each part, and report what it mounts afterwards.
+    #[arg(long, value_name = "N")]
+    cuts: Option<u64>,
     /// Seed of the random offsets and of the simulated parts.
     #[arg(long, default_value_t = 2019)]
     seed: u64,
@@ -403,6 +408,12 @@ fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         }
         opts.random_writes = n;
     }
+    if let Some(cuts) = args.cuts {
+        if cuts == 0 {
+            bail!("--cuts must be at least 1");
+        }
+        return peer_cuts(&opts, cuts, args.json, out);
+    }
     let rows = with_progress(global, "{msg:>24} [{bar:40}] {pos}/{len} {eta}", |p| {
         run_peers(&opts, p)
     })?;
@@ -410,6 +421,43 @@ fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         out.write_all(report::json_lines(&rows)?.as_bytes())?;
     } else {
         out.write_all(flashfs_bench::peers::table::table(&opts, &rows)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn peer_cuts(opts: &PeersOptions, cuts: u64, json: bool, out: &mut dyn Write) -> Result<()> {
+    let mut reports = Vec::new();
+    for &dev in &opts.devices {
+        reports.extend(run_littlefs_cuts(opts, dev, cuts)?);
+    }
+    if json {
+        out.write_all(report::json_lines(&reports)?.as_bytes())?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "littlefs under power cuts: a {} KiB file written and synced, then {} random 64 B writes \
+         each synced; cut points spread over the writes' device operations; after each cut a \
+         mount, and the file must hold every acknowledged write and at most the one in flight",
+        opts.random_file >> 10,
+        opts.random_writes
+    )?;
+    for r in &reports {
+        writeln!(
+            out,
+            "{} {}: {} ops, {} cuts: {} survived, {} mount failed, {} unreadable, {} wrong content{}",
+            r.device,
+            if r.torn { "torn" } else { "clean" },
+            r.workload_ops,
+            r.cuts,
+            r.survived,
+            r.mount_failed,
+            r.unreadable,
+            r.wrong_content,
+            r.first_failure
+                .as_ref()
+                .map_or(String::new(), |f| format!("; first: {f}"))
+        )?;
     }
     Ok(())
 }
