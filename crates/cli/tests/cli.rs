@@ -256,6 +256,21 @@ fn a_wrong_preset_name_is_one_line() {
 }
 
 #[test]
+fn preset_names_are_taken_in_any_case() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    flashfs()
+        .args(["sim", "create", "--preset", "M29DW640D"])
+        .arg(&img)
+        .assert()
+        .success();
+    let out = flashfs().args(["sim", "info"]).arg(&img).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("m29dw640d"), "{text}");
+}
+
+#[test]
 fn usage_errors_are_one_line_with_exit_code_2() {
     fails(flashfs().arg("frobnicate"), 2);
     fails(flashfs().args(["presets", "--bogus"]), 2);

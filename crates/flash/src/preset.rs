@@ -229,15 +229,18 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
-/// Finds a preset by name. `st10f280/N` is the ST10F280 with erase units of N KiB (the
-/// paper's "448/N"), for N in [`ST10F280_UNIT_KIB`].
+/// Finds a preset by name, in any case (`flashfs presets` prints part names in capitals).
+/// `st10f280/N` is the ST10F280 with erase units of N KiB (the paper's "448/N"), for N in
+/// [`ST10F280_UNIT_KIB`].
 pub fn lookup(name: &str) -> Result<Preset> {
-    if let Some(p) = PRESETS.iter().find(|p| p.name == name) {
+    if let Some(p) = PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name)) {
         return Ok(*p);
     }
+    const ST10F280_PREFIX: &str = "st10f280/";
     let kib = name
-        .strip_prefix("st10f280/")
-        .and_then(|n| n.parse::<u32>().ok())
+        .get(..ST10F280_PREFIX.len())
+        .filter(|p| p.eq_ignore_ascii_case(ST10F280_PREFIX))
+        .and_then(|_| name[ST10F280_PREFIX.len()..].parse::<u32>().ok())
         .filter(|n| ST10F280_UNIT_KIB.contains(n))
         .ok_or(FlashError::UnknownPreset)?;
     let base = PRESETS
@@ -288,6 +291,19 @@ mod tests {
         assert_eq!(lookup("nope"), Err(FlashError::UnknownPreset));
         assert_eq!(lookup("st10f280/3"), Err(FlashError::UnknownPreset));
         assert_eq!(lookup("st10f280/"), Err(FlashError::UnknownPreset));
+        assert_eq!(lookup("st10f2é0/4"), Err(FlashError::UnknownPreset));
+        assert_eq!(lookup("é"), Err(FlashError::UnknownPreset));
+    }
+
+    #[test]
+    fn names_are_found_in_any_case() {
+        for p in PRESETS {
+            let upper = p.name.to_ascii_uppercase();
+            assert_eq!(lookup(&upper).unwrap().name, p.name, "{upper}");
+        }
+        assert_eq!(lookup("M29DW640D").unwrap().name, "m29dw640d");
+        assert_eq!(lookup("ST10F280/4").unwrap().name, "st10f280/4");
+        assert_eq!(lookup("Nand-1G").unwrap().name, "nand-1g");
     }
 
     #[test]
