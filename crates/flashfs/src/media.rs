@@ -684,6 +684,7 @@ mod tests {
                 slot_shift: 9,
                 unit_shift: 2,
                 size: 1,
+                anchors: None,
             },
         };
         d.write_header(1, &header).unwrap();

@@ -102,6 +102,7 @@ fn a_volume_of_another_segment_layout_is_refused() {
             slot_shift: 9,
             unit_shift: 0,
             size: sectors as u32,
+            anchors: None,
         },
     };
     sim.program(0, &header.encode()).unwrap();

@@ -1,5 +1,6 @@
-//! Property test: random reads, writes, trims, flushes and remounts on the block device
-//! agree with a plain array of sectors.
+//! Property test: random reads, writes, trims, flushes, remounts after a cut and after a
+//! close on the block device agree with a plain array of sectors — with and without
+//! checkpoints.
 
 mod common;
 
@@ -9,11 +10,23 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Write { sector: u64, count: u64, seed: u32 },
-    Read { sector: u64, count: u64 },
-    Trim { sector: u64, count: u64 },
+    Write {
+        sector: u64,
+        count: u64,
+        seed: u32,
+    },
+    Read {
+        sector: u64,
+        count: u64,
+    },
+    Trim {
+        sector: u64,
+        count: u64,
+    },
     Flush,
     Remount,
+    /// Close (a checkpoint, where the volume keeps them) and mount again.
+    Close,
     Gc,
 }
 
@@ -24,6 +37,7 @@ fn op(sectors: u64) -> impl Strategy<Value = Op> {
         1 => (0..sectors, 1..8u64).prop_map(move |(s, c)| Op::Trim { sector: s, count: c.min(sectors - s) }),
         1 => Just(Op::Flush),
         1 => Just(Op::Remount),
+        1 => Just(Op::Close),
         1 => Just(Op::Gc),
     ]
 }
@@ -67,6 +81,11 @@ fn run<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Flush => ftl.flush().unwrap(),
             Op::Remount => ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap(),
+            Op::Close => {
+                let keeps = ftl.log().volume().anchors.is_some();
+                ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+                prop_assert_eq!(ftl.log().restored(), keeps, "mount after a close");
+            }
             Op::Gc => ftl.gc().unwrap(),
         }
     }
@@ -94,5 +113,10 @@ proptest! {
     #[test]
     fn nand_matches_model(ops in proptest::collection::vec(op(100), 1..400)) {
         run(nand(), &ops)?;
+    }
+
+    #[test]
+    fn nand_with_checkpoints_matches_model(ops in proptest::collection::vec(op(1900), 1..600)) {
+        run(nand_checkpointed(), &ops)?;
     }
 }

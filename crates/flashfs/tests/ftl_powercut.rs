@@ -29,7 +29,7 @@ fn run_until_cut<D: Sim>(
         model.issue(op);
         match apply(&mut ftl, op) {
             Ok(()) => {
-                if op == Op::Flush {
+                if op.is_barrier() {
                     model.flushed();
                 }
             }
@@ -203,7 +203,7 @@ fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
                 model.issue(op);
                 at += 1;
                 match apply(&mut ftl, op) {
-                    Ok(()) if op == Op::Flush => model.flushed(),
+                    Ok(()) if op.is_barrier() => model.flushed(),
                     Ok(()) if at % 97 == 0 => ftl
                         .gc()
                         .or_else(|e| match e {

@@ -353,10 +353,11 @@ impl<D: Segments> Fs<D> {
         self.tree.drop_cache();
     }
 
-    /// Commits (a checkpoint: the journal is left empty) and gives the device back.
+    /// Commits (a checkpoint: the journal is left empty), writes the block device's
+    /// checkpoint of its map so the next mount need not scan, and gives the device back.
     pub fn unmount(mut self) -> Result<D> {
         self.checkpoint()?;
-        Ok(self.tree.into_store().ftl.into_device())
+        self.tree.into_store().ftl.close()
     }
 
     /// Gives the device back without committing, as a power cut would leave it.

@@ -6,6 +6,7 @@
 //! sector the slot with the highest sequence number wins, unless a later trim record hides it.
 
 mod counters;
+mod map;
 
 use alloc::vec::Vec;
 
@@ -14,8 +15,9 @@ pub use counters::Lifetime;
 
 use crate::error::{Error, Result};
 use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
-use crate::log::{Head, Log, LogConfig, Owner, SlotAddr};
+use crate::log::{Head, Log, LogConfig, SlotAddr, Start};
 use crate::media::Segments;
+use map::{Record, SectorMap, LOST, UNMAPPED};
 
 /// A device of fixed-size sectors.
 pub trait BlockDevice {
@@ -32,6 +34,11 @@ pub trait BlockDevice {
     fn flush(&mut self) -> Result<()>;
     /// Declares `count` sectors from `sector` unused: they read as zeros until written.
     fn trim(&mut self, sector: u64, count: u64) -> Result<()>;
+    /// A flush that also writes whatever lets the next mount skip a scan (the block device's
+    /// checkpoint); by default a flush.
+    fn checkpoint(&mut self) -> Result<()> {
+        self.flush()
+    }
 }
 
 /// Block-device settings.
@@ -52,195 +59,6 @@ impl Default for FtlConfig {
             log: LogConfig::default(),
             sectors: None,
             hot_factor: 0.5,
-        }
-    }
-}
-
-/// Map entry of a sector never written, or trimmed: reads as zeros.
-const UNMAPPED: u32 = u32::MAX;
-/// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
-const LOST: u32 = u32::MAX - 1;
-
-/// Where each sector lives, and how often it is rewritten.
-#[derive(Debug)]
-struct SectorMap {
-    at: Vec<u32>,
-    /// Write clock at each sector's last write (0: not since mount); empty without hot/cold
-    /// separation, which alone needs it.
-    last_write: Vec<u32>,
-    /// Sectors written so far (the write clock).
-    writes: u32,
-    /// Running average of the interval between rewrites of a sector, in writes (x16).
-    avg_interval_x16: u64,
-    hot_factor: f64,
-    separate: bool,
-    slots: u32,
-    /// Sectors found lost since the last loss record was written.
-    lost: Vec<u32>,
-    /// For each sector without data, the sequence number of the trim or loss record that
-    /// hides its older versions (0: none). Empty until the first record: a file system
-    /// never trims, and this is half the map's RAM.
-    hidden_by: Vec<u64>,
-    /// Live trim and loss records by sequence number. Each hides at least one sector no
-    /// other record hides, so there are never more of them than sectors without data: the
-    /// log can always hold them (the capacity argument of the reserve).
-    records: alloc::collections::BTreeMap<u64, Record>,
-    /// Records that hide nothing any more, to be killed in the log.
-    useless: Vec<SlotAddr>,
-    /// The live counters record, if any.
-    counters_at: Option<SlotAddr>,
-}
-
-/// A live trim or loss record.
-#[derive(Debug, Clone, Copy)]
-struct Record {
-    at: SlotAddr,
-    hides: u32,
-}
-
-impl SectorMap {
-    /// Writes since the sector was last written, if it was since the mount.
-    fn age(&self, k: usize) -> Option<u32> {
-        match self.last_write.get(k) {
-            Some(&last) if last != 0 => Some(self.writes.wrapping_sub(last)),
-            _ => None,
-        }
-    }
-
-    /// Whether a sector last written `age` writes ago is hot: rewritten sooner than the
-    /// device's average rewrite interval (scaled by the configured factor).
-    fn is_hot(&self, age: u32) -> bool {
-        (age as f64 * 16.0) < self.avg_interval_x16 as f64 * self.hot_factor
-    }
-
-    /// Head for a sector about to be written, and the write recorded in the statistics.
-    fn classify_write(&mut self, k: usize) -> Head {
-        let head = match self.age(k) {
-            Some(age) => {
-                // Exponential average over the last ~64 rewrites.
-                let a = self.avg_interval_x16 as i64;
-                self.avg_interval_x16 = (a + ((age as i64 * 16) - a) / 64).max(16) as u64;
-                if self.separate && self.is_hot(age) {
-                    Head::Hot
-                } else {
-                    Head::Warm
-                }
-            }
-            None => Head::Warm,
-        };
-        if let Some(last) = self.last_write.get_mut(k) {
-            *last = self.writes;
-        }
-        self.writes = self.writes.wrapping_add(1).max(1);
-        head
-    }
-
-    /// The sector no longer relies on the record hiding its older versions.
-    fn release(&mut self, k: usize) {
-        let Some(t) = self.hidden_by.get_mut(k).map(|t| core::mem::replace(t, 0)) else {
-            return;
-        };
-        if let Some(r) = self.records.get_mut(&t) {
-            r.hides -= 1;
-            if r.hides == 0 {
-                self.useless.push(r.at);
-                self.records.remove(&t);
-            }
-        }
-    }
-
-    /// Record `t` now hides the older versions of sector `k`.
-    fn hide(&mut self, k: usize, t: u64) {
-        self.release(k);
-        if self.hidden_by.is_empty() {
-            self.hidden_by = alloc::vec![0; self.at.len()];
-        }
-        if let Some(r) = self.records.get_mut(&t) {
-            r.hides += 1;
-            self.hidden_by[k] = t;
-        }
-    }
-
-    /// Where a sector's data is, if it has some.
-    fn slot(&self, k: usize) -> Option<SlotAddr> {
-        match self.at.get(k) {
-            Some(&p) if p != UNMAPPED && p != LOST => Some(self.unpack(p)),
-            _ => None,
-        }
-    }
-
-    fn pack(&self, a: SlotAddr) -> u32 {
-        a.seg * self.slots + a.slot
-    }
-
-    fn unpack(&self, p: u32) -> SlotAddr {
-        SlotAddr {
-            seg: p / self.slots,
-            slot: p % self.slots,
-        }
-    }
-}
-
-impl Owner for SectorMap {
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
-        match tag.kind {
-            Kind::Sector => self.at.get(tag.key as usize) == Some(&self.pack(at)),
-            Kind::Counters => self.counters_at == Some(at),
-            Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
-                Some(r) if r.at != at => false,
-                // No version it hides is left anywhere: the record has done its work.
-                Some(_) if oldest_elsewhere > tag.seq => {
-                    self.records.remove(&tag.seq);
-                    false
-                }
-                Some(_) => true,
-                None => false,
-            },
-        }
-    }
-
-    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
-        let packed = self.pack(at);
-        let sector = match tag {
-            Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
-            Some(t) if t.kind == Kind::Counters => {
-                self.counters_at = self.counters_at.filter(|&c| c != at);
-                None
-            }
-            Some(t) => {
-                // A record lost: the sectors it hid keep their state for this session.
-                self.records.remove(&t.seq);
-                None
-            }
-            // Rare (a page that decayed between mount and cleaning): find it by address.
-            None => self.at.iter().position(|&p| p == packed),
-        };
-        if let Some(k) = sector.filter(|&k| self.at.get(k) == Some(&packed)) {
-            self.at[k] = LOST;
-            self.lost.push(k as u32);
-        }
-    }
-
-    fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr) {
-        match tag.kind {
-            Kind::Sector => {
-                let (from, to) = (self.pack(from), self.pack(to));
-                if let Some(a) = self.at.get_mut(tag.key as usize) {
-                    if *a == from {
-                        *a = to;
-                    }
-                }
-            }
-            Kind::Trim | Kind::Lost => {
-                if let Some(r) = self.records.get_mut(&tag.seq).filter(|r| r.at == from) {
-                    r.at = to;
-                }
-            }
-            Kind::Counters => {
-                if self.counters_at == Some(from) {
-                    self.counters_at = Some(to);
-                }
-            }
         }
     }
 }
@@ -308,6 +126,8 @@ impl<D: Segments> Ftl<D> {
             });
             ftl.write_counters()?;
         }
+        // A fresh volume mounts from its first checkpoint, without a scan.
+        ftl.log.checkpoint(&mut ftl.map)?;
         Ok(ftl)
     }
 
@@ -319,7 +139,7 @@ impl<D: Segments> Ftl<D> {
     /// Mounts the sectors of a volume of kind `format`.
     pub(crate) fn mount_as(dev: D, config: FtlConfig, format: u8) -> Result<Self> {
         Self::check_size(dev.geometry())?;
-        let (log, found) = Log::mount(dev, config.log)?;
+        let (log, start) = Log::mount(dev, config.log)?;
         if log.volume().format != format {
             return Err(Error::NotFormatted(if format == FORMAT_BLOCK_DEVICE {
                 "the volume is not a block device"
@@ -334,7 +154,38 @@ impl<D: Segments> Ftl<D> {
             ));
         }
         let mut ftl = Self::with(log, config);
-        let sectors = ftl.map.at.len();
+        let restored = match start {
+            Start::Scanned(found) => {
+                ftl.apply_scan(&found, format)?;
+                true
+            }
+            Start::Restored(pages) => match ftl.restore(&pages, format) {
+                Ok(()) => true,
+                Err(Error::Corrupt(_) | Error::Io) => false,
+                Err(e) => return Err(e),
+            },
+        };
+        if !restored {
+            // A checkpoint whose pages do not read back whole: the scan finds everything.
+            let dev = ftl.into_device();
+            let scan = FtlConfig {
+                log: LogConfig {
+                    scan_mount: true,
+                    ..config.log
+                },
+                ..config
+            };
+            return Self::mount_as(dev, scan, format);
+        }
+        ftl.log.finish_mount();
+        Ok(ftl)
+    }
+
+    /// Rebuilds the map from every valid tag a scan found: per sector the newest version,
+    /// unless a newer trim or loss record hides it.
+    fn apply_scan(&mut self, found: &[(SlotAddr, Tag)], format: u8) -> Result<()> {
+        let ftl = self;
+        let sectors = ftl.map.len();
         // Per sector, the newest version's sequence number and copy flag, packed as
         // `(seq + 1) << 1 | copy` (0: none yet); its address is the map's entry. A word
         // instead of the tag and address keeps the mount's peak RAM near the map's own.
@@ -350,17 +201,17 @@ impl<D: Segments> Ftl<D> {
         // share a sequence number: keep one.
         let mut records: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
         let mut counters: Option<(SlotAddr, Tag)> = None;
-        for (at, tag) in &found {
+        for (at, tag) in found {
             match tag.kind {
                 Kind::Sector if (tag.key as usize) < sectors => {
                     let k = tag.key as usize;
                     let v = newest[k];
                     if v == 0 || {
-                        let a = ftl.map.unpack(ftl.map.at[k]);
+                        let a = ftl.map.unpack(ftl.map.get(k));
                         ftl.log.newer((*at, tag), (a, &unpack_newest(v, k)))
                     } {
                         newest[k] = ((tag.seq + 1) << 1) | u64::from(tag.copy);
-                        ftl.map.at[k] = ftl.map.pack(*at);
+                        ftl.map.set(k, ftl.map.pack(*at));
                     }
                 }
                 Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
@@ -372,6 +223,8 @@ impl<D: Segments> Ftl<D> {
                         counters = Some((*at, *tag));
                     }
                 }
+                // Pages of a checkpoint the scan replaces: dead.
+                Kind::Page | Kind::Root => {}
                 Kind::Trim | Kind::Lost => {
                     let keep = records
                         .get(&tag.seq)
@@ -398,7 +251,7 @@ impl<D: Segments> Ftl<D> {
                 let range = (start as usize).min(end)..end;
                 for (k, &v) in newest.iter().enumerate().take(range.end).skip(range.start) {
                     if v == 0 || unpack_newest(v, k).seq < seq {
-                        ftl.map.at[k] = becomes;
+                        ftl.map.set(k, becomes);
                         let previous = core::mem::replace(&mut ftl.map.hidden_by[k], seq);
                         if let Some(h) = hides.get_mut(&previous) {
                             *h -= 1;
@@ -424,10 +277,41 @@ impl<D: Segments> Ftl<D> {
             }
         }
         if format == FORMAT_BLOCK_DEVICE {
-            ftl.counters = Some(ftl.mount_counters(counters)?);
+            let closed = counters.is_some_and(|(_, t)| t.seq == ftl.log.last_seq());
+            ftl.counters = Some(ftl.mount_counters(counters.map(|(a, _)| a), closed)?);
         }
-        ftl.log.finish_mount();
-        Ok(ftl)
+        Ok(())
+    }
+
+    /// Rebuilds the map from the checkpoint the log was restored from.
+    fn restore(&mut self, pages: &[SlotAddr], format: u8) -> Result<()> {
+        let geo = self.log.geometry();
+        let limit = geo.segments as u64 * geo.slots as u64;
+        let log = &mut self.log;
+        let records = self.map.restore(
+            pages.len() as u32,
+            geo.slot_size as usize,
+            limit,
+            |i, buf| log.read_page(i, pages[i as usize], buf),
+        )?;
+        let mut resolved = Vec::with_capacity(records.len());
+        for (seq, at) in records {
+            self.log.read(at, &mut self.buf)?;
+            resolved.push((seq, at, decode_ranges(&self.buf)?));
+        }
+        for at in self.map.restore_records(resolved) {
+            self.log.mark_live(at);
+        }
+        for k in 0..self.map.len() {
+            if let Some(a) = self.map.slot(k) {
+                self.log.mark_live(a);
+            }
+        }
+        if format == FORMAT_BLOCK_DEVICE {
+            // A checkpoint is written only by a close (or a format): nothing was lost.
+            self.counters = Some(self.mount_counters(self.map.counters_at, true)?);
+        }
+        Ok(())
     }
 
     /// The sector map packs slot addresses into 32 bits, two values short of the top.
@@ -445,25 +329,13 @@ impl<D: Segments> Ftl<D> {
         let geo = log.geometry();
         let separate = log.config().hot_cold && log.heads_apart();
         Ftl {
-            map: SectorMap {
-                at: alloc::vec![UNMAPPED; sectors],
-                last_write: if separate {
-                    alloc::vec![0; sectors]
-                } else {
-                    Vec::new()
-                },
-                writes: 1,
-                // Until rewrites are seen, assume one pass over the device between them.
-                avg_interval_x16: (sectors as u64).max(1) * 16,
-                hot_factor: config.hot_factor.max(0.0),
+            map: SectorMap::new(
+                sectors,
+                geo.slots,
+                geo.slot_size as usize,
+                config.hot_factor,
                 separate,
-                slots: geo.slots,
-                lost: Vec::new(),
-                hidden_by: Vec::new(),
-                records: Default::default(),
-                useless: Vec::new(),
-                counters_at: None,
-            },
+            ),
             buf: alloc::vec![0; geo.slot_size as usize],
             log,
             counters: None,
@@ -472,8 +344,8 @@ impl<D: Segments> Ftl<D> {
 
     /// The counters the newest counters record holds (marking it live), and whether anything
     /// was written after it.
-    fn mount_counters(&mut self, newest: Option<(SlotAddr, Tag)>) -> Result<Lifetimes> {
-        let Some((at, tag)) = newest else {
+    fn mount_counters(&mut self, newest: Option<SlotAddr>, closed: bool) -> Result<Lifetimes> {
+        let Some(at) = newest else {
             return Ok(Lifetimes {
                 base: None,
                 closed: false,
@@ -490,7 +362,7 @@ impl<D: Segments> Ftl<D> {
         self.log.mark_live(at);
         Ok(Lifetimes {
             base,
-            closed: tag.seq == self.log.last_seq(),
+            closed,
             sectors: 0,
             recorded_slots: 0,
         })
@@ -552,7 +424,8 @@ impl<D: Segments> Ftl<D> {
     }
 
     /// Closes the block device: records its lifetime counters (if anything was written since
-    /// mount), makes everything durable and gives the device back.
+    /// mount), writes a checkpoint (on a volume that keeps them) so the next mount reads it
+    /// instead of scanning, makes everything durable and gives the device back.
     pub fn close(mut self) -> Result<D> {
         let programmed = self.slots_since_mount();
         if self
@@ -561,8 +434,16 @@ impl<D: Segments> Ftl<D> {
         {
             self.write_counters()?;
         }
+        self.checkpoint()?;
         self.log.sync()?;
         Ok(self.log.into_device())
+    }
+
+    /// Writes a checkpoint of the map and the log's segment table now (a close does), so
+    /// that a mount reads it instead of scanning, if nothing is written after it. Does
+    /// nothing on a volume without checkpoints or when nothing changed since the last.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.log.checkpoint(&mut self.map)
     }
 
     fn check(&self, sector: u64, len: usize) -> Result<u64> {
@@ -651,7 +532,7 @@ impl<D: Segments> Ftl<D> {
                 self.log.kill(old);
             }
             self.map.release(k);
-            self.map.at[k] = self.map.pack(at);
+            self.map.set(k, self.map.pack(at));
             self.record_losses()?;
         }
         Ok(())
@@ -682,8 +563,8 @@ impl<D: Segments> Ftl<D> {
         if let Some(old) = self.map.slot(k) {
             self.log.kill(old);
         }
-        if let Some(a) = self.map.at.get_mut(k) {
-            *a = UNMAPPED;
+        if k < self.map.len() {
+            self.map.set(k, UNMAPPED);
         }
         self.map.release(k);
     }
@@ -691,7 +572,7 @@ impl<D: Segments> Ftl<D> {
     /// The sectors that hold data (or lost it), in order.
     pub(crate) fn mapped(&self) -> impl Iterator<Item = u64> + '_ {
         self.map
-            .at
+            .entries()
             .iter()
             .enumerate()
             .filter(|(_, &p)| p != UNMAPPED)
@@ -705,7 +586,7 @@ impl<D: Segments> Ftl<D> {
 
     /// Sectors that currently hold data.
     pub fn mapped_sectors(&self) -> u64 {
-        (0..self.map.at.len())
+        (0..self.map.len())
             .filter(|&k| self.map.slot(k).is_some())
             .count() as u64
     }
@@ -758,7 +639,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
     }
 
     fn sectors(&self) -> u64 {
-        self.map.at.len() as u64
+        self.map.len() as u64
     }
 
     fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
@@ -766,14 +647,14 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         let ss = self.sector_size();
         for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
             let k = sector as usize + i;
-            match self.map.at[k] {
+            match self.map.get(k) {
                 UNMAPPED => chunk.fill(0),
                 LOST => return Err(Error::Io),
                 p => {
                     if let Err(e) = self.log.read(self.map.unpack(p), chunk) {
                         if e == Error::Io {
                             self.log.kill(self.map.unpack(p));
-                            self.map.at[k] = LOST;
+                            self.map.set(k, LOST);
                             self.map.lost.push(k as u32);
                             self.record_losses()?;
                         }
@@ -793,12 +674,17 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         self.log.sync()
     }
 
+    fn checkpoint(&mut self) -> Result<()> {
+        Ftl::checkpoint(self)?;
+        self.log.sync()
+    }
+
     fn trim(&mut self, sector: u64, count: u64) -> Result<()> {
         let end = sector.checked_add(count).filter(|&e| e <= self.sectors());
         let Some(end) = end else {
             return Err(Error::InvalidArgument("trim beyond the end of the device"));
         };
-        if !(sector..end).any(|k| self.map.at[k as usize] != UNMAPPED) {
+        if !(sector..end).any(|k| self.map.get(k as usize) != UNMAPPED) {
             return Ok(());
         }
         let rec = encode_ranges(&[(sector as u32, count as u32)], self.sector_size());
@@ -811,7 +697,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             if let Some(old) = self.map.slot(k) {
                 self.log.kill(old);
             }
-            self.map.at[k] = UNMAPPED;
+            self.map.set(k, UNMAPPED);
             self.map.hide(k, t);
         }
         self.record_losses()

@@ -5,8 +5,10 @@
 //! (the block device, the file system) says which slots are live at mount, updates its maps
 //! when the cleaner moves a slot, and may veto copying a slot it no longer needs.
 
+pub mod checkpoint;
 pub mod policy;
 pub mod segment;
+mod startup;
 pub mod tag;
 
 use alloc::vec::Vec;
@@ -15,6 +17,8 @@ use flash::FlashError;
 
 use crate::error::{Error, Result};
 use crate::media::{HeaderState, SegGeometry, Segments};
+pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
+use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
 use policy::{threshold, Policy};
 use segment::{LiveMap, SegInfo, SegState};
 use tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
@@ -132,6 +136,14 @@ pub struct LogConfig {
     /// at the cost of a read per program (on NAND, a spare read per earlier slot of the
     /// segment too).
     pub verify_programs: bool,
+    /// Whether a volume formatted with this setting keeps checkpoints, on a device of at
+    /// least [`CHECKPOINT_MIN_SEGMENTS`] segments: two anchor segments hold roots, and a close
+    /// writes the segment table and the owner's map, so that the next mount reads them
+    /// instead of scanning every segment ([`checkpoint`]).
+    pub checkpoints: bool,
+    /// Whether a mount scans every segment even when a checkpoint is current (the baseline
+    /// `flashfs bench mount` measures against).
+    pub scan_mount: bool,
 }
 
 impl Default for LogConfig {
@@ -150,6 +162,8 @@ impl Default for LogConfig {
             background_erase: true,
             separate_meta: false,
             verify_programs: false,
+            checkpoints: true,
+            scan_mount: false,
         }
     }
 }
@@ -180,10 +194,41 @@ pub struct LogStats {
     /// Segments opened that were not yet erased or whose bank was still erasing: each costs
     /// the writer a wait.
     pub stalled_opens: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Slots written for checkpoints (body and directory pages).
+    pub checkpoint_slots: u64,
+    /// Records (roots and marks) written to the anchors.
+    pub anchor_records: u64,
+}
+
+/// How a mount found the log's state.
+#[derive(Debug)]
+pub enum Start {
+    /// By a scan: every valid tag of the log, which the owner resolves into its map and marks
+    /// live ([`Log::mark_live`]).
+    Scanned(Vec<(SlotAddr, Tag)>),
+    /// From a checkpoint: the addresses of the owner's pages in it, in order, which the owner
+    /// reads ([`Log::read_page`]) to rebuild its map and mark live what it holds.
+    Restored(Vec<SlotAddr>),
 }
 
 /// What the owner of the log's data is told, and asked.
 pub trait Owner {
+    /// Pages the owner keeps in a checkpoint (0: none; its state then comes from a scan).
+    fn pages(&self) -> u32 {
+        0
+    }
+    /// Whether page `i` changed since a checkpoint last took it; the answer is forgotten, as
+    /// the page is about to be written.
+    fn take_dirty(&mut self, i: u32) -> bool {
+        let _ = i;
+        true
+    }
+    /// Encodes page `i` into `buf` (a slot less the page's checksum).
+    fn encode_page(&self, i: u32, buf: &mut [u8]) {
+        let _ = (i, buf);
+    }
     /// Whether a slot the cleaner is about to copy is still needed (default: yes).
     /// `oldest_elsewhere` is the lowest sequence number any other segment may still hold: a
     /// record that hides older versions is needed only above it.
@@ -289,6 +334,12 @@ pub struct Log<D> {
     /// How old slots are when they die, recently: an average over the last few hundred
     /// kills of the time since their segment opened (0 until one is known).
     death_age_ns: u64,
+    /// The checkpoint anchors, on a volume that keeps checkpoints.
+    anchors: Option<Anchors>,
+    /// Whether the mount restored the log from a checkpoint.
+    restored: bool,
+    /// Segments opened while a checkpoint's segment table is written, which its root lists.
+    opened: Option<Vec<u32>>,
 }
 
 impl<D: Segments> Log<D> {
@@ -310,6 +361,9 @@ impl<D: Segments> Log<D> {
             deferred: Vec::new(),
             victim: None,
             death_age_ns: 0,
+            anchors: None,
+            restored: false,
+            opened: None,
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
         }
@@ -333,6 +387,7 @@ impl<D: Segments> Log<D> {
                 slot_shift,
                 unit_shift,
                 size: 0,
+                anchors: None,
             },
         );
         for seg in 0..log.geo.segments {
@@ -345,6 +400,19 @@ impl<D: Segments> Log<D> {
             }
             log.erase_segment(seg)?;
         }
+        if config.checkpoints && log.geo.segments >= CHECKPOINT_MIN_SEGMENTS {
+            // The first two good segments, so that their numbers fit the header's bytes.
+            let good: Vec<u32> = (0..log.geo.segments.min(u8::MAX as u32))
+                .filter(|&s| log.segs[s as usize].state == SegState::Free)
+                .take(2)
+                .collect();
+            if let [a, z] = good[..] {
+                log.volume.anchors = Some([a as u8, z as u8]);
+                log.set_state(a, SegState::Anchor);
+                log.set_state(z, SegState::Anchor);
+                log.anchors = Some(Anchors::new([a, z]));
+            }
+        }
         log.volume.size = size(log.capacity_slots())?;
         // One header makes the volume findable even while it holds no data.
         log.head_segment(Head::Warm, Writer::Owner)?;
@@ -352,10 +420,25 @@ impl<D: Segments> Log<D> {
         Ok(log)
     }
 
-    /// Mounts the log on `dev` by scanning every segment. Returns the log with no slot live
-    /// and every valid tag found; the owner resolves which are live ([`Log::mark_live`]).
-    pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Vec<(SlotAddr, Tag)>)> {
-        let mut log = Self::empty(
+    /// Mounts the log on `dev`: from its checkpoint if one is current (and the configuration
+    /// does not ask for a scan), else by scanning every segment. The owner then rebuilds its
+    /// map from what [`Start`] gives and marks live what it holds ([`Log::mark_live`]).
+    pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Start)> {
+        if !config.scan_mount {
+            let mut log = Self::unmounted(dev, config);
+            if let Some(pages) = log.restore()? {
+                return Ok((log, Start::Restored(pages)));
+            }
+            // Whatever the attempt read is forgotten: the scan starts afresh.
+            let (log, found) = Self::scan(log.dev, config)?;
+            return Ok((log, Start::Scanned(found)));
+        }
+        let (log, found) = Self::scan(dev, config)?;
+        Ok((log, Start::Scanned(found)))
+    }
+
+    fn unmounted(dev: D, config: LogConfig) -> Self {
+        Self::empty(
             dev,
             config,
             Volume {
@@ -363,8 +446,14 @@ impl<D: Segments> Log<D> {
                 slot_shift: 0,
                 unit_shift: 0,
                 size: 0,
+                anchors: None,
             },
-        );
+        )
+    }
+
+    /// Mounts by scanning every segment: the log with no slot live and every valid tag found.
+    fn scan(dev: D, config: LogConfig) -> Result<(Self, Vec<(SlotAddr, Tag)>)> {
+        let mut log = Self::unmounted(dev, config);
         let mut headers = Vec::new();
         let mut max_seq = 0;
         for seg in 0..log.geo.segments {
@@ -397,6 +486,29 @@ impl<D: Segments> Log<D> {
             return Err(Error::NotFormatted(
                 "erase units per segment differ from the device's (formatted by another layout)",
             ));
+        }
+        if let Some(anchors) = log.volume.anchors {
+            let segs = anchors.map(u32::from);
+            headers.retain(|(seg, _)| !segs.contains(seg));
+            // Anchors stay out of the pool even when one has gone bad (the volume's headers
+            // still name them), but checkpoints then stop.
+            let mut good = true;
+            for &s in &segs {
+                match log.segs.get(s as usize).map(|i| i.state) {
+                    Some(SegState::Bad) | None => good = false,
+                    Some(_) => log.set_state(s, SegState::Anchor),
+                }
+            }
+            if good {
+                let (a, records) = log.read_anchors(segs)?;
+                max_seq = max_seq.max(records.first().map_or(0, |r| r.0));
+                log.anchors = Some(Anchors {
+                    // A root among the records may look current to a later mount: the first
+                    // program of this session must put it out of date.
+                    needs_mark: !records.is_empty(),
+                    ..a
+                });
+            }
         }
         let known: Vec<u32> = headers.iter().map(|(_, h)| h.erase_count).collect();
         let mean = if known.is_empty() {
@@ -616,6 +728,9 @@ impl<D: Segments> Log<D> {
             return Err(Error::InvalidArgument("data longer than a slot"));
         }
         self.make_room(owner)?;
+        // A mark takes a sequence number of its own: before the slot's, which the owner may
+        // ask for ([`Log::last_seq`]).
+        self.before_program()?;
         if self.seq > MAX_SEQ {
             return Err(Error::ReadOnly);
         }
@@ -818,7 +933,15 @@ impl<D: Segments> Log<D> {
             } else {
                 0
             };
-            if !owner.is_live(&tag, from, oldest) {
+            // Checkpoint pages are the log's own: the owner never sees them.
+            let live = if tag.kind == Kind::Page {
+                self.anchors
+                    .as_ref()
+                    .is_some_and(|a| a.holds(tag.key, from))
+            } else {
+                owner.is_live(&tag, from, oldest)
+            };
+            if !live {
                 self.kill(from);
                 continue;
             }
@@ -840,7 +963,10 @@ impl<D: Segments> Log<D> {
             match result? {
                 Some(to) => {
                     self.kill(from);
-                    owner.moved(&tag, from, to);
+                    match &mut self.anchors {
+                        Some(a) if tag.kind == Kind::Page => a.moved(tag.key, from, to),
+                        _ => owner.moved(&tag, from, to),
+                    }
                     self.stats.copied_slots += 1;
                     if self.victim.as_ref().is_some_and(|v| v.wear) {
                         self.stats.wear_copied_slots += 1;
@@ -848,7 +974,10 @@ impl<D: Segments> Log<D> {
                 }
                 None => {
                     self.kill(from);
-                    owner.lost(Some(&tag), from);
+                    match &mut self.anchors {
+                        Some(a) if tag.kind == Kind::Page => a.lost(tag.key, from),
+                        _ => owner.lost(Some(&tag), from),
+                    }
                     self.stats.lost_slots += 1;
                 }
             }
@@ -1034,6 +1163,7 @@ impl<D: Segments> Log<D> {
 
     /// Writes a slot through a head, retrying in a new segment when a program fails.
     fn write(&mut self, head: Head, by: Writer, tag: &Tag, data: &[u8]) -> Result<SlotAddr> {
+        self.before_program()?;
         for _ in 0..8 {
             let seg = self.head_segment(head, by)?;
             let slot = self.segs[seg as usize].used;
@@ -1143,6 +1273,9 @@ impl<D: Segments> Log<D> {
                     s.opened_ns = now;
                     self.heads[h] = Some(seg);
                     self.seal(seg);
+                    if let Some(o) = &mut self.opened {
+                        o.push(seg);
+                    }
                     return Ok(seg);
                 }
                 Err(Error::Flash(
@@ -1371,7 +1504,15 @@ impl<D: Segments> Log<D> {
     pub fn capacity_slots(&self) -> u64 {
         let good = self.good_segments();
         let bad_spares = (good as u64 * self.config.bad_block_permille as u64 / 1000) as u32;
-        let spare = self.config.reserve + bad_spares + self.heads_in_use() + 1;
+        let mut spare = self.config.reserve + bad_spares + self.heads_in_use() + 1;
+        if self.anchors.is_some() {
+            // The anchors, the checkpoint's body and room to write the next one beside it.
+            // Its map takes four bytes per slot the device holds, at most.
+            let usable = self.geo.slots as u64 * self.geo.segments as u64;
+            let map =
+                (usable * 4).div_ceil(checkpoint::payload(self.geo.slot_size as usize) as u64);
+            spare += 2 + 2 * self.checkpoint_segments(map + 1);
+        }
         let usable = self.geo.slots.saturating_sub(self.dev.reserved_slots());
         good.saturating_sub(spare) as u64 * usable as u64
     }

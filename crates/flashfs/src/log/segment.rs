@@ -19,6 +19,37 @@ pub enum SegState {
     Failing,
     /// Retired for good.
     Bad,
+    /// One of the two segments that hold checkpoint roots: outside the log's pool.
+    Anchor,
+}
+
+impl SegState {
+    /// The state's code in a checkpoint's segment table.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            SegState::Dirty => 0,
+            SegState::Free => 1,
+            SegState::Open => 2,
+            SegState::Full => 3,
+            SegState::Failing => 4,
+            SegState::Bad => 5,
+            SegState::Anchor => 6,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Option<SegState> {
+        [
+            SegState::Dirty,
+            SegState::Free,
+            SegState::Open,
+            SegState::Full,
+            SegState::Failing,
+            SegState::Bad,
+            SegState::Anchor,
+        ]
+        .into_iter()
+        .find(|s| s.code() == c)
+    }
 }
 
 /// One segment's record.

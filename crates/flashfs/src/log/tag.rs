@@ -21,8 +21,8 @@ pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 /// Volume format of the native file system.
 pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
-/// Version of the log format these structures belong to.
-pub const FORMAT_VERSION: u8 = 1;
+/// Version of the log format these structures belong to (2: anchors and checkpoints).
+pub const FORMAT_VERSION: u8 = 2;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
@@ -39,6 +39,12 @@ pub enum Kind {
     Lost,
     /// The block device's lifetime counters (only the newest is live); the key is unused.
     Counters,
+    /// A page of a checkpoint's body (the segment table, the owner's map) or of its
+    /// directory; the key is the page's number (SPEC §3.4).
+    Page,
+    /// A checkpoint's root, or the mark that the one before it is out of date; written only
+    /// in the anchor segments.
+    Root,
 }
 
 impl Kind {
@@ -48,6 +54,8 @@ impl Kind {
             Kind::Trim => 2,
             Kind::Lost => 3,
             Kind::Counters => 4,
+            Kind::Page => 5,
+            Kind::Root => 6,
         }
     }
 
@@ -63,6 +71,8 @@ impl Kind {
             2 => Some(Kind::Trim),
             3 => Some(Kind::Lost),
             4 => Some(Kind::Counters),
+            5 => Some(Kind::Page),
+            6 => Some(Kind::Root),
             _ => None,
         }
     }
@@ -155,6 +165,8 @@ pub struct Volume {
     pub unit_shift: u8,
     /// Size as the owner counts it (the block device: sectors exported).
     pub size: u32,
+    /// The two segments that hold checkpoint roots, if the volume keeps checkpoints.
+    pub anchors: Option<[u8; 2]>,
 }
 
 /// Bits of header byte 6 that hold the slot shift; the top 3 hold the unit shift.
@@ -173,8 +185,12 @@ impl SegHeader {
         b[8..12].copy_from_slice(&self.erase_count.to_le_bytes());
         b[12..20].copy_from_slice(&self.open_seq.to_le_bytes());
         b[20..24].copy_from_slice(&self.volume.size.to_le_bytes());
-        let crc = CRC32.checksum(&b[..24]);
-        b[24..28].copy_from_slice(&crc.to_le_bytes());
+        if let Some([a, z]) = self.volume.anchors {
+            b[24] = a;
+            b[25] = z;
+        }
+        let crc = CRC32.checksum(&b[..28]);
+        b[28..32].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -190,7 +206,7 @@ impl SegHeader {
         if word(0) != MAGIC {
             return Err(Error::NotFormatted("bad segment magic"));
         }
-        if CRC32.checksum(&b[..24]) != word(24) {
+        if CRC32.checksum(&b[..28]) != word(28) {
             return Err(Error::Corrupt("segment header checksum"));
         }
         if b[4] != FORMAT_VERSION {
@@ -207,6 +223,10 @@ impl SegHeader {
                 slot_shift: b[6] & SLOT_SHIFT_MASK,
                 unit_shift: b[6] >> 5,
                 size: word(20),
+                anchors: match (b[24], b[25]) {
+                    (0xFF, 0xFF) => None,
+                    (a, z) => Some([a, z]),
+                },
             },
         }))
     }
@@ -246,6 +266,7 @@ mod tests {
                 slot_shift: 9,
                 unit_shift: 2,
                 size: 30_000,
+                anchors: Some([0, 2]),
             },
         };
         let b = h.encode();
@@ -262,7 +283,7 @@ mod tests {
         assert_eq!(one.encode()[6], 9);
         assert_eq!(SegHeader::decode(&one.encode()), Ok(Some(one)));
         assert_eq!(SegHeader::decode(&[0xFF; HEADER_LEN]), Ok(None));
-        for i in 0..28 * 8 {
+        for i in 0..HEADER_LEN * 8 {
             let mut d = b;
             d[i / 8] ^= 1 << (i % 8);
             assert!(SegHeader::decode(&d).is_err(), "bit {i}");

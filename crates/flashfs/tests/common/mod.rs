@@ -74,6 +74,18 @@ pub fn nand() -> NandSegments<NandSim> {
     NandSegments::new(sim).unwrap()
 }
 
+/// A NAND part large enough that its volumes keep checkpoints: 300 blocks of 8 pages of
+/// 512 bytes.
+pub fn nand_checkpointed() -> NandSegments<NandSim> {
+    let spec = NandSpec {
+        blocks: 300,
+        pages_per_block: 8,
+        ..nand_spec()
+    };
+    let sim = NandSim::new(spec, ImageMeta::new("test-nand-300", 1)).unwrap();
+    NandSegments::new(sim).unwrap()
+}
+
 /// Deterministic sector content: sector number and version, repeated (the torture
 /// harness's, so the tests and the harness agree on what each write holds).
 pub use flashfs_bench::torture::pattern;

@@ -1,0 +1,432 @@
+//! The block device's sector map: where each sector's newest version lives, which trim and
+//! loss records hide older ones, and how the map goes into a checkpoint's pages.
+//!
+//! In a checkpoint the map is its entries, 32 bits each, packed into pages in sector order,
+//! then one or more pages of the live records and the counters record's address (SPEC
+//! §4.4). A page is written again only if an entry in it changed.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result};
+use crate::log::checkpoint::payload;
+use crate::log::tag::{Kind, Tag};
+use crate::log::{Head, Owner, SlotAddr};
+
+/// Map entry of a sector never written, or trimmed: reads as zeros.
+pub(super) const UNMAPPED: u32 = u32::MAX;
+/// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
+pub(super) const LOST: u32 = u32::MAX - 1;
+
+/// Where each sector lives, and how often it is rewritten.
+#[derive(Debug)]
+pub(super) struct SectorMap {
+    /// Each sector's slot, packed ([`SectorMap::pack`]), or [`UNMAPPED`] or [`LOST`]. Changed
+    /// only through [`SectorMap::set`], which notes the page a checkpoint must write again.
+    at: Vec<u32>,
+    /// Map pages changed since the last checkpoint, a bit each.
+    dirty: Vec<u64>,
+    /// Entries per map page.
+    per_page: usize,
+    /// Write clock at each sector's last write (0: not since mount); empty without hot/cold
+    /// separation, which alone needs it.
+    pub(super) last_write: Vec<u32>,
+    /// Sectors written so far (the write clock).
+    pub(super) writes: u32,
+    /// Running average of the interval between rewrites of a sector, in writes (x16).
+    pub(super) avg_interval_x16: u64,
+    pub(super) hot_factor: f64,
+    pub(super) separate: bool,
+    pub(super) slots: u32,
+    /// Sectors found lost since the last loss record was written.
+    pub(super) lost: Vec<u32>,
+    /// For each sector without data, the sequence number of the trim or loss record that
+    /// hides its older versions (0: none). Empty until the first record: a file system
+    /// never trims, and this is half the map's RAM.
+    pub(super) hidden_by: Vec<u64>,
+    /// Live trim and loss records by sequence number. Each hides at least one sector no
+    /// other record hides, so there are never more of them than sectors without data: the
+    /// log can always hold them (the capacity argument of the reserve).
+    pub(super) records: BTreeMap<u64, Record>,
+    /// Records that hide nothing any more, to be killed in the log.
+    pub(super) useless: Vec<SlotAddr>,
+    /// The live counters record, if any.
+    pub(super) counters_at: Option<SlotAddr>,
+}
+
+/// A live trim or loss record.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Record {
+    pub(super) at: SlotAddr,
+    pub(super) hides: u32,
+}
+
+impl SectorMap {
+    /// An empty map of `sectors` sectors on a log of `slots` slots per segment, `slot_size`
+    /// bytes each.
+    pub(super) fn new(
+        sectors: usize,
+        slots: u32,
+        slot_size: usize,
+        hot_factor: f64,
+        separate: bool,
+    ) -> Self {
+        let per_page = payload(slot_size) / 4;
+        SectorMap {
+            at: alloc::vec![UNMAPPED; sectors],
+            dirty: alloc::vec![u64::MAX; sectors.div_ceil(per_page).div_ceil(64)],
+            per_page,
+            last_write: if separate {
+                alloc::vec![0; sectors]
+            } else {
+                Vec::new()
+            },
+            writes: 1,
+            // Until rewrites are seen, assume one pass over the device between them.
+            avg_interval_x16: (sectors as u64).max(1) * 16,
+            hot_factor: hot_factor.max(0.0),
+            separate,
+            slots,
+            lost: Vec::new(),
+            hidden_by: Vec::new(),
+            records: Default::default(),
+            useless: Vec::new(),
+            counters_at: None,
+        }
+    }
+
+    /// Sectors mapped.
+    pub(super) fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// Sector `k`'s entry.
+    pub(super) fn get(&self, k: usize) -> u32 {
+        self.at[k]
+    }
+
+    /// Every entry, in sector order.
+    pub(super) fn entries(&self) -> &[u32] {
+        &self.at
+    }
+
+    /// Sets sector `k`'s entry.
+    pub(super) fn set(&mut self, k: usize, v: u32) {
+        if self.at[k] != v {
+            self.at[k] = v;
+            let p = k / self.per_page;
+            self.dirty[p / 64] |= 1 << (p % 64);
+        }
+    }
+
+    /// Takes in the records a checkpoint named, given each one's ranges: a record hides the
+    /// sectors in its ranges that have no data, unless a newer record hides them. Returns
+    /// the records left live, which the caller marks live in the log.
+    pub(super) fn restore_records(
+        &mut self,
+        records: Vec<(u64, SlotAddr, Vec<(u32, u32)>)>,
+    ) -> Vec<SlotAddr> {
+        if records.is_empty() {
+            return Vec::new();
+        }
+        self.hidden_by = alloc::vec![0; self.at.len()];
+        let mut hides: BTreeMap<u64, u32> = BTreeMap::new();
+        for (seq, _, ranges) in &records {
+            for &(start, count) in ranges {
+                let end = (start as usize)
+                    .saturating_add(count as usize)
+                    .min(self.at.len());
+                for k in (start as usize).min(end)..end {
+                    let held = self.at[k] == UNMAPPED || self.at[k] == LOST;
+                    if held && self.hidden_by[k] < *seq {
+                        let previous = core::mem::replace(&mut self.hidden_by[k], *seq);
+                        if let Some(h) = hides.get_mut(&previous) {
+                            *h -= 1;
+                        }
+                        *hides.entry(*seq).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        let mut live = Vec::new();
+        for (seq, at, _) in records {
+            let h = hides.get(&seq).copied().unwrap_or(0);
+            if h > 0 {
+                self.records.insert(seq, Record { at, hides: h });
+                live.push(at);
+            }
+        }
+        live
+    }
+
+    /// Pages the entries take in a checkpoint.
+    fn map_pages(&self) -> u32 {
+        self.at.len().div_ceil(self.per_page) as u32
+    }
+
+    /// The records part of a checkpoint: how many records, the counters record's address,
+    /// then each record's sequence number and address.
+    fn extras(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 + self.records.len() * 12);
+        b.extend_from_slice(&(self.records.len() as u32).to_le_bytes());
+        b.extend_from_slice(
+            &self
+                .counters_at
+                .map_or(UNMAPPED, |a| self.pack(a))
+                .to_le_bytes(),
+        );
+        for (seq, r) in &self.records {
+            b.extend_from_slice(&seq.to_le_bytes());
+            b.extend_from_slice(&self.pack(r.at).to_le_bytes());
+        }
+        b
+    }
+
+    /// Rebuilds the map from a checkpoint's pages, read by `read(i, buf)` (a slot long, the
+    /// payload in front). Returns the records it names, by sequence number, for the caller
+    /// to resolve what they hide ([`SectorMap::restore_records`]).
+    pub(super) fn restore(
+        &mut self,
+        pages: u32,
+        slot_size: usize,
+        limit: u64,
+        mut read: impl FnMut(u32, &mut [u8]) -> Result<()>,
+    ) -> Result<Vec<(u64, SlotAddr)>> {
+        let bad = Error::Corrupt("checkpoint map pages do not match the volume");
+        let map_pages = self.map_pages();
+        if pages <= map_pages {
+            return Err(bad);
+        }
+        let pay = payload(slot_size);
+        let mut buf = alloc::vec![0u8; slot_size];
+        for p in 0..map_pages {
+            read(p, &mut buf)?;
+            let first = p as usize * self.per_page;
+            let n = self.per_page.min(self.at.len() - first);
+            for (e, w) in self.at[first..first + n]
+                .iter_mut()
+                .zip(buf.chunks_exact(4))
+            {
+                *e = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            }
+        }
+        let mut extras = Vec::with_capacity((pages - map_pages) as usize * pay);
+        for p in map_pages..pages {
+            read(p, &mut buf)?;
+            extras.extend_from_slice(&buf[..pay]);
+        }
+        let word = |i: usize| -> Result<u32> {
+            Ok(u32::from_le_bytes(
+                extras.get(i..i + 4).ok_or(bad.clone())?.try_into().unwrap(),
+            ))
+        };
+        let n = word(0)? as usize;
+        let counters = word(4)?;
+        let valid = |p: u32| p == UNMAPPED || p == LOST || (p as u64) < limit;
+        if !valid(counters) || !self.at.iter().all(|&p| valid(p)) {
+            return Err(bad);
+        }
+        self.counters_at = (counters != UNMAPPED).then(|| self.unpack(counters));
+        let mut records = Vec::with_capacity(n);
+        for i in 0..n {
+            let at = 8 + i * 12;
+            let seq = u64::from_le_bytes(
+                extras
+                    .get(at..at + 8)
+                    .ok_or(bad.clone())?
+                    .try_into()
+                    .unwrap(),
+            );
+            let p = word(at + 8)?;
+            if !valid(p) || p == UNMAPPED || p == LOST {
+                return Err(bad);
+            }
+            records.push((seq, self.unpack(p)));
+        }
+        self.dirty.fill(0);
+        Ok(records)
+    }
+    /// Writes since the sector was last written, if it was since the mount.
+    pub(super) fn age(&self, k: usize) -> Option<u32> {
+        match self.last_write.get(k) {
+            Some(&last) if last != 0 => Some(self.writes.wrapping_sub(last)),
+            _ => None,
+        }
+    }
+
+    /// Whether a sector last written `age` writes ago is hot: rewritten sooner than the
+    /// device's average rewrite interval (scaled by the configured factor).
+    pub(super) fn is_hot(&self, age: u32) -> bool {
+        (age as f64 * 16.0) < self.avg_interval_x16 as f64 * self.hot_factor
+    }
+
+    /// Head for a sector about to be written, and the write recorded in the statistics.
+    pub(super) fn classify_write(&mut self, k: usize) -> Head {
+        let head = match self.age(k) {
+            Some(age) => {
+                // Exponential average over the last ~64 rewrites.
+                let a = self.avg_interval_x16 as i64;
+                self.avg_interval_x16 = (a + ((age as i64 * 16) - a) / 64).max(16) as u64;
+                if self.separate && self.is_hot(age) {
+                    Head::Hot
+                } else {
+                    Head::Warm
+                }
+            }
+            None => Head::Warm,
+        };
+        if let Some(last) = self.last_write.get_mut(k) {
+            *last = self.writes;
+        }
+        self.writes = self.writes.wrapping_add(1).max(1);
+        head
+    }
+
+    /// The sector no longer relies on the record hiding its older versions.
+    pub(super) fn release(&mut self, k: usize) {
+        let Some(t) = self.hidden_by.get_mut(k).map(|t| core::mem::replace(t, 0)) else {
+            return;
+        };
+        if let Some(r) = self.records.get_mut(&t) {
+            r.hides -= 1;
+            if r.hides == 0 {
+                self.useless.push(r.at);
+                self.records.remove(&t);
+            }
+        }
+    }
+
+    /// Record `t` now hides the older versions of sector `k`.
+    pub(super) fn hide(&mut self, k: usize, t: u64) {
+        self.release(k);
+        if self.hidden_by.is_empty() {
+            self.hidden_by = alloc::vec![0; self.at.len()];
+        }
+        if let Some(r) = self.records.get_mut(&t) {
+            r.hides += 1;
+            self.hidden_by[k] = t;
+        }
+    }
+
+    /// Where a sector's data is, if it has some.
+    pub(super) fn slot(&self, k: usize) -> Option<SlotAddr> {
+        match self.at.get(k) {
+            Some(&p) if p != UNMAPPED && p != LOST => Some(self.unpack(p)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn pack(&self, a: SlotAddr) -> u32 {
+        a.seg * self.slots + a.slot
+    }
+
+    pub(super) fn unpack(&self, p: u32) -> SlotAddr {
+        SlotAddr {
+            seg: p / self.slots,
+            slot: p % self.slots,
+        }
+    }
+}
+
+impl Owner for SectorMap {
+    fn pages(&self) -> u32 {
+        let pay = self.per_page * 4;
+        self.map_pages() + (8 + self.records.len() * 12).div_ceil(pay) as u32
+    }
+
+    fn take_dirty(&mut self, i: u32) -> bool {
+        let i = i as usize;
+        let map_pages = self.map_pages() as usize;
+        match self.dirty.get_mut(i / 64) {
+            Some(w) if i < map_pages => {
+                let was = *w & (1 << (i % 64)) != 0;
+                *w &= !(1 << (i % 64));
+                was
+            }
+            // The records' pages are written every time: they are few.
+            _ => true,
+        }
+    }
+
+    fn encode_page(&self, i: u32, buf: &mut [u8]) {
+        let map_pages = self.map_pages();
+        if i < map_pages {
+            let first = i as usize * self.per_page;
+            let n = self.per_page.min(self.at.len() - first);
+            for (w, e) in buf.chunks_exact_mut(4).zip(&self.at[first..first + n]) {
+                w.copy_from_slice(&e.to_le_bytes());
+            }
+        } else {
+            let pay = self.per_page * 4;
+            let extras = self.extras();
+            let from = (i - map_pages) as usize * pay;
+            let part = extras.get(from..).unwrap_or(&[]);
+            let n = part.len().min(pay).min(buf.len());
+            buf[..n].copy_from_slice(&part[..n]);
+        }
+    }
+
+    fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
+        match tag.kind {
+            Kind::Sector => self.at.get(tag.key as usize) == Some(&self.pack(at)),
+            Kind::Counters => self.counters_at == Some(at),
+            Kind::Page | Kind::Root => false,
+            Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
+                Some(r) if r.at != at => false,
+                // No version it hides is left anywhere: the record has done its work.
+                Some(_) if oldest_elsewhere > tag.seq => {
+                    self.records.remove(&tag.seq);
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            },
+        }
+    }
+
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
+        let packed = self.pack(at);
+        let sector = match tag {
+            Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
+            Some(t) if t.kind == Kind::Counters => {
+                self.counters_at = self.counters_at.filter(|&c| c != at);
+                None
+            }
+            Some(t) => {
+                // A record lost: the sectors it hid keep their state for this session.
+                self.records.remove(&t.seq);
+                None
+            }
+            // Rare (a page that decayed between mount and cleaning): find it by address.
+            None => self.at.iter().position(|&p| p == packed),
+        };
+        if let Some(k) = sector.filter(|&k| self.at.get(k) == Some(&packed)) {
+            self.set(k, LOST);
+            self.lost.push(k as u32);
+        }
+    }
+
+    fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr) {
+        match tag.kind {
+            Kind::Sector => {
+                let (from, to) = (self.pack(from), self.pack(to));
+                let k = tag.key as usize;
+                if self.at.get(k) == Some(&from) {
+                    self.set(k, to);
+                }
+            }
+            Kind::Trim | Kind::Lost => {
+                if let Some(r) = self.records.get_mut(&tag.seq).filter(|r| r.at == from) {
+                    r.at = to;
+                }
+            }
+            Kind::Counters => {
+                if self.counters_at == Some(from) {
+                    self.counters_at = Some(to);
+                }
+            }
+            // The log keeps its checkpoint pages and roots itself.
+            Kind::Page | Kind::Root => {}
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Checkpoints: the log's segment table and its owner's map written to flash, so that a mount
+//! reads them instead of scanning every segment (Ryu & Park's startup area; SPEC §3.4).
+//!
+//! A checkpoint is three things:
+//! - a **body** of pages, each a log slot of kind [`Kind::Page`] written like any other, so
+//!   the cleaner and the wear leveller treat them as data: the segment table first, then
+//!   the owner's pages (the block device's sector map);
+//! - a **directory**: pages of the same kind listing the body's addresses;
+//! - a **root** naming the directory, in one of two **anchor** segments that every segment
+//!   header names, so a mount finds it without a scan.
+//!
+//! A root is valid only while nothing has been programmed after it: before the first
+//! program that follows a root, a **mark** is appended to the anchor saying it is out of
+//! date. A mount that finds a mark (a session that ended without a checkpoint, as after a
+//! power cut) scans. Anchors fill a slot per record and are erased in turn: a root and a
+//! mark per session wear them far less than the log's segments.
+//!
+//! This module holds the encodings; [`super::Log`] decides when they are written.
+
+use alloc::vec::Vec;
+
+use super::SlotAddr;
+use crate::error::{Error, Result};
+
+/// Head code in the header of an anchor segment.
+pub(crate) const ANCHOR_HEAD: u8 = 5;
+
+/// Key of the first directory page (body pages are keyed from 0).
+pub(crate) const DIR_KEY: u32 = 0x8000_0000;
+
+/// Segments a device needs before its volumes keep checkpoints by default: on smaller ones a
+/// scan is cheap, and two anchor segments are more than a hundredth of the device.
+pub const CHECKPOINT_MIN_SEGMENTS: u32 = 256;
+
+const ROOT_MAGIC: u32 = 0x5043_4C46; // "FLCP"
+const RECORD_ROOT: u8 = 1;
+const RECORD_MARK: u8 = 2;
+const ROOT_FIXED: usize = 64;
+/// Bytes of a segment-table entry: state, used slots (u16), erase count (u32), opening
+/// sequence number and lowest sequence number held (40 bits each).
+pub(crate) const SEG_ENTRY: usize = 17;
+/// Absent head, or lowest sequence number of a segment holding none.
+const NONE32: u32 = u32::MAX;
+const NONE40: u64 = (1 << 40) - 1;
+
+const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// Bytes of a page's payload: the slot less its CRC.
+pub(crate) fn payload(slot_size: usize) -> usize {
+    slot_size - 4
+}
+
+/// Seals a page: the CRC of its key and payload goes in its last 4 bytes, so a misdirected
+/// or damaged page is refused.
+pub(crate) fn seal_page(key: u32, page: &mut [u8]) {
+    let n = page.len() - 4;
+    let crc = page_crc(key, &page[..n]);
+    page[n..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The payload of a page read back, if it is the page `key` and intact.
+pub(crate) fn open_page(key: u32, page: &[u8]) -> Result<&[u8]> {
+    let n = page.len() - 4;
+    let crc = u32::from_le_bytes([page[n], page[n + 1], page[n + 2], page[n + 3]]);
+    if page_crc(key, &page[..n]) != crc {
+        return Err(Error::Corrupt("checkpoint page checksum"));
+    }
+    Ok(&page[..n])
+}
+
+fn page_crc(key: u32, payload: &[u8]) -> u32 {
+    let mut d = CRC32.digest();
+    d.update(&key.to_le_bytes());
+    d.update(payload);
+    d.finalize()
+}
+
+/// A segment's record in a checkpoint (the part a mount cannot derive from the owner's map).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegEntry {
+    pub state: u8,
+    pub used: u16,
+    pub erase_count: u32,
+    pub open_seq: u64,
+    /// `u64::MAX` when the segment holds no slot.
+    pub min_seq: u64,
+}
+
+impl SegEntry {
+    pub(crate) fn encode(&self, b: &mut [u8]) {
+        b[0] = self.state;
+        b[1..3].copy_from_slice(&self.used.to_le_bytes());
+        b[3..7].copy_from_slice(&self.erase_count.to_le_bytes());
+        b[7..12].copy_from_slice(&self.open_seq.min(NONE40).to_le_bytes()[..5]);
+        b[12..17].copy_from_slice(&self.min_seq.min(NONE40).to_le_bytes()[..5]);
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Self {
+        let u40 = |b: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..5].copy_from_slice(&b[..5]);
+            u64::from_le_bytes(w)
+        };
+        let min = u40(&b[12..17]);
+        SegEntry {
+            state: b[0],
+            used: u16::from_le_bytes([b[1], b[2]]),
+            erase_count: u32::from_le_bytes([b[3], b[4], b[5], b[6]]),
+            open_seq: u40(&b[7..12]),
+            min_seq: if min == NONE40 { u64::MAX } else { min },
+        }
+    }
+}
+
+/// The root of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Root {
+    /// The sequence number the log gives its next slot.
+    pub seq: u64,
+    /// Pages of the segment table (the body's first pages).
+    pub log_pages: u32,
+    /// Pages of the owner's part of the body (after the segment table).
+    pub owner_pages: u32,
+    /// Each head's open segment and its used slots.
+    pub heads: [Option<(u32, u32)>; super::HEADS],
+    /// The directory's pages, in order.
+    pub dirs: Vec<SlotAddr>,
+    /// Segments opened while the segment table and the directory were written, which the
+    /// table shows as they were before: their headers say the rest.
+    pub late: Vec<u32>,
+}
+
+/// A record in an anchor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// A checkpoint.
+    Root(Root),
+    /// The checkpoint before it is out of date.
+    Mark,
+}
+
+/// Directory pages and late segments a root can name, together, in a slot of `slot_size`
+/// bytes.
+pub(crate) fn max_dirs(slot_size: usize) -> usize {
+    (slot_size - ROOT_FIXED - 4) / 4
+}
+
+impl Record {
+    /// Encodes the record into a whole slot; `pack` turns an address into its 32-bit form.
+    pub(crate) fn encode(&self, slot_size: usize, pack: impl Fn(SlotAddr) -> u32) -> Vec<u8> {
+        let mut b = alloc::vec![0xFFu8; slot_size];
+        b[0..4].copy_from_slice(&ROOT_MAGIC.to_le_bytes());
+        let end = match self {
+            Record::Mark => {
+                b[4] = RECORD_MARK;
+                8
+            }
+            Record::Root(r) => {
+                b[4] = RECORD_ROOT;
+                b[8..16].copy_from_slice(&r.seq.to_le_bytes());
+                b[16..20].copy_from_slice(&r.log_pages.to_le_bytes());
+                b[20..24].copy_from_slice(&r.owner_pages.to_le_bytes());
+                for (i, h) in r.heads.iter().enumerate() {
+                    let (seg, used) = h.unwrap_or((NONE32, NONE32));
+                    b[24 + i * 8..28 + i * 8].copy_from_slice(&seg.to_le_bytes());
+                    b[28 + i * 8..32 + i * 8].copy_from_slice(&used.to_le_bytes());
+                }
+                b[56..60].copy_from_slice(&(r.dirs.len() as u32).to_le_bytes());
+                b[60..64].copy_from_slice(&(r.late.len() as u32).to_le_bytes());
+                let words = r
+                    .dirs
+                    .iter()
+                    .map(|&d| pack(d))
+                    .chain(r.late.iter().copied());
+                let mut end = ROOT_FIXED;
+                for w in words {
+                    b[end..end + 4].copy_from_slice(&w.to_le_bytes());
+                    end += 4;
+                }
+                end
+            }
+        };
+        let crc = CRC32.checksum(&b[..end]);
+        b[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes a record read from an anchor slot; `None` if it is damaged or not a record.
+    pub(crate) fn decode(b: &[u8], unpack: impl Fn(u32) -> SlotAddr) -> Option<Record> {
+        let word = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
+        if word(0)? != ROOT_MAGIC {
+            return None;
+        }
+        let (record, end) = match *b.get(4)? {
+            RECORD_MARK => (Record::Mark, 8),
+            RECORD_ROOT => {
+                let n = word(56)? as usize;
+                let late = word(60)? as usize;
+                if n.checked_add(late)? > max_dirs(b.len()) {
+                    return None;
+                }
+                let mut heads = [None; super::HEADS];
+                for (i, h) in heads.iter_mut().enumerate() {
+                    let (seg, used) = (word(24 + i * 8)?, word(28 + i * 8)?);
+                    if seg != NONE32 {
+                        *h = Some((seg, used));
+                    }
+                }
+                let root = Root {
+                    seq: u64::from_le_bytes(b.get(8..16)?.try_into().ok()?),
+                    log_pages: word(16)?,
+                    owner_pages: word(20)?,
+                    heads,
+                    dirs: (0..n)
+                        .map(|i| word(ROOT_FIXED + i * 4).map(&unpack))
+                        .collect::<Option<_>>()?,
+                    late: (n..n + late)
+                        .map(|i| word(ROOT_FIXED + i * 4))
+                        .collect::<Option<_>>()?,
+                };
+                (Record::Root(root), ROOT_FIXED + (n + late) * 4)
+            }
+            _ => return None,
+        };
+        (CRC32.checksum(b.get(..end)?) == word(end)?).then_some(record)
+    }
+}
+
+/// The anchors: where roots and marks go, and what the newest of them says.
+#[derive(Debug, Clone)]
+pub(crate) struct Anchors {
+    /// The two anchor segments.
+    pub segs: [u32; 2],
+    /// The one receiving records.
+    pub current: usize,
+    /// Its next slot to program (the number of slots past the end: it is full).
+    pub next: u32,
+    /// Whether the newest record is a root that a program would put out of date: a mark
+    /// must go first.
+    pub needs_mark: bool,
+    /// Whether nothing was programmed since the newest root, which this session mounted
+    /// from or wrote: a checkpoint now would say nothing new.
+    pub current_root: bool,
+    /// Where the newest root's body pages are (segment table, then the owner's pages).
+    pub pages: Vec<Option<SlotAddr>>,
+    /// Where its directory pages are.
+    pub dirs: Vec<SlotAddr>,
+    /// Pages of the segment table in the newest root.
+    pub log_pages: u32,
+}
+
+impl Anchors {
+    pub(crate) fn new(segs: [u32; 2]) -> Self {
+        Anchors {
+            segs,
+            current: 0,
+            next: u32::MAX,
+            needs_mark: false,
+            current_root: false,
+            pages: Vec::new(),
+            dirs: Vec::new(),
+            log_pages: 0,
+        }
+    }
+
+    /// Whether `at` is a live page of the checkpoint (body or directory) with key `key`.
+    pub(crate) fn holds(&self, key: u32, at: SlotAddr) -> bool {
+        self.slot_of(key) == Some(at)
+    }
+
+    fn slot_of(&self, key: u32) -> Option<SlotAddr> {
+        if key >= DIR_KEY {
+            self.dirs.get((key - DIR_KEY) as usize).copied()
+        } else {
+            self.pages.get(key as usize).copied().flatten()
+        }
+    }
+
+    /// The cleaner moved page `key`.
+    pub(crate) fn moved(&mut self, key: u32, from: SlotAddr, to: SlotAddr) {
+        let slot = if key >= DIR_KEY {
+            self.dirs.get_mut((key - DIR_KEY) as usize)
+        } else {
+            self.pages.get_mut(key as usize).and_then(|p| p.as_mut())
+        };
+        if let Some(a) = slot.filter(|a| **a == from) {
+            *a = to;
+        }
+    }
+
+    /// Page `key` could not be read back: the next checkpoint writes it again.
+    pub(crate) fn lost(&mut self, key: u32, at: SlotAddr) {
+        if key < DIR_KEY {
+            if let Some(p) = self.pages.get_mut(key as usize).filter(|p| **p == Some(at)) {
+                *p = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pack(a: SlotAddr) -> u32 {
+        a.seg * 100 + a.slot
+    }
+
+    fn unpack(p: u32) -> SlotAddr {
+        SlotAddr {
+            seg: p / 100,
+            slot: p % 100,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_detect_damage() {
+        let root = Record::Root(Root {
+            seq: 0x12_3456_789A,
+            log_pages: 3,
+            owner_pages: 70,
+            heads: [None, Some((7, 12)), Some((9, 0)), None],
+            dirs: alloc::vec![SlotAddr { seg: 4, slot: 5 }, SlotAddr { seg: 6, slot: 7 }],
+            late: alloc::vec![8],
+        });
+        for r in [root, Record::Mark] {
+            let b = r.encode(512, pack);
+            assert_eq!(Record::decode(&b, unpack), Some(r.clone()));
+            let end = if r == Record::Mark {
+                12
+            } else {
+                ROOT_FIXED + 16
+            };
+            for i in 0..end * 8 {
+                let mut d = b.clone();
+                d[i / 8] ^= 1 << (i % 8);
+                assert_ne!(Record::decode(&d, unpack), Some(r.clone()), "bit {i}");
+            }
+        }
+        assert_eq!(Record::decode(&[0xFF; 512], unpack), None);
+    }
+
+    #[test]
+    fn pages_are_refused_when_damaged_or_misdirected() {
+        let mut p = alloc::vec![7u8; 64];
+        seal_page(3, &mut p);
+        assert_eq!(open_page(3, &p).unwrap(), &[7u8; 60][..]);
+        assert!(open_page(4, &p).is_err());
+        p[10] ^= 1;
+        assert!(open_page(3, &p).is_err());
+    }
+
+    #[test]
+    fn segment_entries_round_trip() {
+        let e = SegEntry {
+            state: 3,
+            used: 63,
+            erase_count: 99_999,
+            open_seq: NONE40 - 1,
+            min_seq: u64::MAX,
+        };
+        let mut b = [0u8; SEG_ENTRY];
+        e.encode(&mut b);
+        assert_eq!(SegEntry::decode(&b), e);
+    }
+}

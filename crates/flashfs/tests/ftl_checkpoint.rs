@@ -1,0 +1,252 @@
+//! Checkpoints of the block device: a closed volume mounts from its checkpoint, reading a
+//! fraction of what a scan reads, and shows exactly what a scan shows; an unclosed one (a
+//! power cut) is scanned; a damaged checkpoint falls back to the scan; and a power cut at
+//! every device operation of a close, and of the first writes after a mount from a
+//! checkpoint, loses nothing acknowledged.
+
+mod common;
+
+use common::nand_checkpointed;
+use flash::NandSim;
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, LogConfig, NandSegments, Segments};
+use flashfs_bench::torture::{apply, read_all, versions, workload, Model, Op, SimSegments};
+
+fn big_nand() -> NandSegments<NandSim> {
+    nand_checkpointed()
+}
+
+fn scan_config() -> FtlConfig {
+    FtlConfig {
+        log: LogConfig {
+            scan_mount: true,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    }
+}
+
+/// Page reads the device has served so far.
+fn reads<D: SimSegments>(dev: &D) -> u64 {
+    dev.sim().stats().reads
+}
+
+/// Applies `ops` and returns the model of what each sector holds.
+fn run(ftl: &mut Ftl<NandSegments<NandSim>>, ops: &[Op]) -> Model {
+    let mut model = Model::new(ftl.sectors());
+    for &op in ops {
+        model.issue(op);
+        apply(ftl, op).unwrap();
+    }
+    model.flushed();
+    model
+}
+
+fn check(ftl: &mut Ftl<NandSegments<NandSim>>, model: &Model, vers: &[Vec<u32>], what: &str) {
+    let read = read_all(ftl, vers).unwrap_or_else(|e| panic!("{what}: {e}"));
+    model
+        .check_after_cut(&read)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+#[test]
+fn a_closed_volume_mounts_from_its_checkpoint_and_shows_what_a_scan_shows() {
+    let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    // Enough writes that the cleaner runs, with trims and their records.
+    let ops = workload(7, sectors, 6000);
+    let vers = versions(&ops, sectors);
+    let model = run(&mut ftl, &ops);
+    assert!(ftl.log().stats().cleaned > 0, "the cleaner never ran");
+    let dev = ftl.close().unwrap();
+
+    let before = reads(&dev);
+    let mut ftl = Ftl::mount(dev.clone(), FtlConfig::default()).unwrap();
+    let restored_reads = reads(ftl.log().device()) - before;
+    assert!(ftl.log().restored(), "the mount scanned");
+    check(&mut ftl, &model, &vers, "mounted from the checkpoint");
+
+    let mut scanned = Ftl::mount(dev, scan_config()).unwrap();
+    let scan_reads = reads(scanned.log().device()) - before;
+    assert!(!scanned.log().restored());
+    check(&mut scanned, &model, &vers, "scanned");
+    assert!(
+        restored_reads * 4 < scan_reads,
+        "checkpoint mount read {restored_reads} pages, a scan {scan_reads}"
+    );
+    // The same segments are in use and as live, whichever way the mount went.
+    let live = |f: &Ftl<_>| {
+        let v: Vec<(u32, u32)> = f
+            .log()
+            .segments()
+            .iter()
+            .map(|s| (s.live, s.erase_count))
+            .collect();
+        v
+    };
+    let (a, b) = (live(&ftl), live(&scanned));
+    let data_live = |v: &[(u32, u32)]| v.iter().map(|x| x.0 as u64).sum::<u64>();
+    // The scan finds no checkpoint pages live; the checkpoint mount keeps its own.
+    assert!(data_live(&a) >= data_live(&b));
+    assert_eq!(ftl.mapped_sectors(), scanned.mapped_sectors());
+}
+
+#[test]
+fn a_volume_not_closed_is_scanned_and_a_checkpoint_is_written_at_the_next_close() {
+    let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let ops = workload(8, sectors, 800);
+    let vers = versions(&ops, sectors);
+    let model = run(&mut ftl, &ops);
+    ftl.flush().unwrap();
+    // A power cut: no close.
+    let dev = ftl.into_device();
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(
+        !ftl.log().restored(),
+        "mounted from a checkpoint older than the data"
+    );
+    check(&mut ftl, &model, &vers, "after the cut");
+    let mut ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+    assert!(ftl.log().restored());
+    check(&mut ftl, &model, &vers, "after a close");
+}
+
+#[test]
+fn mounting_and_closing_without_writing_writes_nothing() {
+    let ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let dev = ftl.close().unwrap();
+    let programs = dev.sim().stats().programs;
+    let ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(ftl.log().restored());
+    let dev = ftl.close().unwrap();
+    assert_eq!(dev.sim().stats().programs, programs);
+}
+
+#[test]
+fn a_damaged_checkpoint_page_falls_back_to_the_scan() {
+    let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let ops = workload(9, sectors, 1500);
+    let vers = versions(&ops, sectors);
+    let model = run(&mut ftl, &ops);
+    let stats = *ftl.log().stats();
+    assert!(stats.checkpoints >= 1);
+    let mut dev = ftl.close().unwrap();
+    // Damage every slot holding a checkpoint page, one at a time.
+    let geo = dev.geometry();
+    let mut pages = Vec::new();
+    let mut tags = vec![flashfs::log::tag::TagState::Erased; geo.slots as usize];
+    for seg in 0..geo.segments {
+        dev.read_tags(seg, &mut tags).unwrap();
+        for (slot, t) in tags.iter().enumerate() {
+            if let flashfs::log::tag::TagState::Valid(t) = t {
+                if t.kind == flashfs::log::tag::Kind::Page {
+                    pages.push((seg, slot as u32));
+                }
+            }
+        }
+    }
+    assert!(!pages.is_empty());
+    let mut fell_back = 0;
+    for &(seg, slot) in pages.iter().step_by(pages.len().div_ceil(12)) {
+        let mut d = dev.clone();
+        // Beyond what the ECC corrects: the page reads as an error.
+        d.inject_bit_errors(seg, slot, 8);
+        let mut ftl = Ftl::mount(d, FtlConfig::default())
+            .unwrap_or_else(|e| panic!("mount with page {seg}/{slot} damaged: {e}"));
+        fell_back += u32::from(!ftl.log().restored());
+        check(&mut ftl, &model, &vers, "damaged checkpoint page");
+    }
+    assert!(fell_back > 0, "no damaged page was noticed");
+}
+
+/// Runs `ops` on a copy of `base` and flushes, then writes a checkpoint and runs `after`
+/// (whose first program puts the checkpoint out of date), with the power cut at device
+/// operation `k` counted from the checkpoint's start. The device as the cut left it, the
+/// model, and whether the cut came.
+fn cut_at(
+    base: &NandSegments<NandSim>,
+    ops: &[Op],
+    after: &[Op],
+    k: u64,
+    torn: bool,
+) -> (NandSegments<NandSim>, Model, bool) {
+    let mut ftl = Ftl::mount(base.clone(), FtlConfig::default()).unwrap();
+    let mut model = Model::new(ftl.sectors());
+    for &op in ops {
+        model.issue(op);
+        apply(&mut ftl, op).unwrap();
+    }
+    ftl.flush().unwrap();
+    model.flushed();
+    ftl.log_mut().device_mut().sim_mut().schedule_cut(k, torn);
+    let cut = |ftl: Ftl<NandSegments<NandSim>>, model| {
+        let mut dev = ftl.into_device();
+        dev.sim_mut().reboot();
+        (dev, model, true)
+    };
+    match ftl.checkpoint() {
+        Ok(()) => {}
+        Err(Error::Flash(flash::FlashError::PowerLoss)) => return cut(ftl, model),
+        Err(e) => panic!("checkpoint: {e}"),
+    }
+    for &op in after {
+        model.issue(op);
+        match apply(&mut ftl, op) {
+            Ok(()) if op.is_barrier() => model.flushed(),
+            Ok(()) => {}
+            Err(Error::Flash(flash::FlashError::PowerLoss)) => return cut(ftl, model),
+            Err(e) => panic!("op after the checkpoint: {e}"),
+        }
+    }
+    (ftl.into_device(), model, false)
+}
+
+#[test]
+fn power_cuts_during_a_checkpoint_and_the_writes_after_it_lose_nothing() {
+    let ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let base = ftl.close().unwrap();
+    let ops = workload(11, sectors, 300);
+    let after = workload(12, sectors, 30);
+    let all: Vec<Op> = ops.iter().chain(&after).copied().collect();
+    let vers = versions(&all, sectors);
+    let mut cuts = 0;
+    let mut restored = 0;
+    for k in 1.. {
+        let mut any = false;
+        for torn in [false, true] {
+            let (dev, mut model, was_cut) = cut_at(&base, &ops, &after, k, torn);
+            if !was_cut {
+                continue;
+            }
+            any = true;
+            let what = format!("cut {k} (torn {torn})");
+            let mut ftl = Ftl::mount(dev, FtlConfig::default())
+                .unwrap_or_else(|e| panic!("mount after {what}: {e}"));
+            restored += u32::from(ftl.log().restored());
+            let read = read_all(&mut ftl, &vers).unwrap_or_else(|e| panic!("{what}: {e}"));
+            model
+                .check_after_cut(&read)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            // What the mount shows survives a close and a mount from its checkpoint.
+            model.settle(&read);
+            let mut ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+            assert!(
+                ftl.log().restored(),
+                "{what}: no checkpoint after the close"
+            );
+            let again = read_all(&mut ftl, &vers).unwrap();
+            assert_eq!(
+                again, read,
+                "{what}: the checkpoint changed what the volume holds"
+            );
+            cuts += 1;
+        }
+        if !any {
+            break;
+        }
+    }
+    assert!(cuts > 100, "only {cuts} cuts");
+    assert!(restored > 0, "no cut left a checkpoint to mount from");
+}
