@@ -212,6 +212,21 @@ impl<S: Store> AnyFtl<S> {
         })
     }
 
+    /// Mounts again by a full scan and compares with this mount's map, if it came from a
+    /// checkpoint ([`Ftl::audit`]): the scanned block device and the sectors that differ.
+    pub fn audit(self, config: FtlConfig) -> anyhow::Result<(Self, Option<Vec<u64>>)> {
+        Ok(match self {
+            AnyFtl::Nor(f) => {
+                let (f, d) = f.audit(config)?;
+                (AnyFtl::Nor(f), d)
+            }
+            AnyFtl::Nand(f) => {
+                let (f, d) = f.audit(config)?;
+                (AnyFtl::Nand(f), d)
+            }
+        })
+    }
+
     /// Space and log usage now.
     pub fn usage(&self) -> (Space, LogUsage) {
         with_ftl!(self, f => ftl_usage(f))
@@ -303,8 +318,13 @@ pub struct LogUsage {
     pub segments_in_use: u64,
     /// Segments retired as bad.
     pub bad_segments: u64,
-    /// Live slots.
+    /// Live slots (the newest checkpoint's pages among them).
     pub live_slots: u64,
+    /// Slots the newest checkpoint's body and directory take (0 without one).
+    pub checkpoint_slots: u64,
+    /// How the mount found the log: `checkpoint` (read from the newest checkpoint, SPEC
+    /// §3.5) or `scan` (every header and tag read).
+    pub mounted_from: &'static str,
     /// Slots that cleaning every segment holding dead data would free.
     pub reclaimable_slots: u64,
     /// The log's newest sequence number: one is used per slot the volume writes (about the
@@ -341,6 +361,8 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
         segments_in_use: in_use,
         bad_segments: segs.iter().filter(|s| s.state == SegState::Bad).count() as u64,
         live_slots: live,
+        checkpoint_slots: log.checkpoint_slots(),
+        mounted_from: if log.restored() { "checkpoint" } else { "scan" },
         reclaimable_slots: reclaimable,
         newest_sequence: log.last_seq(),
         utilization_histogram: hist,

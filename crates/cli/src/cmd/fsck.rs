@@ -25,8 +25,9 @@ Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrect
 The native file system is checked by mounting it and verifying the namespace (entries,
 link counts, reachability), the extents, the free-space accounting and that every block in
 use reads back; each problem is printed on its own line.
-The block device is checked by mounting it (which rebuilds its map from the log, as after
-a power cut) and reading every sector; a sector whose flash can no longer be read has lost
+The block device is checked by mounting it, comparing the map its checkpoint gave with the
+one a scan of every segment rebuilds (the scan's is taken; --repair writes a new
+checkpoint), and reading every sector; a sector whose flash can no longer be read has lost
 its data: --repair makes it read as zeros, so the file system on top can be checked.";
 
 /// Options of `flashfs fsck`.
@@ -79,10 +80,15 @@ fn check_ftl(
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     let shown = device::shown(&a.image);
-    let mut ftl = match AnyFtl::mount(media, FtlConfig::default()) {
+    let ftl = match AnyFtl::mount(media, FtlConfig::default()) {
         Ok(f) => f,
         Err(e) => return mount_failed(e, &shown, out),
     };
+    // The scan is the reference: a checkpoint that disagrees with it is damage.
+    let (mut ftl, differing) = ftl
+        .audit(FtlConfig::default())
+        .with_context(|| format!("{shown}: cannot scan the block device"))?;
+    let differing = differing.unwrap_or_default();
     let (n, ss) = (ftl.sectors(), ftl.sector_size());
     let bar = global.progress_bar(n, "checking {bar:40} {pos}/{len} sectors {eta}");
     let mut lost = Vec::new();
@@ -119,8 +125,25 @@ fn check_ftl(
         count(log.segments)
     );
     let mut code = CLEAN;
+    if !differing.is_empty() {
+        writeln!(
+            out,
+            "{shown}: the checkpoint disagrees with a scan on {} sector{} ({}); the scan's map is taken{}",
+            count(differing.len() as u64),
+            device::plural(differing.len() as u64),
+            list(&differing),
+            if a.repair {
+                " and a new checkpoint written"
+            } else {
+                "; `--repair` writes a new checkpoint"
+            }
+        )?;
+        code = if a.repair { CORRECTED } else { UNCORRECTED };
+    }
     if lost.is_empty() {
-        writeln!(out, "{shown}: clean, {state}")?;
+        if code == CLEAN {
+            writeln!(out, "{shown}: clean, {state}")?;
+        }
     } else if !a.repair {
         writeln!(
             out,
@@ -147,9 +170,12 @@ fn check_ftl(
             device::plural(lost.len() as u64),
             list(&lost)
         )?;
-        code = CORRECTED;
+        code = code.max(CORRECTED);
     }
-    ftl.close().with_context(|| shown.clone())?;
+    // A clean volume is left as it was, its checkpoint current.
+    if a.repair && code != CLEAN {
+        ftl.close().with_context(|| shown.clone())?;
+    }
     Ok(code)
 }
 

@@ -295,6 +295,16 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             ),
         ]);
         rows.push(vec![
+            "mount".into(),
+            match l.mounted_from {
+                "checkpoint" => format!(
+                    "from the checkpoint written at the last close ({} slots)",
+                    count(l.checkpoint_slots)
+                ),
+                _ => "by a scan of every segment (no current checkpoint)".into(),
+            },
+        ]);
+        rows.push(vec![
             "reclaimable".into(),
             format!(
                 "{} ({} dead slots in closed segments, freed by cleaning)",

@@ -54,6 +54,10 @@ pub(super) struct SectorMap {
     pub(super) counters_at: Option<SlotAddr>,
 }
 
+/// A trim or loss record named by a checkpoint: its sequence number, address and the sector
+/// ranges it lists.
+pub(super) type RecordRanges = (u64, SlotAddr, Vec<(u32, u32)>);
+
 /// A live trim or loss record.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Record {
@@ -122,10 +126,7 @@ impl SectorMap {
     /// Takes in the records a checkpoint named, given each one's ranges: a record hides the
     /// sectors in its ranges that have no data, unless a newer record hides them. Returns
     /// the records left live, which the caller marks live in the log.
-    pub(super) fn restore_records(
-        &mut self,
-        records: Vec<(u64, SlotAddr, Vec<(u32, u32)>)>,
-    ) -> Vec<SlotAddr> {
+    pub(super) fn restore_records(&mut self, records: Vec<RecordRanges>) -> Vec<SlotAddr> {
         if records.is_empty() {
             return Vec::new();
         }

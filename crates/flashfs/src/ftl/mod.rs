@@ -439,6 +439,31 @@ impl<D: Segments> Ftl<D> {
         Ok(self.log.into_device())
     }
 
+    /// Checks a mount from a checkpoint against a full scan (what `fsck` does; a mount never
+    /// scans when it need not): mounts the device again by scanning and compares the two
+    /// maps. Returns the scanned block device, which the next close checkpoints afresh, and
+    /// the sectors whose place differs — `None` if this mount was a scan already. Nothing is
+    /// written.
+    pub fn audit(self, config: FtlConfig) -> Result<(Self, Option<Vec<u64>>)> {
+        if !self.log.restored() {
+            return Ok((self, None));
+        }
+        let restored: Vec<u32> = self.map.entries().to_vec();
+        let scan = FtlConfig {
+            log: LogConfig {
+                scan_mount: true,
+                ..config.log
+            },
+            ..config
+        };
+        let scanned = Self::mount(self.into_device(), scan)?;
+        let differing = (0..scanned.map.len())
+            .filter(|&k| scanned.map.get(k) != restored[k])
+            .map(|k| k as u64)
+            .collect();
+        Ok((scanned, Some(differing)))
+    }
+
     /// Writes a checkpoint of the map and the log's segment table now (a close does), so
     /// that a mount reads it instead of scanning, if nothing is written after it. Does
     /// nothing on a volume without checkpoints or when nothing changed since the last.

@@ -414,6 +414,24 @@ impl<D: Segments> Log<D> {
             }
         }
         log.volume.size = size(log.capacity_slots())?;
+        if let Some(a) = &log.anchors {
+            // The first anchor gets its header now (the format just erased it); the other
+            // stays erased until the first is full.
+            let seg = a.segs[0];
+            let header = SegHeader {
+                head: ANCHOR_HEAD,
+                erase_count: log.segs[seg as usize].erase_count,
+                open_seq: log.seq,
+                volume: log.volume,
+            };
+            log.dev.write_header(seg, &header)?;
+            log.stats.headers += 1;
+            let first = log.dev.reserved_slots();
+            if let Some(a) = &mut log.anchors {
+                a.current = 0;
+                a.next = first;
+            }
+        }
         // One header makes the volume findable even while it holds no data.
         log.head_segment(Head::Warm, Writer::Owner)?;
         log.dev.sync()?;
@@ -1488,6 +1506,13 @@ impl<D: Segments> Log<D> {
     /// Segments free for writing.
     pub fn free_segments(&self) -> u32 {
         self.free
+    }
+
+    /// Slots the newest checkpoint takes (its body and directory pages; 0 without one).
+    pub fn checkpoint_slots(&self) -> u64 {
+        self.anchors.as_ref().map_or(0, |a| {
+            (a.pages.iter().flatten().count() + a.dirs.len()) as u64
+        })
     }
 
     /// Segments not retired as bad.

@@ -56,7 +56,7 @@ impl<D: Segments> Log<D> {
                 }
             }
         }
-        records.sort_unstable_by(|x, y| y.0.cmp(&x.0));
+        records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
         if let Some((_, i, used)) = newest {
             a.current = i;
             a.next = used.max(self.dev.reserved_slots());
