@@ -1762,7 +1762,7 @@ fn nand_part_of(
 
 /// The block device formatted on `seg`.
 fn format_ftl<D: Segments>(dev: &TortureDevice, seg: D) -> Result<D> {
-    Ok(Ftl::format(seg, FtlConfig::default())
+    Ok(Ftl::format(seg, ftl_config(Fault::PowerCut))
         .context(|| format!("formatting the block device on {}", dev.preset))?
         .into_device())
 }
@@ -1946,9 +1946,12 @@ fn run_combo<D: Clone, T: Target>(
 }
 
 /// The block device's settings for a fault kind: silent failures need programs read back.
+/// The torture's small devices keep checkpoints (which only larger ones do by default), so
+/// that the workloads' checkpoints, the marks after them and the anchors' turns are cut.
 pub fn ftl_config(fault: Fault) -> FtlConfig {
     let mut c = FtlConfig::default();
     c.log.verify_programs |= fault.verifies_programs();
+    c.log.checkpoint_min_segments = 0;
     c
 }
 

@@ -137,10 +137,14 @@ pub struct LogConfig {
     /// segment too).
     pub verify_programs: bool,
     /// Whether a volume formatted with this setting keeps checkpoints, on a device of at
-    /// least [`CHECKPOINT_MIN_SEGMENTS`] segments: two anchor segments hold roots, and a close
+    /// least `checkpoint_min_segments` segments: two anchor segments hold roots, and a close
     /// writes the segment table and the owner's map, so that the next mount reads them
     /// instead of scanning every segment ([`checkpoint`]).
     pub checkpoints: bool,
+    /// Segments a device needs before its volumes keep checkpoints
+    /// ([`CHECKPOINT_MIN_SEGMENTS`] by default: on smaller ones a scan is cheap and the
+    /// anchors cost more than they save).
+    pub checkpoint_min_segments: u32,
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).
     pub scan_mount: bool,
@@ -163,6 +167,7 @@ impl Default for LogConfig {
             separate_meta: false,
             verify_programs: false,
             checkpoints: true,
+            checkpoint_min_segments: CHECKPOINT_MIN_SEGMENTS,
             scan_mount: false,
         }
     }
@@ -400,7 +405,7 @@ impl<D: Segments> Log<D> {
             }
             log.erase_segment(seg)?;
         }
-        if config.checkpoints && log.geo.segments >= CHECKPOINT_MIN_SEGMENTS {
+        if config.checkpoints && log.geo.segments >= config.checkpoint_min_segments.max(4) {
             // The first two good segments, so that their numbers fit the header's bytes.
             let good: Vec<u32> = (0..log.geo.segments.min(u8::MAX as u32))
                 .filter(|&s| log.segs[s as usize].state == SegState::Free)

@@ -59,7 +59,13 @@ impl<D: Segments> Log<D> {
         records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
         if let Some((_, i, used)) = newest {
             a.current = i;
-            a.next = used.max(self.dev.reserved_slots());
+            // A cut between a NOR slot's data and its tag leaves bytes under an erased tag:
+            // records go on past them, as a resumed head does (SPEC §4.2).
+            let mut next = used.max(self.dev.reserved_slots());
+            while next < self.geo.slots && !self.dev.slot_erased(segs[i], next)? {
+                next += 1;
+            }
+            a.next = next;
         }
         Ok((a, records))
     }
