@@ -53,6 +53,15 @@ pub trait Segments {
     fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()>;
     /// Reads the tags of every slot of a segment into `out` (one per slot).
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()>;
+    /// Reads one slot's tag (by default through [`Segments::read_tags`]).
+    fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
+        let mut tags = alloc::vec![TagState::Erased; self.geometry().slots as usize];
+        self.read_tags(seg, &mut tags)?;
+        Ok(tags
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(TagState::Garbage))
+    }
     /// Reads a slot's data (`buf` is one slot long).
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()>;
     /// Writes a slot: data, then tag (atomically on NAND).
@@ -291,6 +300,16 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             *o = Tag::decode(chunk);
         }
         Ok(())
+    }
+
+    fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
+        let stride = self.tag_stride as usize;
+        let mut raw = alloc::vec![0u8; stride];
+        let at = self.base(seg)
+            + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64
+            + slot as u64 * stride as u64;
+        self.read_at(at, &mut raw)?;
+        Ok(Tag::decode(&raw))
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
@@ -550,6 +569,18 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         self.flash
             .read_page(PageAddr::new(seg, slot + 1), buf, &mut [])?;
         Ok(())
+    }
+
+    fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
+        let mut spare = [0u8; TAG_LEN];
+        match self
+            .flash
+            .read_page(PageAddr::new(seg, slot + 1), &mut [], &mut spare)
+        {
+            Ok(_) => Ok(Tag::decode(&spare)),
+            Err(FlashError::Uncorrectable { .. }) => Ok(TagState::Garbage),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn rated_cycles(&self) -> u32 {

@@ -91,21 +91,35 @@ fn a_closed_volume_mounts_from_its_checkpoint_and_shows_what_a_scan_shows() {
 }
 
 #[test]
-fn a_volume_not_closed_is_scanned_and_a_checkpoint_is_written_at_the_next_close() {
+fn a_volume_not_closed_rolls_forward_from_its_checkpoint() {
     let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
     let sectors = ftl.sectors();
-    let ops = workload(8, sectors, 800);
+    let ops = workload(8, sectors, 3000);
     let vers = versions(&ops, sectors);
     let model = run(&mut ftl, &ops);
     ftl.flush().unwrap();
+    assert!(ftl.log().stats().checkpoints > 1, "no checkpoint fell due");
     // A power cut: no close.
     let dev = ftl.into_device();
-    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
-    assert!(
-        !ftl.log().restored(),
-        "mounted from a checkpoint older than the data"
-    );
+    let before = reads(&dev);
+    let mut ftl = Ftl::mount(dev.clone(), FtlConfig::default()).unwrap();
+    let rolled_reads = reads(ftl.log().device()) - before;
+    assert!(ftl.log().restored(), "the mount after the cut scanned");
     check(&mut ftl, &model, &vers, "after the cut");
+    let mut scanned = Ftl::mount(dev, scan_config()).unwrap();
+    let scan_reads = reads(scanned.log().device()) - before;
+    check(&mut scanned, &model, &vers, "scanned after the cut");
+    assert!(
+        rolled_reads * 2 < scan_reads,
+        "roll-forward read {rolled_reads} pages, a scan {scan_reads}"
+    );
+    assert_eq!(ftl.mapped_sectors(), scanned.mapped_sectors());
+    let (ftl, differing) = ftl.audit(FtlConfig::default()).unwrap();
+    assert_eq!(
+        differing,
+        Some(Vec::new()),
+        "the roll-forward and the scan disagree"
+    );
     let mut ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
     assert!(ftl.log().restored());
     check(&mut ftl, &model, &vers, "after a close");

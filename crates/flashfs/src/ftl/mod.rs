@@ -15,7 +15,10 @@ pub use counters::Lifetime;
 
 use crate::error::{Error, Result};
 use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
-use crate::log::{Head, Log, LogConfig, SlotAddr, Start};
+use alloc::collections::BTreeMap;
+
+use crate::log::tag::TagState;
+use crate::log::{Head, Log, LogConfig, Restored, SlotAddr, Start};
 use crate::media::Segments;
 use map::{Record, SectorMap, LOST, UNMAPPED};
 
@@ -159,7 +162,7 @@ impl<D: Segments> Ftl<D> {
                 ftl.apply_scan(&found, format)?;
                 true
             }
-            Start::Restored(pages) => match ftl.restore(&pages, format) {
+            Start::Restored(r) => match ftl.restore(&r, format) {
                 Ok(()) => true,
                 Err(Error::Corrupt(_) | Error::Io) => false,
                 Err(e) => return Err(e),
@@ -283,17 +286,89 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
-    /// Rebuilds the map from the checkpoint the log was restored from.
-    fn restore(&mut self, pages: &[SlotAddr], format: u8) -> Result<()> {
+    /// Rebuilds the map from the checkpoint the log was restored from, then rolls it forward
+    /// through what was written after it, as a scan would: a version written after the
+    /// checkpoint beats the one it names (a cleaner's copy there is of that very version),
+    /// and a record written after it hides what is older.
+    fn restore(&mut self, r: &Restored, format: u8) -> Result<()> {
         let geo = self.log.geometry();
         let limit = geo.segments as u64 * geo.slots as u64;
         let log = &mut self.log;
-        let records = self.map.restore(
+        let pages = &r.pages;
+        let known = self.map.restore(
             pages.len() as u32,
             geo.slot_size as usize,
             limit,
             |i, buf| log.read_page(i, pages[i as usize], buf),
         )?;
+        let mut records: BTreeMap<u64, SlotAddr> = BTreeMap::new();
+        // A record the checkpoint names but that was dropped since (it had hidden all it had
+        // to) is no longer where it was.
+        for (seq, at) in known {
+            let tag = self.log.device_mut().read_tag(at.seg, at.slot)?;
+            if matches!(tag, TagState::Valid(t) if t.seq == seq && t.kind.is_tombstone()) {
+                records.insert(seq, at);
+            }
+        }
+        let sectors = self.map.len();
+        let mut newest: BTreeMap<usize, (SlotAddr, Tag)> = BTreeMap::new();
+        let mut written: BTreeMap<u64, (SlotAddr, Tag)> = BTreeMap::new();
+        let mut counters: Option<(SlotAddr, Tag)> = None;
+        let mut last = 0;
+        for &(at, tag) in &r.rolled {
+            last = last.max(tag.seq);
+            let newer = |b: Option<&(SlotAddr, Tag)>| {
+                b.is_none_or(|(a, t)| self.log.newer((at, &tag), (*a, t)))
+            };
+            match tag.kind {
+                Kind::Sector if (tag.key as usize) < sectors => {
+                    if newer(newest.get(&(tag.key as usize))) {
+                        newest.insert(tag.key as usize, (at, tag));
+                    }
+                }
+                Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
+                Kind::Counters => {
+                    if newer(counters.as_ref()) {
+                        counters = Some((at, tag));
+                    }
+                }
+                Kind::Trim | Kind::Lost => {
+                    if newer(written.get(&tag.seq)) {
+                        written.insert(tag.seq, (at, tag));
+                    }
+                }
+                Kind::Page | Kind::Root => {}
+            }
+        }
+        for (&k, (at, _)) in &newest {
+            self.map.set(k, self.map.pack(*at));
+        }
+        for (seq, (at, tag)) in written {
+            if let Some(a) = records.get_mut(&seq) {
+                // The cleaner moved a record the checkpoint knew.
+                *a = at;
+                continue;
+            }
+            if seq < r.seq {
+                // A copy of a record the checkpoint had already dropped.
+                continue;
+            }
+            let becomes = if tag.kind == Kind::Lost {
+                LOST
+            } else {
+                UNMAPPED
+            };
+            self.log.read(at, &mut self.buf)?;
+            for (start, count) in decode_ranges(&self.buf)? {
+                let end = (start as usize).saturating_add(count as usize).min(sectors);
+                for k in (start as usize).min(end)..end {
+                    if newest.get(&k).is_none_or(|(_, t)| t.seq < seq) {
+                        self.map.set(k, becomes);
+                    }
+                }
+            }
+            records.insert(seq, at);
+        }
         let mut resolved = Vec::with_capacity(records.len());
         for (seq, at) in records {
             self.log.read(at, &mut self.buf)?;
@@ -307,9 +382,13 @@ impl<D: Segments> Ftl<D> {
                 self.log.mark_live(a);
             }
         }
+        if let Some((at, _)) = counters {
+            self.map.counters_at = Some(at);
+        }
         if format == FORMAT_BLOCK_DEVICE {
-            // A checkpoint is written only by a close (or a format): nothing was lost.
-            self.counters = Some(self.mount_counters(self.map.counters_at, true)?);
+            // Nothing written after the newest counters record: the last session closed.
+            let closed = r.rolled.is_empty() || counters.is_some_and(|(_, t)| t.seq == last);
+            self.counters = Some(self.mount_counters(self.map.counters_at, closed)?);
         }
         Ok(())
     }
@@ -560,6 +639,15 @@ impl<D: Segments> Ftl<D> {
             self.map.set(k, self.map.pack(at));
             self.record_losses()?;
         }
+        self.checkpoint_if_due()
+    }
+
+    /// Writes a checkpoint when the log says one is due (half of the last one's set used),
+    /// so that a power cut costs the next mount a short roll-forward, not a scan.
+    fn checkpoint_if_due(&mut self) -> Result<()> {
+        if self.log.checkpoint_due() {
+            self.checkpoint()?;
+        }
         Ok(())
     }
 
@@ -725,6 +813,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             self.map.set(k, UNMAPPED);
             self.map.hide(k, t);
         }
-        self.record_losses()
+        self.record_losses()?;
+        self.checkpoint_if_due()
     }
 }

@@ -128,6 +128,9 @@ pub(crate) struct Root {
     /// Segments opened while the segment table and the directory were written, which the
     /// table shows as they were before: their headers say the rest.
     pub late: Vec<u32>,
+    /// The free segments the log may open after the root, until the next: a mount reads
+    /// their headers to find what was written since ("rolls forward").
+    pub set: Vec<u32>,
 }
 
 /// A record in an anchor.
@@ -139,8 +142,8 @@ pub(crate) enum Record {
     Mark,
 }
 
-/// Directory pages and late segments a root can name, together, in a slot of `slot_size`
-/// bytes.
+/// Directory pages, late segments and set segments a root can name, together, in a slot of
+/// `slot_size` bytes.
 pub(crate) fn max_dirs(slot_size: usize) -> usize {
     (slot_size - ROOT_FIXED - 4) / 4
 }
@@ -166,12 +169,14 @@ impl Record {
                     b[28 + i * 8..32 + i * 8].copy_from_slice(&used.to_le_bytes());
                 }
                 b[56..60].copy_from_slice(&(r.dirs.len() as u32).to_le_bytes());
-                b[60..64].copy_from_slice(&(r.late.len() as u32).to_le_bytes());
+                b[60..62].copy_from_slice(&(r.late.len() as u16).to_le_bytes());
+                b[62..64].copy_from_slice(&(r.set.len() as u16).to_le_bytes());
                 let words = r
                     .dirs
                     .iter()
                     .map(|&d| pack(d))
-                    .chain(r.late.iter().copied());
+                    .chain(r.late.iter().copied())
+                    .chain(r.set.iter().copied());
                 let mut end = ROOT_FIXED;
                 for w in words {
                     b[end..end + 4].copy_from_slice(&w.to_le_bytes());
@@ -195,8 +200,9 @@ impl Record {
             RECORD_MARK => (Record::Mark, 8),
             RECORD_ROOT => {
                 let n = word(56)? as usize;
-                let late = word(60)? as usize;
-                if n.checked_add(late)? > max_dirs(b.len()) {
+                let late = u16::from_le_bytes([*b.get(60)?, *b.get(61)?]) as usize;
+                let set = u16::from_le_bytes([*b.get(62)?, *b.get(63)?]) as usize;
+                if n.checked_add(late)?.checked_add(set)? > max_dirs(b.len()) {
                     return None;
                 }
                 let mut heads = [None; super::HEADS];
@@ -217,8 +223,11 @@ impl Record {
                     late: (n..n + late)
                         .map(|i| word(ROOT_FIXED + i * 4))
                         .collect::<Option<_>>()?,
+                    set: (n + late..n + late + set)
+                        .map(|i| word(ROOT_FIXED + i * 4))
+                        .collect::<Option<_>>()?,
                 };
-                (Record::Root(root), ROOT_FIXED + (n + late) * 4)
+                (Record::Root(root), ROOT_FIXED + (n + late + set) * 4)
             }
             _ => return None,
         };
@@ -247,6 +256,12 @@ pub(crate) struct Anchors {
     pub dirs: Vec<SlotAddr>,
     /// Pages of the segment table in the newest root.
     pub log_pages: u32,
+    /// Whether the newest root still describes the log once its set's segments are read:
+    /// the log opens segments of the set only. It stops with a mark, when the set is used up
+    /// or after a scan.
+    pub rolling: bool,
+    /// The newest root's set of segments.
+    pub set: Vec<u32>,
 }
 
 impl Anchors {
@@ -260,6 +275,8 @@ impl Anchors {
             pages: Vec::new(),
             dirs: Vec::new(),
             log_pages: 0,
+            rolling: false,
+            set: Vec::new(),
         }
     }
 
@@ -322,6 +339,7 @@ mod tests {
             heads: [None, Some((7, 12)), Some((9, 0)), None],
             dirs: alloc::vec![SlotAddr { seg: 4, slot: 5 }, SlotAddr { seg: 6, slot: 7 }],
             late: alloc::vec![8],
+            set: alloc::vec![10, 11],
         });
         for r in [root, Record::Mark] {
             let b = r.encode(512, pack);
@@ -329,7 +347,7 @@ mod tests {
             let end = if r == Record::Mark {
                 12
             } else {
-                ROOT_FIXED + 16
+                ROOT_FIXED + 24
             };
             for i in 0..end * 8 {
                 let mut d = b.clone();

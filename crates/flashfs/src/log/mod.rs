@@ -145,6 +145,11 @@ pub struct LogConfig {
     /// ([`CHECKPOINT_MIN_SEGMENTS`] by default: on smaller ones a scan is cheap and the
     /// anchors cost more than they save).
     pub checkpoint_min_segments: u32,
+    /// Free segments a checkpoint lets the log open before the next one (its *set*): after
+    /// a power cut, a mount reads the set's headers and the tags of the segments written,
+    /// instead of every segment. A checkpoint is written once half of them are used; if
+    /// they run out first, the log goes on outside them and the next mount scans.
+    pub checkpoint_set: u32,
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).
     pub scan_mount: bool,
@@ -168,6 +173,7 @@ impl Default for LogConfig {
             verify_programs: false,
             checkpoints: true,
             checkpoint_min_segments: CHECKPOINT_MIN_SEGMENTS,
+            checkpoint_set: 32,
             scan_mount: false,
         }
     }
@@ -213,9 +219,22 @@ pub enum Start {
     /// By a scan: every valid tag of the log, which the owner resolves into its map and marks
     /// live ([`Log::mark_live`]).
     Scanned(Vec<(SlotAddr, Tag)>),
-    /// From a checkpoint: the addresses of the owner's pages in it, in order, which the owner
-    /// reads ([`Log::read_page`]) to rebuild its map and mark live what it holds.
-    Restored(Vec<SlotAddr>),
+    /// From a checkpoint and what was written after it.
+    Restored(Restored),
+}
+
+/// What a mount from a checkpoint gives the owner.
+#[derive(Debug)]
+pub struct Restored {
+    /// The addresses of the owner's pages in the checkpoint, in order, which the owner reads
+    /// ([`Log::read_page`]) to rebuild its map as it was at the checkpoint.
+    pub pages: Vec<SlotAddr>,
+    /// Every valid tag written after the checkpoint (the cleaner's copies among them), which
+    /// the owner applies over that map as a scan would.
+    pub rolled: Vec<(SlotAddr, Tag)>,
+    /// The sequence number of the first slot written after the checkpoint: every original
+    /// in `rolled` has one at least; a copy below it is of a version the checkpoint knew.
+    pub seq: u64,
 }
 
 /// What the owner of the log's data is told, and asked.
@@ -345,6 +364,8 @@ pub struct Log<D> {
     restored: bool,
     /// Segments opened while a checkpoint's segment table is written, which its root lists.
     opened: Option<Vec<u32>>,
+    /// Whether a checkpoint's pages are being written: they may go outside the set.
+    checkpointing: bool,
 }
 
 impl<D: Segments> Log<D> {
@@ -369,6 +390,7 @@ impl<D: Segments> Log<D> {
             anchors: None,
             restored: false,
             opened: None,
+            checkpointing: false,
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
         }
@@ -449,8 +471,8 @@ impl<D: Segments> Log<D> {
     pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Start)> {
         if !config.scan_mount {
             let mut log = Self::unmounted(dev, config);
-            if let Some(pages) = log.restore()? {
-                return Ok((log, Start::Restored(pages)));
+            if let Some(r) = log.restore()? {
+                return Ok((log, Start::Restored(r)));
             }
             // Whatever the attempt read is forgotten: the scan starts afresh.
             let (log, found) = Self::scan(log.dev, config)?;
@@ -523,7 +545,11 @@ impl<D: Segments> Log<D> {
                 }
             }
             if good {
-                let (a, records) = log.read_anchors(segs)?;
+                let startup::AnchorScan {
+                    anchors: a,
+                    records,
+                    ..
+                } = log.read_anchors(segs)?;
                 max_seq = max_seq.max(records.first().map_or(0, |r| r.0));
                 log.anchors = Some(Anchors {
                     // A root among the records may look current to a later mount: the first
@@ -751,9 +777,6 @@ impl<D: Segments> Log<D> {
             return Err(Error::InvalidArgument("data longer than a slot"));
         }
         self.make_room(owner)?;
-        // A mark takes a sequence number of its own: before the slot's, which the owner may
-        // ask for ([`Log::last_seq`]).
-        self.before_program()?;
         if self.seq > MAX_SEQ {
             return Err(Error::ReadOnly);
         }
@@ -1186,9 +1209,9 @@ impl<D: Segments> Log<D> {
 
     /// Writes a slot through a head, retrying in a new segment when a program fails.
     fn write(&mut self, head: Head, by: Writer, tag: &Tag, data: &[u8]) -> Result<SlotAddr> {
-        self.before_program()?;
         for _ in 0..8 {
             let seg = self.head_segment(head, by)?;
+            self.before_program()?;
             let slot = self.segs[seg as usize].used;
             self.segs[seg as usize].used += 1;
             let r = if self.config.verify_programs {
@@ -1252,7 +1275,19 @@ impl<D: Segments> Log<D> {
             } else {
                 self.victim.as_ref().is_some_and(|v| v.wear)
             };
-            let seg = self.pick_free(cold).ok_or(Error::NoSpace)?;
+            let seg = match self.pick_free(cold) {
+                Some(seg) => seg,
+                // The checkpoint's set is used up: the log goes on outside it, and a mark
+                // goes down before the next program (until the next checkpoint, a mount
+                // after a power cut scans).
+                None if self.anchors.as_ref().is_some_and(|a| a.rolling) => {
+                    if let Some(a) = &mut self.anchors {
+                        a.rolling = false;
+                    }
+                    continue;
+                }
+                None => return Err(Error::NoSpace),
+            };
             let bank = self.dev.bank_of(seg) as usize;
             if self.segs[seg as usize].state == SegState::Dirty
                 || self.erasing_until[bank] > self.now_ns()
@@ -1371,6 +1406,7 @@ impl<D: Segments> Log<D> {
                 .filter(|(_, s)| matches!(s.state, SegState::Free | SegState::Dirty))
                 // A cleaned segment still carries a header; with none in use it must survive.
                 .filter(|(i, _)| self.in_use > 0 || !self.deferred.contains(&(*i as u32)))
+                .filter(|(i, _)| self.may_open(*i as u32))
         };
         let best = free().map(|(_, s)| wear(s)).min()?;
         let near = if self.config.wear_spread == 0 {
@@ -1389,6 +1425,15 @@ impl<D: Segments> Log<D> {
                 (s.state == SegState::Dirty, ready, shared, wear(s), *i)
             })
             .map(|(i, _)| i as u32)
+    }
+
+    /// Whether the log may open `seg` now: while the newest checkpoint's set governs, only
+    /// its segments (a checkpoint's own pages excepted: a mount never needs to find them).
+    fn may_open(&self, seg: u32) -> bool {
+        match &self.anchors {
+            Some(a) if a.rolling && !self.checkpointing => a.set.contains(&seg),
+            _ => true,
+        }
     }
 
     /// Erases a segment (in the background where configured); a failed erase retires it.

@@ -6,6 +6,7 @@
 //! first such program: a mount that finds a mark scans. Cleaning is kept out of a
 //! checkpoint's writes: room is made first, so no page moves while the directory is written.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use flash::FlashError;
@@ -13,33 +14,53 @@ use flash::FlashError;
 use super::checkpoint::{max_dirs, open_page, payload, seal_page};
 use super::*;
 
+/// What reading the anchors found.
+pub(super) struct AnchorScan {
+    /// Where records go next.
+    pub anchors: Anchors,
+    /// Every record's sequence number and address, newest first.
+    pub records: Vec<(u64, SlotAddr)>,
+    /// Whether the newest record can be trusted to be the newest written.
+    pub trusted: bool,
+}
+
 impl<D: Segments> Log<D> {
-    /// Reads both anchors' headers and tags: the anchor state, and every record's sequence
-    /// number and address, newest first.
-    pub(super) fn read_anchors(
-        &mut self,
-        segs: [u32; 2],
-    ) -> Result<(Anchors, Vec<(u64, SlotAddr)>)> {
+    /// Reads both anchors' headers and tags: the anchor state, every record's sequence
+    /// number and address (newest first), and whether the newest can be trusted: no anchor
+    /// header is damaged and nothing unreadable follows the newest record, which could
+    /// have been a newer one (a torn or decayed record sends the mount to a scan).
+    pub(super) fn read_anchors(&mut self, segs: [u32; 2]) -> Result<AnchorScan> {
         let mut a = Anchors::new(segs);
         let mut records = Vec::new();
         let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
         let mut newest: Option<(u64, usize, u32)> = None;
+        let mut trusted = true;
+        // Per anchor: the last slot holding anything.
+        let mut ends = [0u32; 2];
         for (i, &seg) in segs.iter().enumerate() {
             let header = match self.dev.read_header(seg)? {
                 HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => h,
-                _ => continue,
+                // Erased: the other anchor's turn had begun, its header not yet written.
+                HeaderState::Erased => continue,
+                _ => {
+                    trusted = false;
+                    continue;
+                }
             };
             self.segs[seg as usize].erase_count = header.erase_count;
             match self.dev.read_tags(seg, &mut tags) {
                 Ok(()) => {}
-                // An anchor that no longer reads holds no record a mount can trust.
-                Err(Error::Io) => continue,
+                Err(Error::Io) => {
+                    trusted = false;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             let used = tags
                 .iter()
                 .rposition(|t| *t != TagState::Erased)
                 .map_or(0, |p| p as u32 + 1);
+            ends[i] = used;
             for (slot, t) in tags.iter().enumerate() {
                 if let TagState::Valid(tag) = t {
                     if tag.kind != Kind::Root {
@@ -57,6 +78,11 @@ impl<D: Segments> Log<D> {
             }
         }
         records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
+        if let Some(&(_, at)) = records.first() {
+            if ends[(at.seg == segs[1]) as usize] > at.slot + 1 {
+                trusted = false;
+            }
+        }
         if let Some((_, i, used)) = newest {
             a.current = i;
             // A cut between a NOR slot's data and its tag leaves bytes under an erased tag:
@@ -67,12 +93,16 @@ impl<D: Segments> Log<D> {
             }
             a.next = next;
         }
-        Ok((a, records))
+        Ok(AnchorScan {
+            anchors: a,
+            records,
+            trusted,
+        })
     }
 
     /// Restores the log from its newest checkpoint, if it is current and whole; `None` sends
     /// the mount to a scan.
-    pub(super) fn restore(&mut self) -> Result<Option<Vec<SlotAddr>>> {
+    pub(super) fn restore(&mut self) -> Result<Option<Restored>> {
         // Any valid header names the volume and its anchors; the first is usually segment 0.
         let mut volume = None;
         for seg in 0..self.geo.segments {
@@ -100,42 +130,126 @@ impl<D: Segments> Log<D> {
                 return Ok(None);
             }
         }
-        let (anchors, records) = self.read_anchors(segs)?;
+        let AnchorScan {
+            anchors,
+            records,
+            trusted,
+        } = self.read_anchors(segs)?;
+        let Some(&(_, at)) = records.first().filter(|_| trusted) else {
+            return Ok(None);
+        };
+        // The newest record decides. One that does not read whole may be a torn record or a
+        // decayed one, and only the first leaves the record before it true: the scan
+        // decides instead.
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
-        for (_, at) in records {
-            match self.dev.read_slot(at.seg, at.slot, &mut buf) {
-                Ok(()) => {}
-                Err(Error::Io) => continue,
-                Err(e) => return Err(e),
-            }
-            // The newest record that reads decides. One that does not is a mark torn by a
-            // power cut (nothing was programmed after it) or a damaged root: the record
-            // before it is what the log was when the program began.
-            match Record::decode(&buf, |p| self.unpack(p)) {
-                None => continue,
-                Some(Record::Mark) => return Ok(None),
-                Some(Record::Root(root)) => return self.restore_root(&root, anchors),
-            }
+        match self.dev.read_slot(at.seg, at.slot, &mut buf) {
+            Ok(()) => {}
+            Err(Error::Io) => return Ok(None),
+            Err(e) => return Err(e),
         }
-        Ok(None)
+        match Record::decode(&buf, |p| self.unpack(p)) {
+            Some(Record::Root(root)) => self.restore_root(&root, anchors),
+            Some(Record::Mark) | None => Ok(None),
+        }
     }
 
-    /// Loads the segment table of `root` and resumes its heads; the owner's pages' addresses.
-    fn restore_root(&mut self, root: &Root, mut anchors: Anchors) -> Result<Option<Vec<SlotAddr>>> {
+    /// Loads the segment table of `root`, rolls forward through what was written after it
+    /// (in its set's segments and its heads' segments) and resumes the heads. Returns the
+    /// owner's pages' addresses and the tags written after the root, for the owner.
+    fn restore_root(&mut self, root: &Root, mut anchors: Anchors) -> Result<Option<Restored>> {
         let pay = payload(self.geo.slot_size as usize);
         let log_pages = self.table_pages();
         let total = log_pages as usize + root.owner_pages as usize;
         if root.log_pages != log_pages || root.dirs.len() != total.div_ceil(pay / 4) {
             return Ok(None);
         }
+        let segments = self.geo.segments;
+        let bad_seg = |s: u32| s >= segments || anchors.segs.contains(&s);
+        if root.set.iter().chain(&root.late).any(|&s| bad_seg(s))
+            || root
+                .heads
+                .iter()
+                .flatten()
+                .any(|&(s, u)| bad_seg(s) || u > self.geo.slots)
+        {
+            return Ok(None);
+        }
+        // Roll forward: the set's segments opened since the root, oldest first, after the
+        // heads' segments (opened before it).
+        let mut rolled: Vec<(u32, SegHeader)> = Vec::new();
+        let mut retired = Vec::new();
+        for &seg in &root.set {
+            if self.dev.is_bad(seg)? {
+                retired.push(seg);
+                continue;
+            }
+            if let HeaderState::Valid(h) = self.dev.read_header(seg)? {
+                if h.volume == self.volume && h.open_seq >= root.seq {
+                    rolled.push((seg, h));
+                }
+            }
+        }
+        rolled.sort_unstable_by_key(|(_, h)| h.open_seq);
+        let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
+        let mut found: Vec<(SlotAddr, Tag)> = Vec::new();
+        // Per segment read: its used slots and lowest sequence number.
+        let mut extent: Vec<(u32, u32, u64)> = Vec::new();
+        let heads = root.heads.iter().flatten().map(|&(s, u)| (s, u));
+        for (seg, from) in heads.chain(rolled.iter().map(|(s, _)| (*s, 0))) {
+            match self.dev.read_tags(seg, &mut tags) {
+                Ok(()) => {}
+                Err(Error::Io) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            let used = tags
+                .iter()
+                .rposition(|t| *t != TagState::Erased)
+                .map_or(0, |p| p as u32 + 1)
+                .max(from);
+            let mut min_seq = u64::MAX;
+            for (slot, t) in tags.iter().enumerate().skip(from as usize) {
+                if let TagState::Valid(tag) = t {
+                    min_seq = min_seq.min(tag.seq);
+                    let at = SlotAddr {
+                        seg,
+                        slot: slot as u32,
+                    };
+                    found.push((at, *tag));
+                }
+            }
+            extent.push((seg, used, min_seq));
+        }
+        // The cleaner may have moved the checkpoint's own pages since: their copies keep
+        // the sequence numbers, below the root's (a later checkpoint's pages are above).
+        let mut moved_dirs = root.dirs.clone();
+        let mut moved: BTreeMap<u32, SlotAddr> = BTreeMap::new();
+        for (at, tag) in &found {
+            if tag.kind == Kind::Page && tag.copy && tag.seq < root.seq {
+                if tag.key >= DIR_KEY {
+                    if let Some(d) = moved_dirs.get_mut((tag.key - DIR_KEY) as usize) {
+                        *d = *at;
+                    }
+                } else {
+                    moved.insert(tag.key, *at);
+                }
+            }
+        }
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
         let mut pages = Vec::with_capacity(total);
-        for (d, &at) in root.dirs.iter().enumerate() {
+        for (d, &at) in moved_dirs.iter().enumerate() {
             let Some(body) = self.read_page_at(at, DIR_KEY + d as u32, &mut buf)? else {
                 return Ok(None);
             };
             for w in body.chunks_exact(4).take(total - pages.len()) {
                 pages.push(self.unpack(u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
+            }
+        }
+        if pages.len() != total {
+            return Ok(None);
+        }
+        for (&key, &at) in &moved {
+            if let Some(p) = pages.get_mut(key as usize) {
+                *p = at;
             }
         }
         let per = pay / SEG_ENTRY;
@@ -176,15 +290,12 @@ impl<D: Segments> Log<D> {
         }
         for &seg in &root.late {
             let header = match self.dev.read_header(seg)? {
-                HeaderState::Valid(h) if seg < self.geo.segments && h.volume == self.volume => h,
+                HeaderState::Valid(h) if h.volume == self.volume => h,
                 _ => return Ok(None),
             };
             // The table may show it before or after it opened, depending on which of its
             // pages came first.
-            if matches!(
-                self.segs[seg as usize].state,
-                SegState::Bad | SegState::Anchor
-            ) {
+            if self.segs[seg as usize].state == SegState::Bad {
                 return Ok(None);
             }
             self.set_state(seg, SegState::Full);
@@ -195,29 +306,65 @@ impl<D: Segments> Log<D> {
             // Its slots are no older than it: a bound from below is all the log needs.
             s.min_seq = header.open_seq;
         }
-        for (i, h) in root.heads.iter().enumerate() {
-            let Some((seg, used)) = *h else { continue };
-            if seg >= self.geo.segments
-                || used > self.geo.slots
-                || self.segs[seg as usize].state != SegState::Full
-            {
-                return Ok(None);
-            }
-            // Something programmed after the root (without its mark) would be lost: scan.
-            if used < self.geo.slots && !self.dev.slot_erased(seg, used)? {
-                return Ok(None);
-            }
-            self.segs[seg as usize].used = used;
-            self.resume(i, seg)?;
+        for seg in retired {
+            self.set_state(seg, SegState::Bad);
         }
-        self.seq = root.seq;
-        for &at in pages.iter().chain(&root.dirs) {
+        for &(seg, h) in &rolled {
+            self.set_state(seg, SegState::Full);
+            let s = &mut self.segs[seg as usize];
+            s.erase_count = h.erase_count;
+            s.open_seq = h.open_seq;
+        }
+        for &(seg, used, min_seq) in &extent {
+            let s = &mut self.segs[seg as usize];
+            if s.state != SegState::Full {
+                return Ok(None);
+            }
+            s.used = used;
+            s.min_seq = s.min_seq.min(min_seq);
+        }
+        // Each head resumes in the newest segment it opened; the cleaner's only in one no
+        // older than the newest holding copies (SPEC §4.2).
+        let mut newest_of: [Option<(u64, u32)>; HEADS] = [None; HEADS];
+        for (i, h) in root.heads.iter().enumerate() {
+            if let Some((seg, _)) = *h {
+                newest_of[i] = Some((self.segs[seg as usize].open_seq, seg));
+            }
+        }
+        for &(seg, h) in &rolled {
+            if let Some(head) = Head::from_code(h.head) {
+                let i = self.head_index(head);
+                if newest_of[i].is_none_or(|(o, _)| h.open_seq > o) {
+                    newest_of[i] = Some((h.open_seq, seg));
+                }
+            }
+        }
+        let mut newest_copies = 0;
+        let mut max_seq = root.seq.saturating_sub(1);
+        for (at, tag) in &found {
+            max_seq = max_seq.max(tag.seq);
+            if tag.copy {
+                newest_copies = newest_copies.max(self.segs[at.seg as usize].open_seq);
+            }
+        }
+        let cleaner = self.head_index(Head::Cold);
+        for (i, newest) in newest_of.iter().enumerate() {
+            if let Some((open_seq, seg)) = *newest {
+                if i != cleaner || open_seq >= newest_copies {
+                    self.resume(i, seg)?;
+                }
+            }
+        }
+        self.seq = max_seq + 1;
+        for &at in pages.iter().chain(&moved_dirs) {
             self.mark_live(at);
         }
         anchors.needs_mark = true;
-        anchors.current_root = true;
+        anchors.rolling = true;
+        anchors.set = root.set.clone();
+        anchors.current_root = found.is_empty();
         anchors.log_pages = log_pages;
-        anchors.dirs = root.dirs.clone();
+        anchors.dirs = moved_dirs;
         let owner = pages.split_off(log_pages as usize);
         anchors.pages = pages
             .into_iter()
@@ -226,7 +373,13 @@ impl<D: Segments> Log<D> {
             .collect();
         self.anchors = Some(anchors);
         self.restored = true;
-        Ok(Some(owner))
+        // The checkpoint's pages are the log's; the rest is the owner's to resolve.
+        found.retain(|(_, t)| !matches!(t.kind, Kind::Page | Kind::Root));
+        Ok(Some(Restored {
+            pages: owner,
+            rolled: found,
+            seq: root.seq,
+        }))
     }
 
     /// A checkpoint page's payload, if it is readable and intact.
@@ -305,18 +458,48 @@ impl<D: Segments> Log<D> {
             .slots
             .saturating_sub(self.dev.reserved_slots())
             .max(1) as usize;
-        if ndirs + (log_pages as usize + ndirs).div_ceil(usable) + 2 > max_dirs(slot) {
-            return Err(Error::InvalidArgument("checkpoint too large for its root"));
+        // The root names the directory, the late segments and the set: the set gives way.
+        let named = ndirs + (log_pages as usize + ndirs).div_ceil(usable) + 2;
+        let set =
+            (self.config.checkpoint_set.max(2) as usize).min(max_dirs(slot).saturating_sub(named));
+        if set < 2 {
+            // No root can name this checkpoint: the volume is mounted by a scan.
+            return Ok(());
         }
-        let mut pages = core::mem::take(&mut self.anchors.as_mut().unwrap().pages);
+        let Some(a) = &mut self.anchors else {
+            return Ok(());
+        };
+        let mut pages = core::mem::take(&mut a.pages);
         for old in pages.drain(total.min(pages.len())..).flatten() {
             self.kill(old);
         }
         pages.resize(total, None);
-        self.anchors.as_mut().unwrap().pages = pages;
+        if let Some(a) = &mut self.anchors {
+            a.pages = pages;
+        }
         // Room for the whole body first: cleaning moves slots, which changes the owner's
         // pages, so none may run once the first of them is written.
         self.make_room_for(owner, owner_pages)?;
+        self.checkpointing = true;
+        let r = self.write_checkpoint(owner, log_pages, owner_pages, ndirs, set);
+        self.checkpointing = false;
+        self.opened = None;
+        r
+    }
+
+    /// Writes a checkpoint's pages and root, once room is made.
+    fn write_checkpoint(
+        &mut self,
+        owner: &mut dyn Owner,
+        log_pages: u32,
+        owner_pages: u32,
+        ndirs: usize,
+        set: usize,
+    ) -> Result<()> {
+        let slot = self.geo.slot_size as usize;
+        let pay = payload(slot);
+        let total = log_pages as usize + owner_pages as usize;
+        let per_dir = pay / 4;
         let lp = log_pages as usize;
         let dirty: Vec<u32> = (0..owner_pages)
             .filter(|&i| owner.take_dirty(i) | self.page_at(lp + i as usize).is_none())
@@ -359,7 +542,10 @@ impl<D: Segments> Log<D> {
             dirs.push(self.write_page(key, &buf)?);
         }
         let late = self.opened.take().unwrap_or_default();
-        let a = self.anchors.as_mut().unwrap();
+        // Anchors that failed while the pages were written stop checkpoints for good.
+        let Some(a) = &mut self.anchors else {
+            return Ok(());
+        };
         for at in core::mem::replace(&mut a.dirs, dirs) {
             self.kill(at);
         }
@@ -369,7 +555,9 @@ impl<D: Segments> Log<D> {
         for (h, seg) in heads.iter_mut().zip(self.heads) {
             *h = seg.map(|s| (s, self.segs[s as usize].used));
         }
-        let a = self.anchors.as_ref().unwrap();
+        let Some(a) = &self.anchors else {
+            return Ok(());
+        };
         let root = Root {
             // The root's own record takes the next number.
             seq: self.seq + 1,
@@ -378,12 +566,16 @@ impl<D: Segments> Log<D> {
             heads,
             dirs: a.dirs.clone(),
             late,
+            set: self.next_set(set),
         };
+        let set = root.set.clone();
         self.append_record(&Record::Root(root))?;
         self.stats.checkpoints += 1;
         if let Some(a) = &mut self.anchors {
             a.log_pages = log_pages;
             a.current_root = true;
+            a.rolling = true;
+            a.set = set;
         }
         Ok(())
     }
@@ -396,7 +588,9 @@ impl<D: Segments> Log<D> {
     fn put_page(&mut self, key: u32, buf: &mut [u8]) -> Result<()> {
         seal_page(key, buf);
         let at = self.write_page(key, buf)?;
-        let a = self.anchors.as_mut().unwrap();
+        let Some(a) = &mut self.anchors else {
+            return Ok(());
+        };
         if let Some(old) = a.pages[key as usize].replace(at) {
             self.kill(old);
         }
@@ -437,16 +631,64 @@ impl<D: Segments> Log<D> {
         Ok(())
     }
 
-    /// Puts the newest root out of date before the first program after it.
+    /// Before a program: puts the newest root out of date if the log no longer keeps to its
+    /// set (a mount could not find this program from it).
     pub(super) fn before_program(&mut self) -> Result<()> {
         let Some(a) = &mut self.anchors else {
             return Ok(());
         };
         a.current_root = false;
-        if a.needs_mark {
+        if a.needs_mark && !a.rolling {
             self.append_record(&Record::Mark)?;
         }
         Ok(())
+    }
+
+    /// Whether a checkpoint is due: half of the newest one's set is used, or the log writes
+    /// outside any set (after a scan, or once a set ran out), so a power cut now would
+    /// cost the next mount a scan.
+    pub fn checkpoint_due(&self) -> bool {
+        let Some(a) = &self.anchors else {
+            return false;
+        };
+        if self.checkpointing || a.current_root {
+            return false;
+        }
+        if !a.rolling {
+            return true;
+        }
+        let left = a
+            .set
+            .iter()
+            .filter(|&&s| {
+                matches!(
+                    self.segs[s as usize].state,
+                    SegState::Free | SegState::Dirty
+                )
+            })
+            .count();
+        left * 2 <= a.set.len()
+    }
+
+    /// The set the next root names: free segments, the least worn (for new data) and a
+    /// quarter of the most worn (for the cleaner's survivors and static data), as the heads
+    /// pick them.
+    fn next_set(&self, n: usize) -> Vec<u32> {
+        let mut free: Vec<u32> = (0..self.geo.segments)
+            .filter(|&s| {
+                matches!(
+                    self.segs[s as usize].state,
+                    SegState::Free | SegState::Dirty
+                )
+            })
+            .collect();
+        free.sort_unstable_by_key(|&s| (self.segs[s as usize].erase_count, s));
+        let n = n.min(free.len());
+        let worn = n / 4;
+        // `n` is at most the free segments: the two ends do not overlap.
+        let mut set: Vec<u32> = free[..n - worn].to_vec();
+        set.extend_from_slice(&free[free.len() - worn..]);
+        set
     }
 
     /// Appends a record to the current anchor (the other, erased, once it is full) and makes
@@ -472,14 +714,23 @@ impl<D: Segments> Log<D> {
             if let Some(a) = &mut self.anchors {
                 a.next = next + 1;
             }
+            // A mark takes the next sequence number without using it up: the slot whose
+            // program called for it has its number already, which the owner may ask for.
             let tag = Tag {
                 key: 0,
                 seq: self.seq,
                 kind: Kind::Root,
                 copy: false,
             };
-            self.seq += 1;
-            match self.dev.write_slot(seg, next, &tag, &data) {
+            if matches!(rec, Record::Root(_)) {
+                self.seq += 1;
+            }
+            let r = if self.config.verify_programs {
+                self.dev.write_slot_verified(seg, next, &tag, &data)
+            } else {
+                self.dev.write_slot(seg, next, &tag, &data)
+            };
+            match r {
                 Ok(()) => {
                     self.dev.sync()?;
                     self.stats.anchor_records += 1;
@@ -510,10 +761,17 @@ impl<D: Segments> Log<D> {
             open_seq: self.seq,
             volume: self.volume,
         };
-        let r = self
-            .dev
-            .erase(seg, false)
-            .and_then(|()| self.dev.write_header(seg, &header));
+        let mut r = self.dev.erase(seg, false);
+        if r.is_ok() && self.config.verify_programs && !self.reads_erased(seg)? {
+            r = Err(Error::Flash(FlashError::EraseFailed { block: seg }));
+        }
+        let mut r = r.and_then(|()| self.dev.write_header(seg, &header));
+        if r.is_ok()
+            && self.config.verify_programs
+            && self.dev.read_header(seg)? != HeaderState::Valid(header)
+        {
+            r = Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
+        }
         match r {
             Ok(()) => {
                 self.stats.erases += 1;
