@@ -297,3 +297,63 @@ fn every_cut_around_a_checkpoint<D: SimSegments>(dev: D, config: FtlConfig, n: u
     assert!(cuts > 100, "only {cuts} cuts");
     assert!(restored > 0, "no cut left a checkpoint to mount from");
 }
+
+#[test]
+fn a_decayed_newest_anchor_record_sends_the_mount_to_the_scan() {
+    let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let ops = workload(21, sectors, 2000);
+    let vers = versions(&ops, sectors);
+    let model = run(&mut ftl, &ops);
+    ftl.flush().unwrap();
+    let [a, z] = ftl.log().volume().anchors.unwrap().map(u32::from);
+    let mut dev = ftl.into_device();
+    // The newest record: the anchor slot with the highest sequence number.
+    let mut newest = None;
+    let mut tags = vec![flashfs::log::tag::TagState::Erased; dev.geometry().slots as usize];
+    for seg in [a, z] {
+        dev.read_tags(seg, &mut tags).unwrap();
+        for (slot, t) in tags.iter().enumerate() {
+            if let flashfs::log::tag::TagState::Valid(t) = t {
+                if newest.is_none_or(|(s, _, _)| t.seq > s) {
+                    newest = Some((t.seq, seg, slot as u32));
+                }
+            }
+        }
+    }
+    let (_, seg, slot) = newest.unwrap();
+    // Decayed beyond the ECC: the record before it may be a root the log has long left
+    // (found by flashfs torture --fault ecc-beyond).
+    assert!(dev.inject_bit_errors(seg, slot, 8));
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(
+        !ftl.log().restored(),
+        "mounted from a record before a damaged one"
+    );
+    check(&mut ftl, &model, &vers, "after the newest record decayed");
+}
+
+/// Anchor records and turns are read back like every program when programs may fail
+/// silently (found by flashfs torture --fault silent: a mark that did not take left an old
+/// root looking current).
+#[test]
+fn silent_failures_of_anchor_programs_lose_nothing() {
+    use flashfs_bench::torture::{run as torture, Fault, TargetKind, TortureOptions, Workload};
+    for (preset, seed, cut) in [("28f008sa", 22, 481), ("w25q64jv", 8, 130)] {
+        let opts = TortureOptions {
+            presets: vec![preset.into()],
+            targets: vec![TargetKind::Ftl],
+            faults: vec![Fault::Silent],
+            workloads: vec![Workload::Mixed],
+            seed,
+            cut: Some(cut),
+            ..TortureOptions::default()
+        };
+        let outcome = torture(&opts, &mut |_, _, _| {}).unwrap();
+        assert!(
+            outcome.violations.is_empty(),
+            "{preset} seed {seed} cut {cut}: {:?}",
+            outcome.violations
+        );
+    }
+}
