@@ -1,9 +1,13 @@
 //! The block device's sector map: where each sector's newest version lives, which trim and
 //! loss records hide older ones, and how the map goes into a checkpoint's pages.
 //!
-//! In a checkpoint the map is its entries, 32 bits each, packed into pages in sector order,
-//! then one or more pages of the live records and the counters record's address (SPEC
-//! §4.4). A page is written again only if an entry in it changed.
+//! In a checkpoint the map is cut into *chunks* of [`CHUNK_PAGES`] pages' worth of sectors.
+//! A chunk whose entries fall into few runs (sectors written in order land in consecutive
+//! slots) takes one page of runs; any other takes its entries, 32 bits each, in as many
+//! pages as they fill — written again only where an entry changed. After the chunks come
+//! one or more pages of the live records and the counters record's address (SPEC §3.5).
+//! Runs are Ryu & Park's extent mappings: a volume written in order is mapped by a few
+//! dozen pages instead of one per 500 sectors, and its mount reads only those.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -15,6 +19,16 @@ use crate::log::{Head, Owner, SlotAddr};
 
 /// Map entry of a sector never written, or trimmed: reads as zeros.
 pub(super) const UNMAPPED: u32 = u32::MAX;
+/// Map pages per chunk.
+pub(super) const CHUNK_PAGES: usize = 16;
+/// Bytes before a map page's runs or entries: its kind, a reserved byte, and its count.
+const PAGE_HEADER: usize = 4;
+/// A map page of runs.
+const PAGE_RUNS: u8 = 2;
+/// A map page of entries.
+const PAGE_ENTRIES: u8 = 1;
+/// Bytes of a run: its length (u16) and first entry (u32).
+const RUN_BYTES: usize = 6;
 /// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
 pub(super) const LOST: u32 = u32::MAX - 1;
 
@@ -24,10 +38,14 @@ pub(super) struct SectorMap {
     /// Each sector's slot, packed ([`SectorMap::pack`]), or [`UNMAPPED`] or [`LOST`]. Changed
     /// only through [`SectorMap::set`], which notes the page a checkpoint must write again.
     at: Vec<u32>,
-    /// Map pages changed since the last checkpoint, a bit each.
+    /// Map pages (in their place as entries) changed since the last checkpoint, a bit each.
     dirty: Vec<u64>,
     /// Entries per map page.
     per_page: usize,
+    /// Per chunk, whether the checkpoint holds it as runs (else as entries).
+    runs: Vec<bool>,
+    /// Pages of the chunk whose first page [`Owner::take_dirty`] last saw, to write.
+    pending: [bool; CHUNK_PAGES],
     /// Write clock at each sector's last write (0: not since mount); empty without hot/cold
     /// separation, which alone needs it.
     pub(super) last_write: Vec<u32>,
@@ -75,11 +93,14 @@ impl SectorMap {
         hot_factor: f64,
         separate: bool,
     ) -> Self {
-        let per_page = payload(slot_size) / 4;
+        let per_page = (payload(slot_size) - PAGE_HEADER) / 4;
+        let chunks = sectors.div_ceil(per_page * CHUNK_PAGES);
         SectorMap {
             at: alloc::vec![UNMAPPED; sectors],
-            dirty: alloc::vec![u64::MAX; sectors.div_ceil(per_page).div_ceil(64)],
+            dirty: alloc::vec![u64::MAX; (chunks * CHUNK_PAGES).div_ceil(64)],
             per_page,
+            runs: alloc::vec![false; chunks],
+            pending: [false; CHUNK_PAGES],
             last_write: if separate {
                 alloc::vec![0; sectors]
             } else {
@@ -118,7 +139,9 @@ impl SectorMap {
     pub(super) fn set(&mut self, k: usize, v: u32) {
         if self.at[k] != v {
             self.at[k] = v;
-            let p = k / self.per_page;
+            // Sector k's page as entries: pages are numbered within chunks.
+            let chunk = self.per_page * CHUNK_PAGES;
+            let p = k / chunk * CHUNK_PAGES + k % chunk / self.per_page;
             self.dirty[p / 64] |= 1 << (p % 64);
         }
     }
@@ -160,9 +183,40 @@ impl SectorMap {
         live
     }
 
-    /// Pages the entries take in a checkpoint.
+    /// Page numbers the chunks take in a checkpoint (some of them absent).
     fn map_pages(&self) -> u32 {
-        self.at.len().div_ceil(self.per_page) as u32
+        (self.runs.len() * CHUNK_PAGES) as u32
+    }
+
+    /// The sectors of chunk `c`.
+    fn chunk(&self, c: usize) -> core::ops::Range<usize> {
+        let first = c * self.per_page * CHUNK_PAGES;
+        first..(first + self.per_page * CHUNK_PAGES).min(self.at.len())
+    }
+
+    /// The runs of chunk `c`: (length, first entry); each next entry of a run is one slot on
+    /// (an address) or the same (unmapped, lost). `None` if they do not fit a page.
+    fn chunk_runs(&self, c: usize) -> Option<Vec<(u16, u32)>> {
+        let max = (self.per_page * 4) / RUN_BYTES;
+        let mut runs: Vec<(u16, u32)> = Vec::new();
+        let mut prev: Option<u32> = None;
+        for &e in &self.at[self.chunk(c)] {
+            let follows = prev.is_some_and(|p| {
+                let step = u32::from(p != UNMAPPED && p != LOST);
+                p.checked_add(step) == Some(e) && (e != UNMAPPED && e != LOST || step == 0)
+            });
+            match runs.last_mut() {
+                Some((n, _)) if follows && *n < u16::MAX => *n += 1,
+                _ => {
+                    if runs.len() == max {
+                        return None;
+                    }
+                    runs.push((1, e));
+                }
+            }
+            prev = Some(e);
+        }
+        Some(runs)
     }
 
     /// The records part of a checkpoint: how many records, the counters record's address,
@@ -184,14 +238,15 @@ impl SectorMap {
     }
 
     /// Rebuilds the map from a checkpoint's pages, read by `read(i, buf)` (a slot long, the
-    /// payload in front). Returns the records it names, by sequence number, for the caller
-    /// to resolve what they hide ([`SectorMap::restore_records`]).
+    /// payload in front; `false` for a page the checkpoint does not hold). Returns the
+    /// records it names, by sequence number, for the caller to resolve what they hide
+    /// ([`SectorMap::restore_records`]).
     pub(super) fn restore(
         &mut self,
         pages: u32,
         slot_size: usize,
         limit: u64,
-        mut read: impl FnMut(u32, &mut [u8]) -> Result<()>,
+        mut read: impl FnMut(u32, &mut [u8]) -> Result<bool>,
     ) -> Result<Vec<(u64, SlotAddr)>> {
         let bad = Error::Corrupt("checkpoint map pages do not match the volume");
         let map_pages = self.map_pages();
@@ -200,20 +255,61 @@ impl SectorMap {
         }
         let pay = payload(slot_size);
         let mut buf = alloc::vec![0u8; slot_size];
-        for p in 0..map_pages {
-            read(p, &mut buf)?;
-            let first = p as usize * self.per_page;
-            let n = self.per_page.min(self.at.len() - first);
-            for (e, w) in self.at[first..first + n]
-                .iter_mut()
-                .zip(buf.chunks_exact(4))
-            {
-                *e = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        for c in 0..self.runs.len() {
+            let range = self.chunk(c);
+            let first = (c * CHUNK_PAGES) as u32;
+            if !read(first, &mut buf)? {
+                return Err(bad);
+            }
+            match buf[0] {
+                PAGE_RUNS => {
+                    let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
+                    let body = buf
+                        .get(PAGE_HEADER..PAGE_HEADER + n * RUN_BYTES)
+                        .ok_or(bad.clone())?;
+                    let mut k = range.start;
+                    for r in body.chunks_exact(RUN_BYTES) {
+                        let len = u16::from_le_bytes([r[0], r[1]]) as usize;
+                        let start = u32::from_le_bytes([r[2], r[3], r[4], r[5]]);
+                        if len == 0 || k + len > range.end {
+                            return Err(bad);
+                        }
+                        let step = u32::from(start != UNMAPPED && start != LOST);
+                        for (i, e) in self.at[k..k + len].iter_mut().enumerate() {
+                            *e = start.wrapping_add(step * i as u32);
+                        }
+                        k += len;
+                    }
+                    if k != range.end {
+                        return Err(bad);
+                    }
+                    self.runs[c] = true;
+                }
+                PAGE_ENTRIES => {
+                    for j in 0..range.len().div_ceil(self.per_page) {
+                        if j > 0 && !read(first + j as u32, &mut buf)? {
+                            return Err(bad);
+                        }
+                        if buf[0] != PAGE_ENTRIES {
+                            return Err(bad);
+                        }
+                        let from = range.start + j * self.per_page;
+                        let n = self.per_page.min(range.end - from);
+                        let body = &buf[PAGE_HEADER..];
+                        for (e, w) in self.at[from..from + n].iter_mut().zip(body.chunks_exact(4)) {
+                            *e = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                        }
+                    }
+                    self.runs[c] = false;
+                }
+                _ => return Err(bad),
             }
         }
         let mut extras = Vec::with_capacity((pages - map_pages) as usize * pay);
         for p in map_pages..pages {
-            read(p, &mut buf)?;
+            if !read(p, &mut buf)? {
+                return Err(bad);
+            }
             extras.extend_from_slice(&buf[..pay]);
         }
         let word = |i: usize| -> Result<u32> {
@@ -331,40 +427,83 @@ impl SectorMap {
 
 impl Owner for SectorMap {
     fn pages(&self) -> u32 {
-        let pay = self.per_page * 4;
+        let pay = self.per_page * 4 + PAGE_HEADER;
         self.map_pages() + (8 + self.records.len() * 12).div_ceil(pay) as u32
     }
 
     fn take_dirty(&mut self, i: u32) -> bool {
         let i = i as usize;
-        let map_pages = self.map_pages() as usize;
-        match self.dirty.get_mut(i / 64) {
-            Some(w) if i < map_pages => {
-                let was = *w & (1 << (i % 64)) != 0;
-                *w &= !(1 << (i % 64));
-                was
-            }
+        if i >= self.map_pages() as usize {
             // The records' pages are written every time: they are few.
-            _ => true,
+            return true;
         }
+        let (c, j) = (i / CHUNK_PAGES, i % CHUNK_PAGES);
+        if j == 0 {
+            // The chunk's encoding is chosen as the log comes to its first page.
+            let bit = |d: &[u64], p: usize| d[p / 64] & (1 << (p % 64)) != 0;
+            let dirty: Vec<bool> = (0..CHUNK_PAGES).map(|j| bit(&self.dirty, i + j)).collect();
+            for p in i..i + CHUNK_PAGES {
+                self.dirty[p / 64] &= !(1 << (p % 64));
+            }
+            self.pending = [false; CHUNK_PAGES];
+            if dirty.iter().any(|&d| d) {
+                let was_runs = self.runs[c];
+                let runs = self.chunk_runs(c).is_some();
+                for (j, p) in self.pending.iter_mut().enumerate() {
+                    // Runs: the first page, and the others once entries, to drop. Entries:
+                    // the pages changed, or all once runs.
+                    *p = match (runs, was_runs) {
+                        (true, true) => j == 0,
+                        (true, false) => true,
+                        (false, true) => true,
+                        (false, false) => dirty[j],
+                    };
+                }
+                self.runs[c] = runs;
+            }
+        }
+        self.pending[j]
     }
 
-    fn encode_page(&self, i: u32, buf: &mut [u8]) {
+    fn encode_page(&self, i: u32, buf: &mut [u8]) -> bool {
         let map_pages = self.map_pages();
-        if i < map_pages {
-            let first = i as usize * self.per_page;
-            let n = self.per_page.min(self.at.len() - first);
-            for (w, e) in buf.chunks_exact_mut(4).zip(&self.at[first..first + n]) {
-                w.copy_from_slice(&e.to_le_bytes());
-            }
-        } else {
-            let pay = self.per_page * 4;
+        if i >= map_pages {
+            let pay = self.per_page * 4 + PAGE_HEADER;
             let extras = self.extras();
             let from = (i - map_pages) as usize * pay;
             let part = extras.get(from..).unwrap_or(&[]);
             let n = part.len().min(pay).min(buf.len());
             buf[..n].copy_from_slice(&part[..n]);
+            return true;
         }
+        let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
+        let range = self.chunk(c);
+        if self.runs[c] {
+            let Some(runs) = self.chunk_runs(c).filter(|_| j == 0) else {
+                return false;
+            };
+            buf[0] = PAGE_RUNS;
+            buf[2..4].copy_from_slice(&(runs.len() as u16).to_le_bytes());
+            for (r, (len, start)) in buf[PAGE_HEADER..].chunks_exact_mut(RUN_BYTES).zip(runs) {
+                r[0..2].copy_from_slice(&len.to_le_bytes());
+                r[2..6].copy_from_slice(&start.to_le_bytes());
+            }
+            return true;
+        }
+        let from = range.start + j * self.per_page;
+        if from >= range.end {
+            return false;
+        }
+        let n = self.per_page.min(range.end - from);
+        buf[0] = PAGE_ENTRIES;
+        buf[2..4].copy_from_slice(&(n as u16).to_le_bytes());
+        for (w, e) in buf[PAGE_HEADER..]
+            .chunks_exact_mut(4)
+            .zip(&self.at[from..from + n])
+        {
+            w.copy_from_slice(&e.to_le_bytes());
+        }
+        true
     }
 
     fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
@@ -429,5 +568,98 @@ impl Owner for SectorMap {
             // The log keeps its checkpoint pages and roots itself.
             Kind::Page | Kind::Root => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLOT: usize = 512;
+
+    /// Takes a checkpoint of `map` into `pages` as the log would (only the pages it says
+    /// changed, dropping the ones it no longer holds).
+    fn checkpoint(map: &mut SectorMap, pages: &mut Vec<Option<Vec<u8>>>) -> usize {
+        let n = map.pages() as usize;
+        pages.resize(n, None);
+        let dirty: Vec<usize> = (0..n)
+            .filter(|&i| map.take_dirty(i as u32) | pages[i].is_none())
+            .collect();
+        let mut written = 0;
+        for i in dirty {
+            let mut buf = vec![0xFFu8; SLOT];
+            if map.encode_page(i as u32, &mut buf[..payload(SLOT)]) {
+                pages[i] = Some(buf);
+                written += 1;
+            } else {
+                pages[i] = None;
+            }
+        }
+        written
+    }
+
+    fn restored(map: &SectorMap, pages: &[Option<Vec<u8>>]) -> SectorMap {
+        let mut m = SectorMap::new(map.len(), 31, SLOT, 0.5, false);
+        m.restore(
+            pages.len() as u32,
+            SLOT,
+            u64::from(u32::MAX - 2),
+            |i, buf| match &pages[i as usize] {
+                Some(p) => {
+                    buf.copy_from_slice(p);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+        )
+        .unwrap();
+        m
+    }
+
+    #[test]
+    fn chunks_of_runs_and_of_entries_round_trip_through_their_changes() {
+        let per_chunk = (payload(SLOT) - PAGE_HEADER) / 4 * CHUNK_PAGES;
+        let sectors = per_chunk * 3 + 100;
+        let mut map = SectorMap::new(sectors, 31, SLOT, 0.5, false);
+        // Chunk 0 written in order (runs); chunk 1 at random (entries); the rest unmapped.
+        for k in 0..per_chunk {
+            map.set(k, 1000 + k as u32);
+        }
+        let mut x = 7u32;
+        for k in per_chunk..2 * per_chunk {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            map.set(k, x % 100_000);
+        }
+        map.set(3 * per_chunk + 5, LOST);
+        let mut pages = Vec::new();
+        let first = checkpoint(&mut map, &mut pages);
+        assert!(map.runs[0] && !map.runs[1] && map.runs[2] && map.runs[3]);
+        assert_eq!(restored(&map, &pages).entries(), map.entries());
+        // One entry changes in each: chunk 0 stays runs (one page), chunk 1 rewrites one
+        // page of entries.
+        map.set(3, 5);
+        map.set(per_chunk + 1, 9);
+        assert_eq!(
+            checkpoint(&mut map, &mut pages),
+            2 + 1,
+            "the records page too"
+        );
+        assert_eq!(restored(&map, &pages).entries(), map.entries());
+        // Chunk 0 scattered: entries now, every page; chunk 1 made sequential: runs.
+        for k in (0..per_chunk).step_by(2) {
+            map.set(k, UNMAPPED - 7 - k as u32);
+        }
+        for k in per_chunk..2 * per_chunk {
+            map.set(k, 50_000 + k as u32);
+        }
+        checkpoint(&mut map, &mut pages);
+        assert!(!map.runs[0] && map.runs[1]);
+        assert_eq!(
+            pages[CHUNK_PAGES + 1],
+            None,
+            "the entries pages of a runs chunk go"
+        );
+        assert_eq!(restored(&map, &pages).entries(), map.entries());
+        assert!(first > 0);
     }
 }

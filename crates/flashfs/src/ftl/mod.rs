@@ -299,7 +299,10 @@ impl<D: Segments> Ftl<D> {
             pages.len() as u32,
             geo.slot_size as usize,
             limit,
-            |i, buf| log.read_page(i, pages[i as usize], buf),
+            |i, buf| match pages.get(i as usize).copied().flatten() {
+                Some(at) => log.read_page(i, at, buf).map(|()| true),
+                None => Ok(false),
+            },
         )?;
         let mut records: BTreeMap<u64, SlotAddr> = BTreeMap::new();
         // A record the checkpoint names but that was dropped since (it had hidden all it had

@@ -25,6 +25,9 @@ use crate::error::{Error, Result};
 /// Head code in the header of an anchor segment.
 pub(crate) const ANCHOR_HEAD: u8 = 5;
 
+/// A directory entry for a body page the checkpoint does not hold.
+pub(crate) const ABSENT: u32 = u32::MAX;
+
 /// Key of the first directory page (body pages are keyed from 0).
 pub(crate) const DIR_KEY: u32 = 0x8000_0000;
 

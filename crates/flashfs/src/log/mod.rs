@@ -226,9 +226,10 @@ pub enum Start {
 /// What a mount from a checkpoint gives the owner.
 #[derive(Debug)]
 pub struct Restored {
-    /// The addresses of the owner's pages in the checkpoint, in order, which the owner reads
-    /// ([`Log::read_page`]) to rebuild its map as it was at the checkpoint.
-    pub pages: Vec<SlotAddr>,
+    /// The addresses of the owner's pages in the checkpoint, in order (`None` for a page it
+    /// does not hold), which the owner reads ([`Log::read_page`]) to rebuild its map as it
+    /// was at the checkpoint.
+    pub pages: Vec<Option<SlotAddr>>,
     /// Every valid tag written after the checkpoint (the cleaner's copies among them), which
     /// the owner applies over that map as a scan would.
     pub rolled: Vec<(SlotAddr, Tag)>,
@@ -249,9 +250,11 @@ pub trait Owner {
         let _ = i;
         true
     }
-    /// Encodes page `i` into `buf` (a slot less the page's checksum).
-    fn encode_page(&self, i: u32, buf: &mut [u8]) {
+    /// Encodes page `i` into `buf` (a slot less the page's checksum); `false` if the
+    /// checkpoint holds no page `i` this time (its content fits in another).
+    fn encode_page(&self, i: u32, buf: &mut [u8]) -> bool {
         let _ = (i, buf);
+        false
     }
     /// Whether a slot the cleaner is about to copy is still needed (default: yes).
     /// `oldest_elsewhere` is the lowest sequence number any other segment may still hold: a

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use flash::FlashError;
 
-use super::checkpoint::{max_dirs, open_page, payload, seal_page};
+use super::checkpoint::{max_dirs, open_page, payload, seal_page, ABSENT};
 use super::*;
 
 /// What reading the anchors found.
@@ -241,20 +241,24 @@ impl<D: Segments> Log<D> {
                 return Ok(None);
             };
             for w in body.chunks_exact(4).take(total - pages.len()) {
-                pages.push(self.unpack(u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
+                let p = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                pages.push((p != ABSENT).then(|| self.unpack(p)));
             }
         }
         if pages.len() != total {
             return Ok(None);
         }
         for (&key, &at) in &moved {
-            if let Some(p) = pages.get_mut(key as usize) {
-                *p = at;
+            if let Some(p) = pages.get_mut(key as usize).filter(|p| p.is_some()) {
+                *p = Some(at);
             }
         }
         let per = pay / SEG_ENTRY;
         for p in 0..log_pages {
-            let Some(body) = self.read_page_at(pages[p as usize], p, &mut buf)? else {
+            let Some(at) = pages[p as usize] else {
+                return Ok(None);
+            };
+            let Some(body) = self.read_page_at(at, p, &mut buf)? else {
                 return Ok(None);
             };
             let entries: Vec<SegEntry> = body
@@ -356,7 +360,7 @@ impl<D: Segments> Log<D> {
             }
         }
         self.seq = max_seq + 1;
-        for &at in pages.iter().chain(&moved_dirs) {
+        for &at in pages.iter().flatten().chain(&moved_dirs) {
             self.mark_live(at);
         }
         anchors.needs_mark = true;
@@ -366,11 +370,7 @@ impl<D: Segments> Log<D> {
         anchors.log_pages = log_pages;
         anchors.dirs = moved_dirs;
         let owner = pages.split_off(log_pages as usize);
-        anchors.pages = pages
-            .into_iter()
-            .chain(owner.iter().copied())
-            .map(Some)
-            .collect();
+        anchors.pages = pages.into_iter().chain(owner.iter().copied()).collect();
         self.anchors = Some(anchors);
         self.restored = true;
         // The checkpoint's pages are the log's; the rest is the owner's to resolve.
@@ -507,8 +507,11 @@ impl<D: Segments> Log<D> {
         let mut buf = alloc::vec![0xFFu8; slot];
         for i in dirty {
             buf.fill(0xFF);
-            owner.encode_page(i, &mut buf[..pay]);
-            self.put_page(log_pages + i, &mut buf)?;
+            if owner.encode_page(i, &mut buf[..pay]) {
+                self.put_page(log_pages + i, &mut buf)?;
+            } else {
+                self.drop_page(log_pages + i);
+            }
         }
         // The table says what each segment was before it and the directory were written; the
         // segments opened meanwhile go in the root ("late"), their headers saying the rest.
@@ -532,10 +535,10 @@ impl<D: Segments> Log<D> {
         for d in 0..ndirs {
             buf.fill(0xFF);
             for j in 0..per_dir.min(total - d * per_dir) {
-                let at = self
+                let p = self
                     .page_at(d * per_dir + j)
-                    .ok_or(Error::Corrupt("checkpoint page missing from its directory"))?;
-                buf[j * 4..j * 4 + 4].copy_from_slice(&self.pack(at).to_le_bytes());
+                    .map_or(ABSENT, |at| self.pack(at));
+                buf[j * 4..j * 4 + 4].copy_from_slice(&p.to_le_bytes());
             }
             let key = DIR_KEY + d as u32;
             seal_page(key, &mut buf);
@@ -582,6 +585,16 @@ impl<D: Segments> Log<D> {
 
     fn page_at(&self, i: usize) -> Option<SlotAddr> {
         self.anchors.as_ref()?.pages.get(i).copied().flatten()
+    }
+
+    /// Body page `key` is not in the checkpoint any more.
+    fn drop_page(&mut self, key: u32) {
+        let Some(a) = &mut self.anchors else {
+            return;
+        };
+        if let Some(old) = a.pages[key as usize].take() {
+            self.kill(old);
+        }
     }
 
     /// Seals and writes body page `key`, killing its previous version.
