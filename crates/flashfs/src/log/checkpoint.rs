@@ -71,7 +71,8 @@ pub(crate) fn open_page(key: u32, page: &[u8]) -> Result<&[u8]> {
     Ok(&page[..n])
 }
 
-fn page_crc(key: u32, payload: &[u8]) -> u32 {
+/// The checksum a page `key` with this payload carries.
+pub(crate) fn page_crc(key: u32, payload: &[u8]) -> u32 {
     let mut d = CRC32.digest();
     d.update(&key.to_le_bytes());
     d.update(payload);
@@ -265,6 +266,9 @@ pub(crate) struct Anchors {
     pub rolling: bool,
     /// The newest root's set of segments.
     pub set: Vec<u32>,
+    /// The checksums of the segment-table pages on flash: a page that would be written
+    /// again unchanged is left where it is.
+    pub table_sums: Vec<u32>,
 }
 
 impl Anchors {
@@ -280,6 +284,7 @@ impl Anchors {
             log_pages: 0,
             rolling: false,
             set: Vec::new(),
+            table_sums: Vec::new(),
         }
     }
 

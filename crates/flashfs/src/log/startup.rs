@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use flash::FlashError;
 
-use super::checkpoint::{max_dirs, open_page, payload, seal_page, ABSENT};
+use super::checkpoint::{max_dirs, open_page, page_crc, payload, seal_page, ABSENT};
 use super::*;
 
 /// What reading the anchors found.
@@ -261,6 +261,7 @@ impl<D: Segments> Log<D> {
             let Some(body) = self.read_page_at(at, p, &mut buf)? else {
                 return Ok(None);
             };
+            anchors.table_sums.push(page_crc(p, body));
             let entries: Vec<SegEntry> = body
                 .chunks_exact(SEG_ENTRY)
                 .take(per)
@@ -529,6 +530,15 @@ impl<D: Segments> Log<D> {
                 }
                 .encode(&mut buf[j * SEG_ENTRY..]);
             }
+            let sum = page_crc(p as u32, &buf[..pay]);
+            let Some(a) = &mut self.anchors else {
+                return Ok(());
+            };
+            if a.pages[p].is_some() && a.table_sums.get(p) == Some(&sum) {
+                continue;
+            }
+            a.table_sums.resize(log_pages as usize, 0);
+            a.table_sums[p] = sum;
             self.put_page(p as u32, &mut buf)?;
         }
         let mut dirs = Vec::with_capacity(ndirs);
