@@ -36,14 +36,15 @@ fn fixed_clock() -> Timespec {
 /// The file system's settings for a fault kind: a fixed clock, and for silent failures the
 /// log reads back every program ([`flashfs::LogConfig::verify_programs`]). The torture's
 /// small devices keep checkpoints, as larger ones do by default, so that a mount after a
-/// cut rolls forward from the last one.
+/// cut rolls forward from the last one — but not the smallest (seven units of 64 KiB),
+/// which their anchors and room would leave too small for the file system.
 pub fn fs_config(fault: Fault) -> FsConfig {
     let mut c = FsConfig {
         clock: fixed_clock,
         ..FsConfig::default()
     };
     c.ftl.log.verify_programs |= fault.verifies_programs();
-    c.ftl.log.checkpoint_min_segments = 0;
+    c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
     c
 }
 
