@@ -1947,13 +1947,18 @@ fn run_combo<D: Clone, T: Target>(
 
 /// The block device's settings for a fault kind: silent failures need programs read back.
 /// The torture's small devices keep checkpoints (which only larger ones do by default), so
-/// that the workloads' checkpoints, the marks after them and the anchors' turns are cut.
+/// that the workloads' checkpoints, the marks after them and the anchors' turns are cut;
+/// their map cache holds a few pages, so that map pages are read back and force checkpoints.
 pub fn ftl_config(fault: Fault) -> FtlConfig {
     let mut c = FtlConfig::default();
     c.log.verify_programs |= fault.verifies_programs();
     c.log.checkpoint_min_segments = 0;
+    c.map_cache = SMALL_MAP_CACHE;
     c
 }
+
+/// The torture's map cache: a few map pages.
+pub const SMALL_MAP_CACHE: usize = 4 * 1024;
 
 /// Runs one preset, fault kind and workload on the block device; `base` gives the formatted
 /// device for a workload seed.

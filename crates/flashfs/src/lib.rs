@@ -21,5 +21,5 @@ pub mod stream;
 pub use error::{Error, Result};
 pub use fs::{Fs, FsConfig};
 pub use ftl::{BlockDevice, Ftl, FtlConfig};
-pub use log::{Head, Log, LogConfig, LogStats, Owner, SlotAddr};
+pub use log::{Head, Log, LogConfig, LogStats, Owner, PageSource, SlotAddr};
 pub use media::{NandSegments, NorSegments, SegGeometry, Segments};

@@ -316,7 +316,7 @@ fn check_list<D: Segments>(fs: &mut Fs<D>, f: Ino, want: &VecDeque<(u64, Vec<u8>
 fn sector_holding<D: Segments>(fs: &mut Fs<D>, needle: &[u8]) -> Option<u64> {
     let mut buf = vec![0u8; fs.block_size() as usize];
     (1..fs.ftl().sectors()).find(|&k| {
-        fs.ftl().is_mapped(k)
+        fs.ftl_mut().is_mapped(k).unwrap()
             && fs.ftl_mut().read(k, &mut buf).is_ok()
             && buf.windows(needle.len()).any(|w| w == needle)
     })

@@ -43,7 +43,11 @@ fn op(sectors: u64) -> impl Strategy<Value = Op> {
 }
 
 fn run<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut ftl = Ftl::format(dev, FtlConfig::default()).unwrap();
+    run_with(dev, ops, FtlConfig::default())
+}
+
+fn run_with<D: Segments>(dev: D, ops: &[Op], config: FtlConfig) -> Result<(), TestCaseError> {
+    let mut ftl = Ftl::format(dev, config).unwrap();
     let ss = ftl.sector_size();
     let mut model = vec![vec![0u8; ss]; ftl.sectors() as usize];
     for op in ops {
@@ -80,16 +84,16 @@ fn run<D: Segments>(dev: D, ops: &[Op]) -> Result<(), TestCaseError> {
                 }
             }
             Op::Flush => ftl.flush().unwrap(),
-            Op::Remount => ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap(),
+            Op::Remount => ftl = Ftl::mount(ftl.into_device(), config).unwrap(),
             Op::Close => {
                 let keeps = ftl.log().volume().anchors.is_some();
-                ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+                ftl = Ftl::mount(ftl.close().unwrap(), config).unwrap();
                 prop_assert_eq!(ftl.log().restored(), keeps, "mount after a close");
             }
             Op::Gc => ftl.gc().unwrap(),
         }
     }
-    let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+    let mut ftl = Ftl::mount(ftl.into_device(), config).unwrap();
     let mut buf = vec![0u8; ss];
     for (k, want) in model.iter().enumerate() {
         ftl.read(k as u64, &mut buf).unwrap();
@@ -118,5 +122,14 @@ proptest! {
     #[test]
     fn nand_with_checkpoints_matches_model(ops in proptest::collection::vec(op(1900), 1..600)) {
         run(nand_checkpointed(), &ops)?;
+    }
+
+    /// A map cache of two pages: nearly every access reads a map page back from the
+    /// checkpoint, and the changed pages force one every few writes.
+    #[test]
+    fn nand_with_a_two_page_map_cache_matches_model(
+        ops in proptest::collection::vec(op(1900), 1..600)
+    ) {
+        run_with(nand_checkpointed(), &ops, FtlConfig { map_cache: 1024, ..FtlConfig::default() })?;
     }
 }

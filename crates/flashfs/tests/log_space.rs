@@ -8,12 +8,20 @@ use std::time::Duration;
 use common::*;
 use flashfs::log::policy::Policy;
 use flashfs::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
-use flashfs::{BlockDevice, Error, Ftl, FtlConfig, Log, LogConfig, Owner, SlotAddr};
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, Log, LogConfig, Owner, PageSource, SlotAddr};
 
 /// An owner that keeps every slot (nothing is ever overwritten).
 struct Hoarder;
 impl Owner for Hoarder {
-    fn moved(&mut self, _: &Tag, _: SlotAddr, _: SlotAddr) {}
+    fn moved(
+        &mut self,
+        _: &Tag,
+        _: SlotAddr,
+        _: SlotAddr,
+        _: &mut dyn PageSource,
+    ) -> flashfs::Result<()> {
+        Ok(())
+    }
 }
 
 #[test]

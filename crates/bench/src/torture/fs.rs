@@ -45,6 +45,7 @@ pub fn fs_config(fault: Fault) -> FsConfig {
     };
     c.ftl.log.verify_programs |= fault.verifies_programs();
     c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
+    c.ftl.map_cache = super::SMALL_MAP_CACHE;
     c
 }
 

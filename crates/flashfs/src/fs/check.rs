@@ -529,7 +529,13 @@ impl<D: Segments> Fs<D> {
                 space.pending()
             ));
         }
-        let mapped: BTreeSet<u64> = self.tree.store().ftl.mapped().collect();
+        let mapped: BTreeSet<u64> = self
+            .tree
+            .store_mut()
+            .ftl
+            .mapped_where(|_| true)?
+            .into_iter()
+            .collect();
         let mut buf = alloc::vec![0; self.sb.block_size as usize];
         for k in 0..sectors {
             if !usage.is_used(k) {

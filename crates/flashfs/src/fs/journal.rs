@@ -785,7 +785,7 @@ impl<D: Segments> Fs<D> {
             match BlockHeader::decode(&buf) {
                 Some(h) if h.epoch == self.sb.commit => found.push((h.index, b)),
                 // An earlier epoch's: dead, and forgotten so the cleaner does not copy it.
-                _ => self.tree.store_mut().ftl.forget(b),
+                _ => self.tree.store_mut().ftl.forget(b)?,
             }
         }
         found.sort_unstable();

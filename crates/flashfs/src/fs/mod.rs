@@ -469,7 +469,9 @@ impl<D: Segments> Fs<D> {
             self.journal.replay_pinned += 1;
             return;
         }
-        self.tree.store_mut().ftl.forget(k);
+        // Forgetting only spares the cleaner copies: a map page that does not read back
+        // leaves the data live until the next mount forgets what no version uses.
+        let _ = self.tree.store_mut().ftl.forget(k);
         match by {
             Some(ino) if self.tails.owes(ino) => self.journal.held.push((ino, k)),
             _ => self.tree.store_mut().space.reuse(k),
@@ -531,14 +533,14 @@ impl<D: Segments> Fs<D> {
             store.ftl.flush()?;
             self.sb_records = 1;
         }
-        self.tree.store_mut().committed();
+        self.tree.store_mut().committed()?;
         self.sb = sb;
         self.commits += 1;
         // The blocks of the epoch just ended hold nothing needed now: forgotten, they are
         // dead to the cleaner at once, rather than copied as live until the next epoch
         // reuses them (SPEC §8.5b).
         for (i, _) in self.journal.in_epoch.iter().enumerate().filter(|(_, &b)| b) {
-            self.tree.store_mut().ftl.forget(i as u64 + 1);
+            self.tree.store_mut().ftl.forget(i as u64 + 1)?;
         }
         self.journal.checkpointed(sb.commit, self.tree.mutations());
         self.tails.checkpointed();

@@ -288,8 +288,8 @@ impl<D: Segments> Fs<D> {
     /// each mount would bring back dead data the log had already counted as free space.
     pub(super) fn forget_stale(&mut self, unwritten: &[(u64, u64, Extent)]) -> Result<()> {
         let store = self.tree.store_mut();
-        for k in store.stale() {
-            store.ftl.forget(k);
+        for k in store.stale()? {
+            store.ftl.forget(k)?;
         }
         for &(ino, first, e) in unwritten {
             // The blocks an extent of now still maps unwritten to the same sectors; both
@@ -301,7 +301,7 @@ impl<D: Segments> Fs<D> {
                 let (lo, hi) = (b.max(first), (b + now.len).min(first + e.len));
                 let store = self.tree.store_mut();
                 for k in e.start + (lo - first)..e.start + (hi - first) {
-                    store.ftl.forget(k);
+                    store.ftl.forget(k)?;
                 }
             }
         }

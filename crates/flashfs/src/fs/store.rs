@@ -45,20 +45,19 @@ impl<D: Segments> Store<D> {
 
     /// Frees the pending sectors now that the commit is durable, and lets the log forget
     /// their data so the cleaner stops copying it.
-    pub fn committed(&mut self) {
+    pub fn committed(&mut self) -> Result<()> {
         for (a, n) in self.space.committed() {
             for k in a..a + n {
-                self.ftl.forget(k);
+                self.ftl.forget(k)?;
             }
         }
+        Ok(())
     }
 
     /// Sectors the block device holds data for that are now free.
-    pub fn stale(&self) -> Vec<u64> {
-        self.ftl
-            .mapped()
-            .filter(|&k| self.space.is_free(k))
-            .collect()
+    pub fn stale(&mut self) -> Result<Vec<u64>> {
+        let space = &self.space;
+        self.ftl.mapped_where(|k| space.is_free(k))
     }
 }
 

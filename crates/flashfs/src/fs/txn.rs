@@ -767,7 +767,8 @@ impl<D: Segments> Fs<D> {
         let store = self.tree.store_mut();
         for &(a, n) in runs {
             for k in a..a + n {
-                store.ftl.forget(k);
+                // Only spares the cleaner a copy (see `Fs::forget_freed`).
+                let _ = store.ftl.forget(k);
             }
             store.space.unalloc(a, n);
         }

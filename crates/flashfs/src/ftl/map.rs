@@ -1,51 +1,28 @@
 //! The block device's sector map: where each sector's newest version lives, which trim and
-//! loss records hide older ones, and how the map goes into a checkpoint's pages.
+//! loss records hide older ones, and what of it goes into a checkpoint.
 //!
-//! In a checkpoint the map is cut into *chunks* of [`CHUNK_PAGES`] pages' worth of sectors.
-//! A chunk whose entries fall into few runs (sectors written in order land in consecutive
-//! slots) takes one page of runs; any other takes its entries, 32 bits each, in as many
-//! pages as they fill — written again only where an entry changed. After the chunks come
-//! one or more pages of the live records and the counters record's address (SPEC §3.5).
-//! Runs are Ryu & Park's extent mappings: a volume written in order is mapped by a few
-//! dozen pages instead of one per 500 sectors, and its mount reads only those.
+//! The entries are kept a page at a time under a RAM budget ([`MapPages`]); after the map
+//! pages, a checkpoint holds one or more pages of the live records and the counters
+//! record's address (SPEC §3.5).
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
+use super::pages::{is_slot, MapPages, LOST, PAGE_HEADER, UNMAPPED};
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
 use crate::log::tag::{Kind, Tag};
-use crate::log::{Head, Owner, SlotAddr};
-
-/// Map entry of a sector never written, or trimmed: reads as zeros.
-pub(super) const UNMAPPED: u32 = u32::MAX;
-/// Map pages per chunk.
-pub(super) const CHUNK_PAGES: usize = 16;
-/// Bytes before a map page's runs or entries: its kind, a reserved byte, and its count.
-const PAGE_HEADER: usize = 4;
-/// A map page of runs.
-const PAGE_RUNS: u8 = 2;
-/// A map page of entries.
-const PAGE_ENTRIES: u8 = 1;
-/// Bytes of a run: its length (u16) and first entry (u32).
-const RUN_BYTES: usize = 6;
-/// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
-pub(super) const LOST: u32 = u32::MAX - 1;
+use crate::log::{Head, Owner, PageSource, SlotAddr};
 
 /// Where each sector lives, and how often it is rewritten.
 #[derive(Debug)]
 pub(super) struct SectorMap {
-    /// Each sector's slot, packed ([`SectorMap::pack`]), or [`UNMAPPED`] or [`LOST`]. Changed
-    /// only through [`SectorMap::set`], which notes the page a checkpoint must write again.
-    at: Vec<u32>,
-    /// Map pages (in their place as entries) changed since the last checkpoint, a bit each.
-    dirty: Vec<u64>,
-    /// Entries per map page.
-    per_page: usize,
-    /// Per chunk, whether the checkpoint holds it as runs (else as entries).
-    runs: Vec<bool>,
-    /// Pages of the chunk whose first page [`Owner::take_dirty`] last saw, to write.
-    pending: [bool; CHUNK_PAGES],
+    /// Each sector's slot, packed ([`SectorMap::pack`]), or [`UNMAPPED`] or [`LOST`].
+    pub(super) at: MapPages,
+    /// Sectors mapped.
+    sectors: usize,
+    /// Bytes of a slot.
+    slot_size: usize,
     /// Write clock at each sector's last write (0: not since mount); empty without hot/cold
     /// separation, which alone needs it.
     pub(super) last_write: Vec<u32>,
@@ -60,7 +37,7 @@ pub(super) struct SectorMap {
     pub(super) lost: Vec<u32>,
     /// For each sector without data, the sequence number of the trim or loss record that
     /// hides its older versions (0: none). Empty until the first record: a file system
-    /// never trims, and this is half the map's RAM.
+    /// never trims.
     pub(super) hidden_by: Vec<u64>,
     /// Live trim and loss records by sequence number. Each hides at least one sector no
     /// other record hides, so there are never more of them than sectors without data: the
@@ -84,23 +61,19 @@ pub(super) struct Record {
 }
 
 impl SectorMap {
-    /// An empty map of `sectors` sectors on a log of `slots` slots per segment, `slot_size`
-    /// bytes each.
+    /// An empty map of `sectors` sectors on a log of `slots` slots per segment (`segments`
+    /// of them), `slot_size` bytes each, keeping `budget` bytes of its entries in RAM.
     pub(super) fn new(
         sectors: usize,
-        slots: u32,
-        slot_size: usize,
+        (segments, slots, slot_size): (u32, u32, usize),
+        budget: usize,
         hot_factor: f64,
         separate: bool,
     ) -> Self {
-        let per_page = (payload(slot_size) - PAGE_HEADER) / 4;
-        let chunks = sectors.div_ceil(per_page * CHUNK_PAGES);
         SectorMap {
-            at: alloc::vec![UNMAPPED; sectors],
-            dirty: alloc::vec![u64::MAX; (chunks * CHUNK_PAGES).div_ceil(64)],
-            per_page,
-            runs: alloc::vec![false; chunks],
-            pending: [false; CHUNK_PAGES],
+            at: MapPages::new(sectors, slot_size, budget, segments as u64 * slots as u64),
+            sectors,
+            slot_size,
             last_write: if separate {
                 alloc::vec![0; sectors]
             } else {
@@ -122,46 +95,48 @@ impl SectorMap {
 
     /// Sectors mapped.
     pub(super) fn len(&self) -> usize {
-        self.at.len()
+        self.sectors
     }
 
     /// Sector `k`'s entry.
-    pub(super) fn get(&self, k: usize) -> u32 {
-        self.at[k]
-    }
-
-    /// Every entry, in sector order.
-    pub(super) fn entries(&self) -> &[u32] {
-        &self.at
+    pub(super) fn get(&mut self, k: usize, src: &mut dyn PageSource) -> Result<u32> {
+        self.at.get(k, src)
     }
 
     /// Sets sector `k`'s entry.
-    pub(super) fn set(&mut self, k: usize, v: u32) {
-        if self.at[k] != v {
-            self.at[k] = v;
-            // Sector k's page as entries: pages are numbered within chunks.
-            let chunk = self.per_page * CHUNK_PAGES;
-            let p = k / chunk * CHUNK_PAGES + k % chunk / self.per_page;
-            self.dirty[p / 64] |= 1 << (p % 64);
+    pub(super) fn set(&mut self, k: usize, v: u32, src: &mut dyn PageSource) -> Result<()> {
+        self.at.set(k, v, src)
+    }
+
+    /// Where a sector's data is, if it has some.
+    pub(super) fn slot(&mut self, k: usize, src: &mut dyn PageSource) -> Result<Option<SlotAddr>> {
+        if k >= self.sectors {
+            return Ok(None);
         }
+        let p = self.at.get(k, src)?;
+        Ok(is_slot(p).then(|| self.unpack(p)))
     }
 
     /// Takes in the records a checkpoint named, given each one's ranges: a record hides the
     /// sectors in its ranges that have no data, unless a newer record hides them. Returns
     /// the records left live, which the caller marks live in the log.
-    pub(super) fn restore_records(&mut self, records: Vec<RecordRanges>) -> Vec<SlotAddr> {
+    pub(super) fn restore_records(
+        &mut self,
+        records: Vec<RecordRanges>,
+        src: &mut dyn PageSource,
+    ) -> Result<Vec<SlotAddr>> {
         if records.is_empty() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        self.hidden_by = alloc::vec![0; self.at.len()];
+        self.hidden_by = alloc::vec![0; self.sectors];
         let mut hides: BTreeMap<u64, u32> = BTreeMap::new();
         for (seq, _, ranges) in &records {
             for &(start, count) in ranges {
                 let end = (start as usize)
                     .saturating_add(count as usize)
-                    .min(self.at.len());
+                    .min(self.sectors);
                 for k in (start as usize).min(end)..end {
-                    let held = self.at[k] == UNMAPPED || self.at[k] == LOST;
+                    let held = !is_slot(self.at.get(k, src)?);
                     if held && self.hidden_by[k] < *seq {
                         let previous = core::mem::replace(&mut self.hidden_by[k], *seq);
                         if let Some(h) = hides.get_mut(&previous) {
@@ -180,43 +155,12 @@ impl SectorMap {
                 live.push(at);
             }
         }
-        live
+        Ok(live)
     }
 
-    /// Page numbers the chunks take in a checkpoint (some of them absent).
-    fn map_pages(&self) -> u32 {
-        (self.runs.len() * CHUNK_PAGES) as u32
-    }
-
-    /// The sectors of chunk `c`.
-    fn chunk(&self, c: usize) -> core::ops::Range<usize> {
-        let first = c * self.per_page * CHUNK_PAGES;
-        first..(first + self.per_page * CHUNK_PAGES).min(self.at.len())
-    }
-
-    /// The runs of chunk `c`: (length, first entry); each next entry of a run is one slot on
-    /// (an address) or the same (unmapped, lost). `None` if they do not fit a page.
-    fn chunk_runs(&self, c: usize) -> Option<Vec<(u16, u32)>> {
-        let max = (self.per_page * 4) / RUN_BYTES;
-        let mut runs: Vec<(u16, u32)> = Vec::new();
-        let mut prev: Option<u32> = None;
-        for &e in &self.at[self.chunk(c)] {
-            let follows = prev.is_some_and(|p| {
-                let step = u32::from(p != UNMAPPED && p != LOST);
-                p.checked_add(step) == Some(e) && (e != UNMAPPED && e != LOST || step == 0)
-            });
-            match runs.last_mut() {
-                Some((n, _)) if follows && *n < u16::MAX => *n += 1,
-                _ => {
-                    if runs.len() == max {
-                        return None;
-                    }
-                    runs.push((1, e));
-                }
-            }
-            prev = Some(e);
-        }
-        Some(runs)
+    /// Entries a page of records holds.
+    fn extras_per_page(&self) -> usize {
+        self.at.per_page() * 4 + PAGE_HEADER
     }
 
     /// The records part of a checkpoint: how many records, the counters record's address,
@@ -237,77 +181,25 @@ impl SectorMap {
         b
     }
 
-    /// Rebuilds the map from a checkpoint's pages, read by `read(i, buf)` (a slot long, the
-    /// payload in front; `false` for a page the checkpoint does not hold). Returns the
-    /// records it names, by sequence number, for the caller to resolve what they hide
-    /// ([`SectorMap::restore_records`]).
-    pub(super) fn restore(
+    /// Reads the part of a checkpoint of `pages` pages that follows the map pages (read
+    /// first, [`MapPages::restore_chunk`]): the counters record's address, and the records
+    /// it names, by sequence number, which it returns for the caller to resolve what they
+    /// hide ([`SectorMap::restore_records`]).
+    pub(super) fn restore_extras(
         &mut self,
         pages: u32,
-        slot_size: usize,
-        limit: u64,
-        mut read: impl FnMut(u32, &mut [u8]) -> Result<bool>,
+        src: &mut dyn PageSource,
     ) -> Result<Vec<(u64, SlotAddr)>> {
         let bad = Error::Corrupt("checkpoint map pages do not match the volume");
-        let map_pages = self.map_pages();
+        let map_pages = self.at.map_pages();
         if pages <= map_pages {
             return Err(bad);
         }
-        let pay = payload(slot_size);
-        let mut buf = alloc::vec![0u8; slot_size];
-        for c in 0..self.runs.len() {
-            let range = self.chunk(c);
-            let first = (c * CHUNK_PAGES) as u32;
-            if !read(first, &mut buf)? {
-                return Err(bad);
-            }
-            match buf[0] {
-                PAGE_RUNS => {
-                    let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
-                    let body = buf
-                        .get(PAGE_HEADER..PAGE_HEADER + n * RUN_BYTES)
-                        .ok_or(bad.clone())?;
-                    let mut k = range.start;
-                    for r in body.chunks_exact(RUN_BYTES) {
-                        let len = u16::from_le_bytes([r[0], r[1]]) as usize;
-                        let start = u32::from_le_bytes([r[2], r[3], r[4], r[5]]);
-                        if len == 0 || k + len > range.end {
-                            return Err(bad);
-                        }
-                        let step = u32::from(start != UNMAPPED && start != LOST);
-                        for (i, e) in self.at[k..k + len].iter_mut().enumerate() {
-                            *e = start.wrapping_add(step * i as u32);
-                        }
-                        k += len;
-                    }
-                    if k != range.end {
-                        return Err(bad);
-                    }
-                    self.runs[c] = true;
-                }
-                PAGE_ENTRIES => {
-                    for j in 0..range.len().div_ceil(self.per_page) {
-                        if j > 0 && !read(first + j as u32, &mut buf)? {
-                            return Err(bad);
-                        }
-                        if buf[0] != PAGE_ENTRIES {
-                            return Err(bad);
-                        }
-                        let from = range.start + j * self.per_page;
-                        let n = self.per_page.min(range.end - from);
-                        let body = &buf[PAGE_HEADER..];
-                        for (e, w) in self.at[from..from + n].iter_mut().zip(body.chunks_exact(4)) {
-                            *e = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                        }
-                    }
-                    self.runs[c] = false;
-                }
-                _ => return Err(bad),
-            }
-        }
+        let pay = payload(self.slot_size);
+        let mut buf = alloc::vec![0u8; self.slot_size];
         let mut extras = Vec::with_capacity((pages - map_pages) as usize * pay);
         for p in map_pages..pages {
-            if !read(p, &mut buf)? {
+            if !src.read_page(p, &mut buf)? {
                 return Err(bad);
             }
             extras.extend_from_slice(&buf[..pay]);
@@ -319,8 +211,9 @@ impl SectorMap {
         };
         let n = word(0)? as usize;
         let counters = word(4)?;
-        let valid = |p: u32| p == UNMAPPED || p == LOST || (p as u64) < limit;
-        if !valid(counters) || !self.at.iter().all(|&p| valid(p)) {
+        let limit = self.limit();
+        let valid = |p: u32| !is_slot(p) || (p as u64) < limit;
+        if !valid(counters) {
             return Err(bad);
         }
         self.counters_at = (counters != UNMAPPED).then(|| self.unpack(counters));
@@ -335,14 +228,19 @@ impl SectorMap {
                     .unwrap(),
             );
             let p = word(at + 8)?;
-            if !valid(p) || p == UNMAPPED || p == LOST {
+            if !valid(p) || !is_slot(p) {
                 return Err(bad);
             }
             records.push((seq, self.unpack(p)));
         }
-        self.dirty.fill(0);
         Ok(records)
     }
+
+    /// Slots of the log: no entry names one at or above this.
+    fn limit(&self) -> u64 {
+        self.at.limit()
+    }
+
     /// Writes since the sector was last written, if it was since the mount.
     pub(super) fn age(&self, k: usize) -> Option<u32> {
         match self.last_write.get(k) {
@@ -397,19 +295,11 @@ impl SectorMap {
     pub(super) fn hide(&mut self, k: usize, t: u64) {
         self.release(k);
         if self.hidden_by.is_empty() {
-            self.hidden_by = alloc::vec![0; self.at.len()];
+            self.hidden_by = alloc::vec![0; self.sectors];
         }
         if let Some(r) = self.records.get_mut(&t) {
             r.hides += 1;
             self.hidden_by[k] = t;
-        }
-    }
-
-    /// Where a sector's data is, if it has some.
-    pub(super) fn slot(&self, k: usize) -> Option<SlotAddr> {
-        match self.at.get(k) {
-            Some(&p) if p != UNMAPPED && p != LOST => Some(self.unpack(p)),
-            _ => None,
         }
     }
 
@@ -427,88 +317,47 @@ impl SectorMap {
 
 impl Owner for SectorMap {
     fn pages(&self) -> u32 {
-        let pay = self.per_page * 4 + PAGE_HEADER;
-        self.map_pages() + (8 + self.records.len() * 12).div_ceil(pay) as u32
+        self.at.map_pages() + (8 + self.records.len() * 12).div_ceil(self.extras_per_page()) as u32
     }
 
-    fn take_dirty(&mut self, i: u32) -> bool {
-        let i = i as usize;
-        if i >= self.map_pages() as usize {
+    fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {
+        if i >= self.at.map_pages() {
             // The records' pages are written every time: they are few.
-            return true;
+            return Ok(true);
         }
-        let (c, j) = (i / CHUNK_PAGES, i % CHUNK_PAGES);
-        if j == 0 {
-            // The chunk's encoding is chosen as the log comes to its first page.
-            let bit = |d: &[u64], p: usize| d[p / 64] & (1 << (p % 64)) != 0;
-            let dirty: Vec<bool> = (0..CHUNK_PAGES).map(|j| bit(&self.dirty, i + j)).collect();
-            for p in i..i + CHUNK_PAGES {
-                self.dirty[p / 64] &= !(1 << (p % 64));
-            }
-            self.pending = [false; CHUNK_PAGES];
-            if dirty.iter().any(|&d| d) {
-                let was_runs = self.runs[c];
-                let runs = self.chunk_runs(c).is_some();
-                for (j, p) in self.pending.iter_mut().enumerate() {
-                    // Runs: the first page, and the others once entries, to drop. Entries:
-                    // the pages changed, or all once runs.
-                    *p = match (runs, was_runs) {
-                        (true, true) => j == 0,
-                        (true, false) => true,
-                        (false, true) => true,
-                        (false, false) => dirty[j],
-                    };
-                }
-                self.runs[c] = runs;
-            }
-        }
-        self.pending[j]
+        self.at.take_dirty(i, src)
     }
 
-    fn encode_page(&self, i: u32, buf: &mut [u8]) -> bool {
-        let map_pages = self.map_pages();
-        if i >= map_pages {
-            let pay = self.per_page * 4 + PAGE_HEADER;
-            let extras = self.extras();
-            let from = (i - map_pages) as usize * pay;
-            let part = extras.get(from..).unwrap_or(&[]);
-            let n = part.len().min(pay).min(buf.len());
-            buf[..n].copy_from_slice(&part[..n]);
-            return true;
+    fn encode_page(&mut self, i: u32, buf: &mut [u8], src: &mut dyn PageSource) -> Result<bool> {
+        let map_pages = self.at.map_pages();
+        if i < map_pages {
+            return self.at.encode_page(i, buf, src);
         }
-        let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
-        let range = self.chunk(c);
-        if self.runs[c] {
-            let Some(runs) = self.chunk_runs(c).filter(|_| j == 0) else {
-                return false;
-            };
-            buf[0] = PAGE_RUNS;
-            buf[2..4].copy_from_slice(&(runs.len() as u16).to_le_bytes());
-            for (r, (len, start)) in buf[PAGE_HEADER..].chunks_exact_mut(RUN_BYTES).zip(runs) {
-                r[0..2].copy_from_slice(&len.to_le_bytes());
-                r[2..6].copy_from_slice(&start.to_le_bytes());
-            }
-            return true;
-        }
-        let from = range.start + j * self.per_page;
-        if from >= range.end {
-            return false;
-        }
-        let n = self.per_page.min(range.end - from);
-        buf[0] = PAGE_ENTRIES;
-        buf[2..4].copy_from_slice(&(n as u16).to_le_bytes());
-        for (w, e) in buf[PAGE_HEADER..]
-            .chunks_exact_mut(4)
-            .zip(&self.at[from..from + n])
-        {
-            w.copy_from_slice(&e.to_le_bytes());
-        }
-        true
+        let pay = self.extras_per_page();
+        let extras = self.extras();
+        let from = (i - map_pages) as usize * pay;
+        let part = extras.get(from..).unwrap_or(&[]);
+        let n = part.len().min(pay).min(buf.len());
+        buf[..n].copy_from_slice(&part[..n]);
+        Ok(true)
     }
 
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
-        match tag.kind {
-            Kind::Sector => self.at.get(tag.key as usize) == Some(&self.pack(at)),
+    fn checkpoint_ended(&mut self, ok: bool) {
+        self.at.checkpoint_ended(ok);
+    }
+
+    fn is_live(
+        &mut self,
+        tag: &Tag,
+        at: SlotAddr,
+        oldest_elsewhere: u64,
+        src: &mut dyn PageSource,
+    ) -> Result<bool> {
+        Ok(match tag.kind {
+            Kind::Sector => {
+                (tag.key as usize) < self.sectors
+                    && self.at.get(tag.key as usize, src)? == self.pack(at)
+            }
             Kind::Counters => self.counters_at == Some(at),
             Kind::Page | Kind::Root => false,
             Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
@@ -521,10 +370,10 @@ impl Owner for SectorMap {
                 Some(_) => true,
                 None => false,
             },
-        }
+        })
     }
 
-    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<()> {
         let packed = self.pack(at);
         let sector = match tag {
             Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
@@ -537,22 +386,41 @@ impl Owner for SectorMap {
                 self.records.remove(&t.seq);
                 None
             }
-            // Rare (a page that decayed between mount and cleaning): find it by address.
-            None => self.at.iter().position(|&p| p == packed),
+            // Rare (a page that decayed between mount and cleaning): find it by address,
+            // through every page of the map.
+            None => {
+                let mut found = None;
+                for k in 0..self.sectors {
+                    if self.at.get(k, src)? == packed {
+                        found = Some(k);
+                        break;
+                    }
+                }
+                found
+            }
         };
-        if let Some(k) = sector.filter(|&k| self.at.get(k) == Some(&packed)) {
-            self.set(k, LOST);
-            self.lost.push(k as u32);
+        if let Some(k) = sector.filter(|&k| k < self.sectors) {
+            if self.at.get(k, src)? == packed {
+                self.at.set(k, LOST, src)?;
+                self.lost.push(k as u32);
+            }
         }
+        Ok(())
     }
 
-    fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr) {
+    fn moved(
+        &mut self,
+        tag: &Tag,
+        from: SlotAddr,
+        to: SlotAddr,
+        src: &mut dyn PageSource,
+    ) -> Result<()> {
         match tag.kind {
             Kind::Sector => {
                 let (from, to) = (self.pack(from), self.pack(to));
                 let k = tag.key as usize;
-                if self.at.get(k) == Some(&from) {
-                    self.set(k, to);
+                if k < self.sectors && self.at.get(k, src)? == from {
+                    self.at.set(k, to, src)?;
                 }
             }
             Kind::Trim | Kind::Lost => {
@@ -568,98 +436,6 @@ impl Owner for SectorMap {
             // The log keeps its checkpoint pages and roots itself.
             Kind::Page | Kind::Root => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SLOT: usize = 512;
-
-    /// Takes a checkpoint of `map` into `pages` as the log would (only the pages it says
-    /// changed, dropping the ones it no longer holds).
-    fn checkpoint(map: &mut SectorMap, pages: &mut Vec<Option<Vec<u8>>>) -> usize {
-        let n = map.pages() as usize;
-        pages.resize(n, None);
-        let dirty: Vec<usize> = (0..n)
-            .filter(|&i| map.take_dirty(i as u32) | pages[i].is_none())
-            .collect();
-        let mut written = 0;
-        for i in dirty {
-            let mut buf = vec![0xFFu8; SLOT];
-            if map.encode_page(i as u32, &mut buf[..payload(SLOT)]) {
-                pages[i] = Some(buf);
-                written += 1;
-            } else {
-                pages[i] = None;
-            }
-        }
-        written
-    }
-
-    fn restored(map: &SectorMap, pages: &[Option<Vec<u8>>]) -> SectorMap {
-        let mut m = SectorMap::new(map.len(), 31, SLOT, 0.5, false);
-        m.restore(
-            pages.len() as u32,
-            SLOT,
-            u64::from(u32::MAX - 2),
-            |i, buf| match &pages[i as usize] {
-                Some(p) => {
-                    buf.copy_from_slice(p);
-                    Ok(true)
-                }
-                None => Ok(false),
-            },
-        )
-        .unwrap();
-        m
-    }
-
-    #[test]
-    fn chunks_of_runs_and_of_entries_round_trip_through_their_changes() {
-        let per_chunk = (payload(SLOT) - PAGE_HEADER) / 4 * CHUNK_PAGES;
-        let sectors = per_chunk * 3 + 100;
-        let mut map = SectorMap::new(sectors, 31, SLOT, 0.5, false);
-        // Chunk 0 written in order (runs); chunk 1 at random (entries); the rest unmapped.
-        for k in 0..per_chunk {
-            map.set(k, 1000 + k as u32);
-        }
-        let mut x = 7u32;
-        for k in per_chunk..2 * per_chunk {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            map.set(k, x % 100_000);
-        }
-        map.set(3 * per_chunk + 5, LOST);
-        let mut pages = Vec::new();
-        let first = checkpoint(&mut map, &mut pages);
-        assert!(map.runs[0] && !map.runs[1] && map.runs[2] && map.runs[3]);
-        assert_eq!(restored(&map, &pages).entries(), map.entries());
-        // One entry changes in each: chunk 0 stays runs (one page), chunk 1 rewrites one
-        // page of entries.
-        map.set(3, 5);
-        map.set(per_chunk + 1, 9);
-        assert_eq!(
-            checkpoint(&mut map, &mut pages),
-            2 + 1,
-            "the records page too"
-        );
-        assert_eq!(restored(&map, &pages).entries(), map.entries());
-        // Chunk 0 scattered: entries now, every page; chunk 1 made sequential: runs.
-        for k in (0..per_chunk).step_by(2) {
-            map.set(k, UNMAPPED - 7 - k as u32);
-        }
-        for k in per_chunk..2 * per_chunk {
-            map.set(k, 50_000 + k as u32);
-        }
-        checkpoint(&mut map, &mut pages);
-        assert!(!map.runs[0] && map.runs[1]);
-        assert_eq!(
-            pages[CHUNK_PAGES + 1],
-            None,
-            "the entries pages of a runs chunk go"
-        );
-        assert_eq!(restored(&map, &pages).entries(), map.entries());
-        assert!(first > 0);
+        Ok(())
     }
 }

@@ -2,11 +2,14 @@
 //! flash unchanged (Kawaguchi's flash driver).
 //!
 //! Every write goes to a fresh slot and returns once programmed; `flush` is a barrier for
-//! devices that buffer programs. Mount rebuilds the sector map by scanning the log: for each
-//! sector the slot with the highest sequence number wins, unless a later trim record hides it.
+//! devices that buffer programs. Mount reads the sector map from the newest checkpoint and
+//! rolls it forward through what was written after it; without one it scans the log: for
+//! each sector the slot with the highest sequence number wins, unless a later trim record
+//! hides it. The map's pages stay in RAM under a budget ([`FtlConfig::map_cache`]).
 
 mod counters;
 mod map;
+mod pages;
 
 use alloc::vec::Vec;
 
@@ -20,7 +23,8 @@ use alloc::collections::BTreeMap;
 use crate::log::tag::TagState;
 use crate::log::{Head, Log, LogConfig, Restored, SlotAddr, Start};
 use crate::media::Segments;
-use map::{Record, SectorMap, LOST, UNMAPPED};
+use map::{Record, SectorMap};
+use pages::{LOST, UNMAPPED};
 
 /// A device of fixed-size sectors.
 pub trait BlockDevice {
@@ -54,7 +58,15 @@ pub struct FtlConfig {
     /// A sector counts as hot when rewritten sooner than this many times the average
     /// interval between rewrites, which the device measures as it runs.
     pub hot_factor: f64,
+    /// Bytes of sector-map pages kept in RAM. Pages beyond it are read back from the newest
+    /// checkpoint when needed; once the pages changed since it fill this, a checkpoint is
+    /// written. A volume without checkpoints keeps its whole map in RAM.
+    pub map_cache: usize,
 }
+
+/// The default [`FtlConfig::map_cache`]: the whole map of a 64 MiB device of 2 KiB pages
+/// (sequential data on a larger one is mapped by runs and reads back cheaply).
+pub const DEFAULT_MAP_CACHE: usize = 128 * 1024;
 
 impl Default for FtlConfig {
     fn default() -> Self {
@@ -62,6 +74,7 @@ impl Default for FtlConfig {
             log: LogConfig::default(),
             sectors: None,
             hot_factor: 0.5,
+            map_cache: DEFAULT_MAP_CACHE,
         }
     }
 }
@@ -210,11 +223,13 @@ impl<D: Segments> Ftl<D> {
                     let k = tag.key as usize;
                     let v = newest[k];
                     if v == 0 || {
-                        let a = ftl.map.unpack(ftl.map.get(k));
+                        let e = ftl.map.get(k, &mut ftl.log.checkpoint_pages())?;
+                        let a = ftl.map.unpack(e);
                         ftl.log.newer((*at, tag), (a, &unpack_newest(v, k)))
                     } {
                         newest[k] = ((tag.seq + 1) << 1) | u64::from(tag.copy);
-                        ftl.map.set(k, ftl.map.pack(*at));
+                        let p = ftl.map.pack(*at);
+                        ftl.map.set(k, p, &mut ftl.log.checkpoint_pages())?;
                     }
                 }
                 Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
@@ -254,7 +269,7 @@ impl<D: Segments> Ftl<D> {
                 let range = (start as usize).min(end)..end;
                 for (k, &v) in newest.iter().enumerate().take(range.end).skip(range.start) {
                     if v == 0 || unpack_newest(v, k).seq < seq {
-                        ftl.map.set(k, becomes);
+                        ftl.map.set(k, becomes, &mut ftl.log.checkpoint_pages())?;
                         let previous = core::mem::replace(&mut ftl.map.hidden_by[k], seq);
                         if let Some(h) = hides.get_mut(&previous) {
                             *h -= 1;
@@ -275,7 +290,7 @@ impl<D: Segments> Ftl<D> {
             }
         }
         for k in 0..sectors {
-            if let Some(a) = ftl.map.slot(k) {
+            if let Some(a) = ftl.map.slot(k, &mut ftl.log.checkpoint_pages())? {
                 ftl.log.mark_live(a);
             }
         }
@@ -291,19 +306,21 @@ impl<D: Segments> Ftl<D> {
     /// checkpoint beats the one it names (a cleaner's copy there is of that very version),
     /// and a record written after it hides what is older.
     fn restore(&mut self, r: &Restored, format: u8) -> Result<()> {
-        let geo = self.log.geometry();
-        let limit = geo.segments as u64 * geo.slots as u64;
-        let log = &mut self.log;
-        let pages = &r.pages;
-        let known = self.map.restore(
-            pages.len() as u32,
-            geo.slot_size as usize,
-            limit,
-            |i, buf| match pages.get(i as usize).copied().flatten() {
-                Some(at) => log.read_page(i, at, buf).map(|()| true),
-                None => Ok(false),
-            },
-        )?;
+        // The map a chunk at a time: every slot it names is live; only what the budget
+        // holds stays in RAM.
+        self.map.at.begin_restore();
+        for c in 0..self.map.at.chunks() {
+            let entries = self
+                .map
+                .at
+                .restore_chunk(c, &mut self.log.checkpoint_pages())?;
+            for e in entries.into_iter().filter(|&e| pages::is_slot(e)) {
+                self.log.mark_live(self.map.unpack(e));
+            }
+        }
+        let known = self
+            .map
+            .restore_extras(r.pages.len() as u32, &mut self.log.checkpoint_pages())?;
         let mut records: BTreeMap<u64, SlotAddr> = BTreeMap::new();
         // A record the checkpoint names but that was dropped since (it had hidden all it had
         // to) is no longer where it was.
@@ -343,8 +360,9 @@ impl<D: Segments> Ftl<D> {
                 Kind::Page | Kind::Root => {}
             }
         }
+        // What was written after the checkpoint replaces what it names.
         for (&k, (at, _)) in &newest {
-            self.map.set(k, self.map.pack(*at));
+            self.replace(k, self.map.pack(*at))?;
         }
         for (seq, (at, tag)) in written {
             if let Some(a) = records.get_mut(&seq) {
@@ -366,7 +384,7 @@ impl<D: Segments> Ftl<D> {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 for k in (start as usize).min(end)..end {
                     if newest.get(&k).is_none_or(|(_, t)| t.seq < seq) {
-                        self.map.set(k, becomes);
+                        self.replace(k, becomes)?;
                     }
                 }
             }
@@ -377,13 +395,11 @@ impl<D: Segments> Ftl<D> {
             self.log.read(at, &mut self.buf)?;
             resolved.push((seq, at, decode_ranges(&self.buf)?));
         }
-        for at in self.map.restore_records(resolved) {
+        for at in self
+            .map
+            .restore_records(resolved, &mut self.log.checkpoint_pages())?
+        {
             self.log.mark_live(at);
-        }
-        for k in 0..self.map.len() {
-            if let Some(a) = self.map.slot(k) {
-                self.log.mark_live(a);
-            }
         }
         if let Some((at, _)) = counters {
             self.map.counters_at = Some(at);
@@ -392,6 +408,20 @@ impl<D: Segments> Ftl<D> {
             // Nothing written after the newest counters record: the last session closed.
             let closed = r.rolled.is_empty() || counters.is_some_and(|(_, t)| t.seq == last);
             self.counters = Some(self.mount_counters(self.map.counters_at, closed)?);
+        }
+        Ok(())
+    }
+
+    /// Sets sector `k`'s entry to `v` while rolling forward: the slot it named is dead.
+    fn replace(&mut self, k: usize, v: u32) -> Result<()> {
+        if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
+            if self.map.pack(old) != v {
+                self.log.kill(old);
+            }
+        }
+        self.map.set(k, v, &mut self.log.checkpoint_pages())?;
+        if pages::is_slot(v) {
+            self.log.mark_live(self.map.unpack(v));
         }
         Ok(())
     }
@@ -410,11 +440,17 @@ impl<D: Segments> Ftl<D> {
         let sectors = log.volume().size as usize;
         let geo = log.geometry();
         let separate = log.config().hot_cold && log.heads_apart();
+        // Without checkpoints nothing can leave RAM: the budget is the whole map.
+        let budget = if log.keeps_checkpoints() {
+            config.map_cache
+        } else {
+            usize::MAX
+        };
         Ftl {
             map: SectorMap::new(
                 sectors,
-                geo.slots,
-                geo.slot_size as usize,
+                (geo.segments, geo.slots, geo.slot_size as usize),
+                budget,
                 config.hot_factor,
                 separate,
             ),
@@ -530,7 +566,8 @@ impl<D: Segments> Ftl<D> {
         if !self.log.restored() {
             return Ok((self, None));
         }
-        let restored: Vec<u32> = self.map.entries().to_vec();
+        let mut this = self;
+        let restored = this.entries()?;
         let scan = FtlConfig {
             log: LogConfig {
                 scan_mount: true,
@@ -538,12 +575,40 @@ impl<D: Segments> Ftl<D> {
             },
             ..config
         };
-        let scanned = Self::mount(self.into_device(), scan)?;
-        let differing = (0..scanned.map.len())
-            .filter(|&k| scanned.map.get(k) != restored[k])
-            .map(|k| k as u64)
-            .collect();
+        let mut scanned = Self::mount(this.into_device(), scan)?;
+        let mut differing = Vec::new();
+        for (k, (s, r)) in scanned.entries()?.into_iter().zip(restored).enumerate() {
+            if s != r && !scanned.same_version(s, r)? {
+                differing.push(k as u64);
+            }
+        }
         Ok((scanned, Some(differing)))
+    }
+
+    /// Whether two map entries name slots holding the same version of a sector: the
+    /// cleaner's copy and the slot it was copied from, both left until the source segment is
+    /// erased. A scan may take either (SPEC §2.4).
+    fn same_version(&mut self, a: u32, b: u32) -> Result<bool> {
+        if !pages::is_slot(a) || !pages::is_slot(b) {
+            return Ok(false);
+        }
+        let (a, b) = (self.map.unpack(a), self.map.unpack(b));
+        let dev = self.log.device_mut();
+        Ok(
+            match (dev.read_tag(a.seg, a.slot)?, dev.read_tag(b.seg, b.slot)?) {
+                (TagState::Valid(x), TagState::Valid(y)) => {
+                    x.kind == Kind::Sector && y.kind == x.kind && x.key == y.key && x.seq == y.seq
+                }
+                _ => false,
+            },
+        )
+    }
+
+    /// Every entry of the map, in sector order (what [`Ftl::audit`] compares).
+    fn entries(&mut self) -> Result<Vec<u32>> {
+        (0..self.map.len())
+            .map(|k| self.map.get(k, &mut self.log.checkpoint_pages()))
+            .collect()
     }
 
     /// Writes a checkpoint of the map and the log's segment table now (a close does), so
@@ -551,6 +616,12 @@ impl<D: Segments> Ftl<D> {
     /// nothing on a volume without checkpoints or when nothing changed since the last.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.log.checkpoint(&mut self.map)
+    }
+
+    /// Bytes of the sector map's pages in RAM now, and pages read back from the checkpoint
+    /// since mount (the map cache's misses).
+    pub fn map_cache_stats(&self) -> (usize, u64) {
+        (self.map.at.resident_bytes(), self.map.at.loads())
     }
 
     fn check(&self, sector: u64, len: usize) -> Result<u64> {
@@ -635,11 +706,12 @@ impl<D: Segments> Ftl<D> {
                 c.sectors += 1;
             }
             // Read the old place only now: cleaning during the append may have moved it.
-            if let Some(old) = self.map.slot(k) {
+            if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
                 self.log.kill(old);
             }
             self.map.release(k);
-            self.map.set(k, self.map.pack(at));
+            let p = self.map.pack(at);
+            self.map.set(k, p, &mut self.log.checkpoint_pages())?;
             self.record_losses()?;
         }
         self.checkpoint_if_due()
@@ -647,8 +719,11 @@ impl<D: Segments> Ftl<D> {
 
     /// Writes a checkpoint when the log says one is due (half of the last one's set used),
     /// so that a power cut costs the next mount a short roll-forward, not a scan.
+    /// Also when the map pages changed since the last checkpoint fill the map's budget:
+    /// only a checkpoint lets them leave RAM.
     fn checkpoint_if_due(&mut self) -> Result<()> {
-        if self.log.checkpoint_due() {
+        let full = self.map.at.over_budget() && self.log.keeps_checkpoints();
+        if self.log.checkpoint_due() || full {
             self.checkpoint()?;
         }
         Ok(())
@@ -665,7 +740,7 @@ impl<D: Segments> Ftl<D> {
         self.check(sector, 0)?;
         let at = self
             .map
-            .slot(sector as usize)
+            .slot(sector as usize, &mut self.log.checkpoint_pages())?
             .ok_or(Error::InvalidArgument("patch of a sector without data"))?;
         self.log.patch(at, offset, bytes)
     }
@@ -674,37 +749,46 @@ impl<D: Segments> Ftl<D> {
     /// after every mount, which sectors it uses (the file system, by walking its index), a
     /// record would be flash written for nothing. After a remount the sector may show an
     /// old version again; such an owner never reads a sector it does not use.
-    pub(crate) fn forget(&mut self, sector: u64) {
+    pub(crate) fn forget(&mut self, sector: u64) -> Result<()> {
         let k = sector as usize;
-        if let Some(old) = self.map.slot(k) {
+        if k >= self.map.len() {
+            return Ok(());
+        }
+        if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
             self.log.kill(old);
         }
-        if k < self.map.len() {
-            self.map.set(k, UNMAPPED);
-        }
+        self.map
+            .set(k, UNMAPPED, &mut self.log.checkpoint_pages())?;
         self.map.release(k);
+        Ok(())
     }
 
-    /// The sectors that hold data (or lost it), in order.
-    pub(crate) fn mapped(&self) -> impl Iterator<Item = u64> + '_ {
-        self.map
-            .entries()
-            .iter()
-            .enumerate()
-            .filter(|(_, &p)| p != UNMAPPED)
-            .map(|(k, _)| k as u64)
+    /// The sectors that hold data (or lost it) and pass `keep`, in order: the map is read
+    /// through, a page at a time.
+    pub(crate) fn mapped_where(&mut self, mut keep: impl FnMut(u64) -> bool) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for k in 0..self.map.len() {
+            if self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED && keep(k as u64) {
+                out.push(k as u64);
+            }
+        }
+        Ok(out)
     }
 
     /// Whether `sector` holds data now.
-    pub fn is_mapped(&self, sector: u64) -> bool {
-        usize::try_from(sector).is_ok_and(|k| self.map.slot(k).is_some())
+    pub fn is_mapped(&mut self, sector: u64) -> Result<bool> {
+        let Ok(k) = usize::try_from(sector) else {
+            return Ok(false);
+        };
+        Ok(self
+            .map
+            .slot(k, &mut self.log.checkpoint_pages())?
+            .is_some())
     }
 
     /// Sectors that currently hold data.
     pub fn mapped_sectors(&self) -> u64 {
-        (0..self.map.len())
-            .filter(|&k| self.map.slot(k).is_some())
-            .count() as u64
+        self.map.at.mapped()
     }
 
     /// Gives the device back.
@@ -763,14 +847,14 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         let ss = self.sector_size();
         for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
             let k = sector as usize + i;
-            match self.map.get(k) {
+            match self.map.get(k, &mut self.log.checkpoint_pages())? {
                 UNMAPPED => chunk.fill(0),
                 LOST => return Err(Error::Io),
                 p => {
                     if let Err(e) = self.log.read(self.map.unpack(p), chunk) {
                         if e == Error::Io {
                             self.log.kill(self.map.unpack(p));
-                            self.map.set(k, LOST);
+                            self.map.set(k, LOST, &mut self.log.checkpoint_pages())?;
                             self.map.lost.push(k as u32);
                             self.record_losses()?;
                         }
@@ -800,7 +884,14 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         let Some(end) = end else {
             return Err(Error::InvalidArgument("trim beyond the end of the device"));
         };
-        if !(sector..end).any(|k| self.map.get(k as usize) != UNMAPPED) {
+        let mut any = false;
+        for k in sector..end {
+            if self.map.get(k as usize, &mut self.log.checkpoint_pages())? != UNMAPPED {
+                any = true;
+                break;
+            }
+        }
+        if !any {
             return Ok(());
         }
         let rec = encode_ranges(&[(sector as u32, count as u32)], self.sector_size());
@@ -810,10 +901,11 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         let t = self.log.last_seq();
         self.map.records.insert(t, Record { at, hides: 0 });
         for k in sector as usize..end as usize {
-            if let Some(old) = self.map.slot(k) {
+            if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
                 self.log.kill(old);
             }
-            self.map.set(k, UNMAPPED);
+            self.map
+                .set(k, UNMAPPED, &mut self.log.checkpoint_pages())?;
             self.map.hide(k, t);
         }
         self.record_losses()?;

@@ -9,6 +9,7 @@ pub mod checkpoint;
 pub mod policy;
 pub mod segment;
 mod startup;
+pub use startup::CheckpointPages;
 pub mod tag;
 
 use alloc::vec::Vec;
@@ -238,37 +239,66 @@ pub struct Restored {
     pub seq: u64,
 }
 
-/// What the owner of the log's data is told, and asked.
+/// The owner's pages of the newest checkpoint, read from where the log keeps them now (the
+/// cleaner moves them like any slot). An owner that keeps only part of its state in RAM
+/// reads the rest through this.
+pub trait PageSource {
+    /// Reads the owner's page `i` into `buf`'s front (a slot long); `false` if the checkpoint
+    /// holds no page `i`. A page that does not read back whole is [`Error::Corrupt`].
+    fn read_page(&mut self, i: u32, buf: &mut [u8]) -> Result<bool>;
+}
+
+/// What the owner of the log's data is told, and asked. Each call may read the owner's
+/// checkpoint pages through `src`.
 pub trait Owner {
     /// Pages the owner keeps in a checkpoint (0: none; its state then comes from a scan).
     fn pages(&self) -> u32 {
         0
     }
     /// Whether page `i` changed since a checkpoint last took it; the answer is forgotten, as
-    /// the page is about to be written.
-    fn take_dirty(&mut self, i: u32) -> bool {
-        let _ = i;
-        true
+    /// the page is about to be written. Asked for every page in order, each page encoded
+    /// ([`Owner::encode_page`]) before the next is asked about.
+    fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {
+        let _ = (i, src);
+        Ok(true)
     }
     /// Encodes page `i` into `buf` (a slot less the page's checksum); `false` if the
     /// checkpoint holds no page `i` this time (its content fits in another).
-    fn encode_page(&self, i: u32, buf: &mut [u8]) -> bool {
-        let _ = (i, buf);
-        false
+    fn encode_page(&mut self, i: u32, buf: &mut [u8], src: &mut dyn PageSource) -> Result<bool> {
+        let _ = (i, buf, src);
+        Ok(false)
+    }
+    /// The checkpoint being written ended, written whole or (`ok` false) not: what
+    /// [`Owner::take_dirty`] said was about to be written may not have been.
+    fn checkpoint_ended(&mut self, ok: bool) {
+        let _ = ok;
     }
     /// Whether a slot the cleaner is about to copy is still needed (default: yes).
     /// `oldest_elsewhere` is the lowest sequence number any other segment may still hold: a
     /// record that hides older versions is needed only above it.
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr, oldest_elsewhere: u64) -> bool {
-        let _ = (tag, at, oldest_elsewhere);
-        true
+    fn is_live(
+        &mut self,
+        tag: &Tag,
+        at: SlotAddr,
+        oldest_elsewhere: u64,
+        src: &mut dyn PageSource,
+    ) -> Result<bool> {
+        let _ = (tag, at, oldest_elsewhere, src);
+        Ok(true)
     }
-    /// The cleaner moved a live slot.
-    fn moved(&mut self, tag: &Tag, from: SlotAddr, to: SlotAddr);
+    /// The cleaner copied a live slot; an error leaves the original in place.
+    fn moved(
+        &mut self,
+        tag: &Tag,
+        from: SlotAddr,
+        to: SlotAddr,
+        src: &mut dyn PageSource,
+    ) -> Result<()>;
     /// A live slot could not be read back while cleaning: its data is gone. `tag` is
     /// `None` when even the tag was unreadable.
-    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr) {
-        let _ = (tag, at);
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<()> {
+        let _ = (tag, at, src);
+        Ok(())
     }
 }
 
@@ -363,6 +393,9 @@ pub struct Log<D> {
     death_age_ns: u64,
     /// The checkpoint anchors, on a volume that keeps checkpoints.
     anchors: Option<Anchors>,
+    /// The anchors' last state once they failed and checkpoints stopped: the owner still
+    /// reads its pages of the last checkpoint through it, and the cleaner keeps them.
+    retired: Option<Anchors>,
     /// Whether the mount restored the log from a checkpoint.
     restored: bool,
     /// Segments opened while a checkpoint's segment table is written, which its root lists.
@@ -391,6 +424,7 @@ impl<D: Segments> Log<D> {
             victim: None,
             death_age_ns: 0,
             anchors: None,
+            retired: None,
             restored: false,
             opened: None,
             checkpointing: false,
@@ -973,8 +1007,8 @@ impl<D: Segments> Log<D> {
             let TagState::Valid(tag) = tag_state else {
                 // The slot was readable when it was found live; its page has since decayed.
                 self.kill(from);
-                owner.lost(None, from);
                 self.stats.lost_slots += 1;
+                owner.lost(None, from, &mut self.checkpoint_pages())?;
                 continue;
             };
             let oldest = if tag.kind.is_tombstone() {
@@ -984,11 +1018,18 @@ impl<D: Segments> Log<D> {
             };
             // Checkpoint pages are the log's own: the owner never sees them.
             let live = if tag.kind == Kind::Page {
-                self.anchors
-                    .as_ref()
-                    .is_some_and(|a| a.holds(tag.key, from))
+                [&self.anchors, &self.retired]
+                    .iter()
+                    .any(|a| a.as_ref().is_some_and(|a| a.holds(tag.key, from)))
             } else {
-                owner.is_live(&tag, from, oldest)
+                match owner.is_live(&tag, from, oldest, &mut self.checkpoint_pages()) {
+                    Ok(live) => live,
+                    Err(e) => {
+                        // Asked again at the next step.
+                        self.victim_resume(slot);
+                        return Err(e);
+                    }
+                }
             };
             if !live {
                 self.kill(from);
@@ -1011,11 +1052,20 @@ impl<D: Segments> Log<D> {
             self.buf = buf;
             match result? {
                 Some(to) => {
-                    self.kill(from);
-                    match &mut self.anchors {
+                    match self.anchors.as_mut().or(self.retired.as_mut()) {
                         Some(a) if tag.kind == Kind::Page => a.moved(tag.key, from, to),
-                        _ => owner.moved(&tag, from, to),
+                        _ => {
+                            if let Err(e) =
+                                owner.moved(&tag, from, to, &mut self.checkpoint_pages())
+                            {
+                                // The owner still names the original: the copy is dead.
+                                self.kill(to);
+                                self.victim_resume(slot);
+                                return Err(e);
+                            }
+                        }
                     }
+                    self.kill(from);
                     self.stats.copied_slots += 1;
                     if self.victim.as_ref().is_some_and(|v| v.wear) {
                         self.stats.wear_copied_slots += 1;
@@ -1023,9 +1073,9 @@ impl<D: Segments> Log<D> {
                 }
                 None => {
                     self.kill(from);
-                    match &mut self.anchors {
+                    match self.anchors.as_mut().or(self.retired.as_mut()) {
                         Some(a) if tag.kind == Kind::Page => a.lost(tag.key, from),
-                        _ => owner.lost(Some(&tag), from),
+                        _ => owner.lost(Some(&tag), from, &mut self.checkpoint_pages())?,
                     }
                     self.stats.lost_slots += 1;
                 }
@@ -1033,6 +1083,13 @@ impl<D: Segments> Log<D> {
             copied += 1;
         }
         Ok(true)
+    }
+
+    /// The victim's slot `slot` is still live: the next cleaning step starts there.
+    fn victim_resume(&mut self, slot: u32) {
+        if let Some(v) = &mut self.victim {
+            v.next = slot;
+        }
     }
 
     fn finish_victim(&mut self) -> Result<()> {

@@ -390,14 +390,7 @@ impl<D: Segments> Log<D> {
         key: u32,
         buf: &'a mut [u8],
     ) -> Result<Option<&'a [u8]>> {
-        if at.seg >= self.geo.segments || at.slot >= self.geo.slots {
-            return Ok(None);
-        }
-        match self.dev.read_slot(at.seg, at.slot, buf) {
-            Ok(()) => Ok(open_page(key, buf).ok()),
-            Err(Error::Io) => Ok(None),
-            Err(e) => Err(e),
-        }
+        read_page_at(&mut self.dev, self.geo, at, key, buf)
     }
 
     /// Reads page `i` of the owner's part of the checkpoint the log was restored from, at
@@ -409,6 +402,25 @@ impl<D: Segments> Log<D> {
             Some(_) => Ok(()),
             None => Err(Error::Corrupt("checkpoint page unreadable or damaged")),
         }
+    }
+
+    /// The owner's pages of the newest checkpoint, where they are now.
+    pub fn checkpoint_pages(&mut self) -> CheckpointPages<'_, D> {
+        CheckpointPages {
+            log_pages: self.table_pages(),
+            pages: self
+                .anchors
+                .as_ref()
+                .or(self.retired.as_ref())
+                .map_or(&[], |a| &a.pages[..]),
+            dev: &mut self.dev,
+            geo: self.geo,
+        }
+    }
+
+    /// Whether the volume keeps checkpoints (it has anchors that work).
+    pub fn keeps_checkpoints(&self) -> bool {
+        self.anchors.is_some()
     }
 
     /// Whether this mount restored the log from a checkpoint rather than a scan.
@@ -483,6 +495,7 @@ impl<D: Segments> Log<D> {
         self.make_room_for(owner, owner_pages)?;
         self.checkpointing = true;
         let r = self.write_checkpoint(owner, log_pages, owner_pages, ndirs, set);
+        owner.checkpoint_ended(r.is_ok());
         self.checkpointing = false;
         self.opened = None;
         r
@@ -502,13 +515,14 @@ impl<D: Segments> Log<D> {
         let total = log_pages as usize + owner_pages as usize;
         let per_dir = pay / 4;
         let lp = log_pages as usize;
-        let dirty: Vec<u32> = (0..owner_pages)
-            .filter(|&i| owner.take_dirty(i) | self.page_at(lp + i as usize).is_none())
-            .collect();
         let mut buf = alloc::vec![0xFFu8; slot];
-        for i in dirty {
+        for i in 0..owner_pages {
+            let absent = self.page_at(lp + i as usize).is_none();
+            if !owner.take_dirty(i, &mut self.checkpoint_pages())? && !absent {
+                continue;
+            }
             buf.fill(0xFF);
-            if owner.encode_page(i, &mut buf[..pay]) {
+            if owner.encode_page(i, &mut buf[..pay], &mut self.checkpoint_pages())? {
                 self.put_page(log_pages + i, &mut buf)?;
             } else {
                 self.drop_page(log_pages + i);
@@ -818,7 +832,9 @@ impl<D: Segments> Log<D> {
         let Some(a) = self.anchors.take() else {
             return Ok(());
         };
-        for seg in a.segs {
+        let segs = a.segs;
+        self.retired = Some(a);
+        for seg in segs {
             match self.dev.erase(seg, false) {
                 Ok(()) => {}
                 Err(Error::Flash(FlashError::EraseFailed { .. })) => self.dev.mark_bad(seg)?,
@@ -836,6 +852,47 @@ impl<D: Segments> Log<D> {
         SlotAddr {
             seg: p / self.geo.slots,
             slot: p % self.geo.slots,
+        }
+    }
+}
+
+/// A checkpoint page's payload, if it is readable and intact.
+fn read_page_at<'a, D: Segments>(
+    dev: &mut D,
+    geo: SegGeometry,
+    at: SlotAddr,
+    key: u32,
+    buf: &'a mut [u8],
+) -> Result<Option<&'a [u8]>> {
+    if at.seg >= geo.segments || at.slot >= geo.slots {
+        return Ok(None);
+    }
+    match dev.read_slot(at.seg, at.slot, buf) {
+        Ok(()) => Ok(open_page(key, buf).ok()),
+        Err(Error::Io) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The owner's pages of the newest checkpoint ([`Log::checkpoint_pages`]).
+#[derive(Debug)]
+pub struct CheckpointPages<'a, D> {
+    dev: &'a mut D,
+    geo: SegGeometry,
+    /// Where each page of the checkpoint is: the log's, then the owner's.
+    pages: &'a [Option<SlotAddr>],
+    log_pages: u32,
+}
+
+impl<D: Segments> PageSource for CheckpointPages<'_, D> {
+    fn read_page(&mut self, i: u32, buf: &mut [u8]) -> Result<bool> {
+        let key = self.log_pages + i;
+        let Some(at) = self.pages.get(key as usize).copied().flatten() else {
+            return Ok(false);
+        };
+        match read_page_at(self.dev, self.geo, at, key, buf)? {
+            Some(_) => Ok(true),
+            None => Err(Error::Corrupt("checkpoint page unreadable or damaged")),
         }
     }
 }

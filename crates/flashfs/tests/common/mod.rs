@@ -3,7 +3,7 @@
 
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
 use flashfs::log::tag::Tag;
-use flashfs::{NandSegments, NorSegments, Owner, SlotAddr};
+use flashfs::{NandSegments, NorSegments, Owner, PageSource, SlotAddr};
 
 /// A small NOR part: 16 units of 8 KiB in 2 banks, 4-byte words.
 pub fn nor_spec(reprogrammable: bool) -> NorSpec {
@@ -349,10 +349,23 @@ pub fn diff(a: &BTreeMap<Vec<u8>, Entry>, b: &BTreeMap<Vec<u8>, Entry>) -> Strin
 pub struct Latest(pub std::collections::HashMap<u32, SlotAddr>);
 
 impl Owner for Latest {
-    fn is_live(&mut self, tag: &Tag, at: SlotAddr, _: u64) -> bool {
-        self.0.get(&tag.key) == Some(&at)
+    fn is_live(
+        &mut self,
+        tag: &Tag,
+        at: SlotAddr,
+        _: u64,
+        _: &mut dyn PageSource,
+    ) -> flashfs::Result<bool> {
+        Ok(self.0.get(&tag.key) == Some(&at))
     }
-    fn moved(&mut self, tag: &Tag, _: SlotAddr, to: SlotAddr) {
+    fn moved(
+        &mut self,
+        tag: &Tag,
+        _: SlotAddr,
+        to: SlotAddr,
+        _: &mut dyn PageSource,
+    ) -> flashfs::Result<()> {
         self.0.insert(tag.key, to);
+        Ok(())
     }
 }

@@ -1,0 +1,759 @@
+//! The sector map's entries, a page at a time: the pages in RAM under a budget, the rest
+//! read back from the newest checkpoint when needed, and how pages are encoded there.
+//!
+//! A map page holds the entries of `per_page` consecutive sectors, as many as fill a slot.
+//! In a checkpoint, pages come in *chunks* of [`CHUNK_PAGES`]. A chunk whose entries fall
+//! into few runs (sectors written in order land in consecutive slots) takes one page of
+//! runs; any other takes its entries in as many pages as they fill, written again only where
+//! an entry changed (SPEC §3.5). Runs are Ryu & Park's extent mappings: a volume written in
+//! order is mapped by a few dozen pages instead of one per 500 sectors.
+//!
+//! Each page is in one of three states:
+//! - **in RAM**, clean (the checkpoint holds the same) or dirty (changed since);
+//! - **on flash**: not in RAM, the newest checkpoint's copy is the page;
+//! - **fresh**: not in RAM and never written (after a format or a scan): all unmapped.
+//!
+//! A dirty page never leaves RAM: only a checkpoint makes it clean. So RAM holds at most the
+//! budget's pages plus the dirty ones, and the owner writes a checkpoint once dirty pages
+//! alone fill the budget ([`MapPages::over_budget`]). The pages of the chunk a checkpoint is
+//! writing are pinned in RAM until it moves on: a chunk's encoding is chosen from all of
+//! its entries.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::log::checkpoint::payload;
+use crate::log::PageSource;
+
+/// Map entry of a sector never written, or trimmed: reads as zeros.
+pub(super) const UNMAPPED: u32 = u32::MAX;
+/// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
+pub(super) const LOST: u32 = u32::MAX - 1;
+/// Map pages per chunk.
+pub(super) const CHUNK_PAGES: usize = 16;
+/// Bytes before a map page's runs or entries: its kind, a reserved byte, and its count.
+pub(super) const PAGE_HEADER: usize = 4;
+/// A map page of runs.
+const PAGE_RUNS: u8 = 2;
+/// A map page of entries.
+const PAGE_ENTRIES: u8 = 1;
+/// Bytes of a run: its length (u16) and first entry (u32).
+const RUN_BYTES: usize = 6;
+
+/// Whether an entry names a slot (not unmapped, not lost).
+pub(super) fn is_slot(e: u32) -> bool {
+    e != UNMAPPED && e != LOST
+}
+
+/// A page in RAM.
+#[derive(Debug)]
+struct Resident {
+    entries: Box<[u32]>,
+    /// The use clock at its last use: the least recently used clean page leaves first.
+    used: u64,
+}
+
+/// The sector map's entries, in pages under a RAM budget. See the module documentation.
+#[derive(Debug)]
+pub(super) struct MapPages {
+    sectors: usize,
+    /// Bytes of a slot, which a page takes.
+    slot: usize,
+    /// Entries per page.
+    per_page: usize,
+    /// Entries above this are not slot addresses (a damaged checkpoint).
+    limit: u64,
+    resident: BTreeMap<u32, Resident>,
+    /// Pages (numbered within chunks) changed since the last checkpoint took them, or never
+    /// written, a bit each.
+    dirty: Vec<u64>,
+    /// Per chunk, whether the newest checkpoint holds it as runs (else as entries).
+    runs: Vec<bool>,
+    /// Pages of the chunk a checkpoint is writing that it writes ([`MapPages::take_dirty`]).
+    pending: [bool; CHUNK_PAGES],
+    /// The chunk a checkpoint is writing, and whether it was runs before.
+    pinned: Option<(usize, bool)>,
+    /// Pages the budget allows in RAM.
+    cache_pages: usize,
+    /// The use clock.
+    clock: u64,
+    /// Sectors whose entry names a slot.
+    mapped: u64,
+    /// Pages read from flash since the map was made.
+    loads: u64,
+}
+
+impl MapPages {
+    /// The entries of `sectors` sectors, all fresh, in pages of a slot of `slot_size` bytes,
+    /// with `budget` bytes of pages in RAM (at least one page); entries must be
+    /// below `limit` (the log's slots).
+    pub(super) fn new(sectors: usize, slot_size: usize, budget: usize, limit: u64) -> Self {
+        let per_page = (payload(slot_size) - PAGE_HEADER) / 4;
+        let chunks = sectors.div_ceil(per_page * CHUNK_PAGES);
+        MapPages {
+            sectors,
+            slot: slot_size,
+            per_page,
+            limit,
+            resident: BTreeMap::new(),
+            dirty: alloc::vec![u64::MAX; (chunks * CHUNK_PAGES).div_ceil(64)],
+            runs: alloc::vec![false; chunks],
+            pending: [false; CHUNK_PAGES],
+            pinned: None,
+            cache_pages: (budget / (per_page * 4)).max(1),
+            clock: 0,
+            mapped: 0,
+            loads: 0,
+        }
+    }
+
+    /// Slots of the log: no entry names one at or above this.
+    pub(super) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Sectors whose entry names a slot.
+    pub(super) fn mapped(&self) -> u64 {
+        self.mapped
+    }
+
+    /// Bytes of entries in RAM now.
+    pub(super) fn resident_bytes(&self) -> usize {
+        self.resident.len() * self.per_page * 4
+    }
+
+    /// Pages read back from the checkpoint since the map was made.
+    pub(super) fn loads(&self) -> u64 {
+        self.loads
+    }
+
+    /// Page numbers the chunks take in a checkpoint (some of them absent).
+    pub(super) fn map_pages(&self) -> u32 {
+        (self.runs.len() * CHUNK_PAGES) as u32
+    }
+
+    /// Entries a page holds (a slot's worth).
+    pub(super) fn per_page(&self) -> usize {
+        self.per_page
+    }
+
+    /// Sector `k`'s page and its index there.
+    fn page_of(&self, k: usize) -> (u32, usize) {
+        let chunk = self.per_page * CHUNK_PAGES;
+        let p = k / chunk * CHUNK_PAGES + k % chunk / self.per_page;
+        (p as u32, k % chunk % self.per_page)
+    }
+
+    /// The sectors of chunk `c`.
+    fn chunk(&self, c: usize) -> Range<usize> {
+        let first = c * self.per_page * CHUNK_PAGES;
+        first..(first + self.per_page * CHUNK_PAGES).min(self.sectors)
+    }
+
+    /// The sectors of page `p` (empty past the end of the map).
+    fn page_range(&self, p: u32) -> Range<usize> {
+        let (c, j) = (p as usize / CHUNK_PAGES, p as usize % CHUNK_PAGES);
+        let chunk = self.chunk(c);
+        let start = (chunk.start + j * self.per_page).min(chunk.end);
+        start..(start + self.per_page).min(chunk.end)
+    }
+
+    fn is_dirty(&self, p: u32) -> bool {
+        let p = p as usize;
+        self.dirty
+            .get(p / 64)
+            .is_some_and(|w| w & (1 << (p % 64)) != 0)
+    }
+
+    fn set_dirty(&mut self, p: u32, on: bool) {
+        let p = p as usize;
+        if on {
+            self.dirty[p / 64] |= 1 << (p % 64);
+        } else {
+            self.dirty[p / 64] &= !(1 << (p % 64));
+        }
+    }
+
+    /// Sector `k`'s entry.
+    pub(super) fn get(&mut self, k: usize, src: &mut dyn PageSource) -> Result<u32> {
+        let (p, i) = self.page_of(k);
+        Ok(self.page(p, src)?.entries[i])
+    }
+
+    /// Sets sector `k`'s entry.
+    pub(super) fn set(&mut self, k: usize, v: u32, src: &mut dyn PageSource) -> Result<()> {
+        let (p, i) = self.page_of(k);
+        let e = &mut self.page(p, src)?.entries[i];
+        let old = core::mem::replace(e, v);
+        if old != v {
+            self.mapped = self.mapped + u64::from(is_slot(v)) - u64::from(is_slot(old));
+            self.set_dirty(p, true);
+        }
+        Ok(())
+    }
+
+    /// Page `p` in RAM, read or made if it is not, and counted as used now.
+    fn page(&mut self, p: u32, src: &mut dyn PageSource) -> Result<&mut Resident> {
+        if !self.resident.contains_key(&p) {
+            self.load(p, src)?;
+        }
+        self.clock += 1;
+        let clock = self.clock;
+        let r = self
+            .resident
+            .get_mut(&p)
+            .ok_or(Error::Corrupt("map page missing"))?;
+        r.used = clock;
+        Ok(r)
+    }
+
+    /// Brings page `p` into RAM: made unmapped if fresh, else read from the checkpoint.
+    /// A page of runs gives every page of its chunk: those not in RAM come in too while the
+    /// budget has room.
+    fn load(&mut self, p: u32, src: &mut dyn PageSource) -> Result<()> {
+        let range = self.page_range(p);
+        if self.is_dirty(p) {
+            self.insert(p, alloc::vec![UNMAPPED; range.len()].into_boxed_slice());
+            return Ok(());
+        }
+        let c = p as usize / CHUNK_PAGES;
+        let first = (c * CHUNK_PAGES) as u32;
+        let bad = Error::Corrupt("checkpoint map page does not match the volume");
+        let mut buf = alloc::vec![0u8; self.slot];
+        if self.runs[c] {
+            if !src.read_page(first, &mut buf)? {
+                return Err(bad);
+            }
+            let chunk = self.decode_runs(c, &buf)?;
+            self.loads += 1;
+            let base = self.chunk(c).start;
+            for j in 0..CHUNK_PAGES as u32 {
+                let q = first + j;
+                let r = self.page_range(q);
+                let wanted = q == p
+                    || (!r.is_empty()
+                        && !self.resident.contains_key(&q)
+                        && !self.is_dirty(q)
+                        && self.resident.len() + 1 < self.cache_pages);
+                if wanted {
+                    let e = chunk[r.start - base..r.end - base]
+                        .to_vec()
+                        .into_boxed_slice();
+                    self.insert(q, e);
+                }
+            }
+            return Ok(());
+        }
+        if !src.read_page(p, &mut buf)? || buf[0] != PAGE_ENTRIES {
+            return Err(bad);
+        }
+        self.loads += 1;
+        let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
+        if n != range.len() {
+            return Err(bad);
+        }
+        let mut entries = alloc::vec![UNMAPPED; n];
+        for (e, w) in entries.iter_mut().zip(buf[PAGE_HEADER..].chunks_exact(4)) {
+            *e = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        }
+        if !entries.iter().all(|&e| self.valid(e)) {
+            return Err(bad);
+        }
+        self.insert(p, entries.into_boxed_slice());
+        Ok(())
+    }
+
+    fn valid(&self, e: u32) -> bool {
+        !is_slot(e) || (e as u64) < self.limit
+    }
+
+    /// The entries of runs chunk `c` from its page.
+    fn decode_runs(&self, c: usize, buf: &[u8]) -> Result<Vec<u32>> {
+        let bad = Error::Corrupt("checkpoint map page does not match the volume");
+        if buf[0] != PAGE_RUNS {
+            return Err(bad);
+        }
+        let range = self.chunk(c);
+        let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
+        let body = buf
+            .get(PAGE_HEADER..PAGE_HEADER + n * RUN_BYTES)
+            .ok_or(bad.clone())?;
+        let mut out = Vec::with_capacity(range.len());
+        for r in body.chunks_exact(RUN_BYTES) {
+            let len = u16::from_le_bytes([r[0], r[1]]) as usize;
+            let start = u32::from_le_bytes([r[2], r[3], r[4], r[5]]);
+            if len == 0 || out.len() + len > range.len() {
+                return Err(bad);
+            }
+            let step = u32::from(is_slot(start));
+            out.extend((0..len as u32).map(|i| start.wrapping_add(step * i)));
+        }
+        if out.len() != range.len() || !out.iter().all(|&e| self.valid(e)) {
+            return Err(bad);
+        }
+        Ok(out)
+    }
+
+    /// Puts a page in RAM and lets the least recently used clean ones go while over budget.
+    fn insert(&mut self, p: u32, entries: Box<[u32]>) {
+        self.clock += 1;
+        self.resident.insert(
+            p,
+            Resident {
+                entries,
+                used: self.clock,
+            },
+        );
+        self.evict(Some(p));
+    }
+
+    /// Lets clean pages go, least recently used first, until the budget holds (or only
+    /// dirty and pinned pages, and `keep`, are left).
+    pub(super) fn evict(&mut self, keep: Option<u32>) {
+        while self.resident.len() > self.cache_pages {
+            let pinned = self.pinned.map(|(c, _)| c);
+            let victim = self
+                .resident
+                .iter()
+                .filter(|(&q, _)| {
+                    Some(q) != keep && !self.is_dirty(q) && pinned != Some(q as usize / CHUNK_PAGES)
+                })
+                .min_by_key(|(_, r)| r.used)
+                .map(|(&q, _)| q);
+            match victim {
+                Some(q) => {
+                    self.resident.remove(&q);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Whether the pages that cannot leave RAM (dirty ones) exceed the budget: time for a
+    /// checkpoint.
+    pub(super) fn over_budget(&self) -> bool {
+        self.resident.len() > self.cache_pages
+    }
+
+    /// Chunks of the map.
+    pub(super) fn chunks(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Starts reading the map from a checkpoint: nothing in RAM, nothing dirty; then
+    /// [`MapPages::restore_chunk`] for every chunk.
+    pub(super) fn begin_restore(&mut self) {
+        self.resident.clear();
+        self.dirty.fill(0);
+        self.mapped = 0;
+    }
+
+    /// Reads chunk `c` of a checkpoint's map pages (`src`), checks every entry, keeps what
+    /// the budget holds and returns the chunk's entries.
+    pub(super) fn restore_chunk(&mut self, c: usize, src: &mut dyn PageSource) -> Result<Vec<u32>> {
+        let bad = Error::Corrupt("checkpoint map pages do not match the volume");
+        let mut buf = alloc::vec![0u8; self.slot];
+        let range = self.chunk(c);
+        let first = (c * CHUNK_PAGES) as u32;
+        if !src.read_page(first, &mut buf)? {
+            return Err(bad);
+        }
+        self.loads += 1;
+        let entries = match buf[0] {
+            PAGE_RUNS => {
+                self.runs[c] = true;
+                self.decode_runs(c, &buf)?
+            }
+            PAGE_ENTRIES => {
+                self.runs[c] = false;
+                let mut out = Vec::with_capacity(range.len());
+                for j in 0..range.len().div_ceil(self.per_page) as u32 {
+                    if j > 0 {
+                        if !src.read_page(first + j, &mut buf)? {
+                            return Err(bad);
+                        }
+                        self.loads += 1;
+                    }
+                    let n = self.page_range(first + j).len();
+                    if buf[0] != PAGE_ENTRIES || u16::from_le_bytes([buf[2], buf[3]]) as usize != n
+                    {
+                        return Err(bad);
+                    }
+                    out.extend(
+                        buf[PAGE_HEADER..PAGE_HEADER + n * 4]
+                            .chunks_exact(4)
+                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
+                    );
+                }
+                if !out.iter().all(|&e| self.valid(e)) {
+                    return Err(bad);
+                }
+                out
+            }
+            _ => return Err(bad),
+        };
+        self.mapped += entries.iter().filter(|&&e| is_slot(e)).count() as u64;
+        for j in 0..CHUNK_PAGES as u32 {
+            let r = self.page_range(first + j);
+            if r.is_empty() || self.resident.len() >= self.cache_pages {
+                break;
+            }
+            let e = entries[r.start - range.start..r.end - range.start].to_vec();
+            self.clock += 1;
+            self.resident.insert(
+                first + j,
+                Resident {
+                    entries: e.into_boxed_slice(),
+                    used: self.clock,
+                },
+            );
+        }
+        Ok(entries)
+    }
+
+    /// The runs of chunk `c` (every page in RAM): (length, first entry); each next entry of
+    /// a run is one slot on (an address) or the same (unmapped, lost). `None` if they do
+    /// not fit a page.
+    fn chunk_runs(&self, c: usize) -> Option<Vec<(u16, u32)>> {
+        let max = (self.per_page * 4) / RUN_BYTES;
+        let mut runs: Vec<(u16, u32)> = Vec::new();
+        let mut prev: Option<u32> = None;
+        let first = (c * CHUNK_PAGES) as u32;
+        for j in 0..CHUNK_PAGES as u32 {
+            if self.page_range(first + j).is_empty() {
+                break;
+            }
+            for &e in self.resident.get(&(first + j))?.entries.iter() {
+                let follows = prev.is_some_and(|p| {
+                    let step = u32::from(is_slot(p));
+                    p.checked_add(step) == Some(e) && (is_slot(e) || step == 0)
+                });
+                match runs.last_mut() {
+                    Some((n, _)) if follows && *n < u16::MAX => *n += 1,
+                    _ => {
+                        if runs.len() == max {
+                            return None;
+                        }
+                        runs.push((1, e));
+                    }
+                }
+                prev = Some(e);
+            }
+        }
+        Some(runs)
+    }
+
+    /// Whether map page `i` changed since a checkpoint last took it; see
+    /// [`crate::log::Owner::take_dirty`]. At a chunk's first page, chooses the chunk's
+    /// encoding and pins its pages until the checkpoint moves on.
+    pub(super) fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {
+        let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
+        if j == 0 {
+            self.pinned = None;
+            self.pending = [false; CHUNK_PAGES];
+            // Pages past the end of the map are never dirty.
+            let dirty: Vec<bool> = (0..CHUNK_PAGES as u32)
+                .map(|j| self.is_dirty(i + j) && !self.page_range(i + j).is_empty())
+                .collect();
+            if dirty.iter().any(|&d| d) {
+                let was_runs = self.runs[c];
+                self.pinned = Some((c, was_runs));
+                let pages: Vec<u32> = (0..CHUNK_PAGES as u32)
+                    .map(|j| i + j)
+                    .filter(|&q| !self.page_range(q).is_empty())
+                    .collect();
+                // Whether runs may fit is known only with every entry in RAM: a chunk of
+                // runs comes in whole from its one page, one of entries only if no page
+                // need be read (else it stays entries and only its dirty pages are written).
+                let whole = was_runs
+                    || pages
+                        .iter()
+                        .all(|q| self.resident.contains_key(q) || self.is_dirty(*q));
+                let runs = whole && {
+                    for &q in &pages {
+                        self.page(q, src)?;
+                    }
+                    self.chunk_runs(c).is_some()
+                };
+                for (j, p) in self.pending.iter_mut().enumerate() {
+                    // Runs: the first page, and the others once entries, to drop. Entries:
+                    // the pages changed, or all once runs.
+                    *p = match (runs, was_runs) {
+                        (true, true) => j == 0,
+                        (true, false) => true,
+                        (false, true) => true,
+                        (false, false) => dirty[j],
+                    };
+                }
+                self.runs[c] = runs;
+                for q in pages {
+                    // A fresh page is made before it stops being dirty (and fresh).
+                    if self.is_dirty(q) {
+                        self.page(q, src)?;
+                        self.set_dirty(q, false);
+                    }
+                }
+            }
+        }
+        Ok(self.pending[j])
+    }
+
+    /// Encodes map page `i` into `buf`; `false` if the checkpoint holds no such page (an
+    /// entries page of a chunk of runs, or past the end).
+    pub(super) fn encode_page(
+        &mut self,
+        i: u32,
+        buf: &mut [u8],
+        src: &mut dyn PageSource,
+    ) -> Result<bool> {
+        let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
+        if self.runs[c] {
+            if j != 0 {
+                return Ok(false);
+            }
+            let runs = self
+                .chunk_runs(c)
+                .ok_or(Error::Corrupt("map chunk of runs not in RAM"))?;
+            buf[0] = PAGE_RUNS;
+            buf[2..4].copy_from_slice(&(runs.len() as u16).to_le_bytes());
+            for (r, (len, start)) in buf[PAGE_HEADER..].chunks_exact_mut(RUN_BYTES).zip(runs) {
+                r[0..2].copy_from_slice(&len.to_le_bytes());
+                r[2..6].copy_from_slice(&start.to_le_bytes());
+            }
+            return Ok(true);
+        }
+        if self.page_range(i).is_empty() {
+            return Ok(false);
+        }
+        let entries = &self.page(i, src)?.entries;
+        buf[0] = PAGE_ENTRIES;
+        buf[2..4].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+        for (w, e) in buf[PAGE_HEADER..].chunks_exact_mut(4).zip(entries.iter()) {
+            w.copy_from_slice(&e.to_le_bytes());
+        }
+        Ok(true)
+    }
+
+    /// The checkpoint ended: unpins its chunk. If it was not written whole, that chunk's
+    /// pages in RAM are dirty again and its encoding what it was.
+    pub(super) fn checkpoint_ended(&mut self, ok: bool) {
+        if let Some((c, was_runs)) = self.pinned.take() {
+            if !ok {
+                self.runs[c] = was_runs;
+                let first = (c * CHUNK_PAGES) as u32;
+                for q in first..first + CHUNK_PAGES as u32 {
+                    if self.resident.contains_key(&q) {
+                        self.set_dirty(q, true);
+                    }
+                }
+            }
+        }
+        self.pending = [false; CHUNK_PAGES];
+        self.evict(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLOT: usize = 512;
+    const LIMIT: u64 = (u32::MAX - 2) as u64;
+
+    /// A checkpoint's map pages, as the log keeps them.
+    #[derive(Default)]
+    struct Flash {
+        pages: Vec<Option<Vec<u8>>>,
+        reads: u64,
+    }
+
+    impl PageSource for Flash {
+        fn read_page(&mut self, i: u32, buf: &mut [u8]) -> Result<bool> {
+            self.reads += 1;
+            match self.pages.get(i as usize).cloned().flatten() {
+                Some(p) => {
+                    buf.copy_from_slice(&p);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
+    }
+
+    /// Takes a checkpoint of `map` into `flash` as the log would: each page asked about,
+    /// then written if changed (or absent), before the next. Returns the pages written.
+    fn checkpoint(map: &mut MapPages, flash: &mut Flash) -> usize {
+        let n = map.map_pages() as usize;
+        flash.pages.resize(n, None);
+        let mut written = 0;
+        for i in 0..n {
+            let absent = flash.pages[i].is_none();
+            let mut src = core::mem::take(flash);
+            let dirty = map.take_dirty(i as u32, &mut src).unwrap();
+            *flash = src;
+            if !dirty && !absent {
+                continue;
+            }
+            let mut buf = vec![0xFFu8; SLOT];
+            let mut src = core::mem::take(flash);
+            let some = map
+                .encode_page(i as u32, &mut buf[..payload(SLOT)], &mut src)
+                .unwrap();
+            *flash = src;
+            flash.pages[i] = if some {
+                written += 1;
+                Some(buf)
+            } else {
+                None
+            };
+        }
+        map.checkpoint_ended(true);
+        written
+    }
+
+    fn restored(sectors: usize, budget: usize, flash: &mut Flash) -> (MapPages, Vec<u32>) {
+        let mut m = MapPages::new(sectors, SLOT, budget, LIMIT);
+        m.begin_restore();
+        let mut all = Vec::new();
+        for c in 0..m.chunks() {
+            all.extend(m.restore_chunk(c, flash).unwrap());
+        }
+        (m, all)
+    }
+
+    fn per_chunk() -> usize {
+        (payload(SLOT) - PAGE_HEADER) / 4 * CHUNK_PAGES
+    }
+
+    #[test]
+    fn chunks_of_runs_and_of_entries_round_trip_through_their_changes() {
+        let per_chunk = per_chunk();
+        let sectors = per_chunk * 3 + 100;
+        let mut flash = Flash::default();
+        let mut map = MapPages::new(sectors, SLOT, usize::MAX, LIMIT);
+        let mut model = vec![UNMAPPED; sectors];
+        let mut set = |map: &mut MapPages, flash: &mut Flash, k: usize, v: u32| {
+            map.set(k, v, flash).unwrap();
+            model[k] = v;
+        };
+        // Chunk 0 written in order (runs); chunk 1 at random (entries); the rest unmapped.
+        for k in 0..per_chunk {
+            set(&mut map, &mut flash, k, 1000 + k as u32);
+        }
+        let mut x = 7u32;
+        for k in per_chunk..2 * per_chunk {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            set(&mut map, &mut flash, k, x % 100_000);
+        }
+        set(&mut map, &mut flash, 3 * per_chunk + 5, LOST);
+        let first = checkpoint(&mut map, &mut flash);
+        assert!(map.runs[0] && !map.runs[1] && map.runs[2] && map.runs[3]);
+        // One entry changes in each: chunk 0 stays runs (one page), chunk 1 rewrites one
+        // page of entries.
+        map.set(3, 5, &mut flash).unwrap();
+        map.set(per_chunk + 1, 9, &mut flash).unwrap();
+        assert_eq!(checkpoint(&mut map, &mut flash), 2);
+        let (_, all) = restored(sectors, usize::MAX, &mut flash);
+        let mut expect = vec![UNMAPPED; sectors];
+        for (k, e) in expect.iter_mut().enumerate() {
+            *e = map.get(k, &mut flash).unwrap();
+        }
+        assert_eq!(all, expect);
+        // Chunk 0 scattered: entries now, every page; chunk 1 made sequential: runs.
+        for k in (0..per_chunk).step_by(2) {
+            map.set(k, UNMAPPED - 7 - k as u32, &mut flash).unwrap();
+        }
+        for k in per_chunk..2 * per_chunk {
+            map.set(k, 50_000 + k as u32, &mut flash).unwrap();
+        }
+        checkpoint(&mut map, &mut flash);
+        assert!(!map.runs[0] && map.runs[1]);
+        assert_eq!(
+            flash.pages[CHUNK_PAGES + 1],
+            None,
+            "the entries pages of a runs chunk go"
+        );
+        let (_, all) = restored(sectors, usize::MAX, &mut flash);
+        for (k, e) in all.iter().enumerate() {
+            assert_eq!(*e, map.get(k, &mut flash).unwrap(), "sector {k}");
+        }
+        assert!(first > 0);
+    }
+
+    /// Random writes over a map far larger than its budget, checkpointed whenever the
+    /// changed pages fill it, against a plain array: every entry reads back, RAM stays
+    /// within the budget and a chunk, and a restore gives the same map.
+    #[test]
+    fn a_map_larger_than_its_budget_reads_back_what_was_written() {
+        let sectors = per_chunk() * 6 + 77;
+        let per_page = (payload(SLOT) - PAGE_HEADER) / 4;
+        let budget = 2 * CHUNK_PAGES * per_page * 4;
+        let mut flash = Flash::default();
+        let mut map = MapPages::new(sectors, SLOT, budget, LIMIT);
+        let mut model = vec![UNMAPPED; sectors];
+        checkpoint(&mut map, &mut flash);
+        let mut x = 99u64;
+        let mut checkpoints = 0;
+        for i in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let k = if i % 3 == 0 {
+                (i as usize * 7) % sectors
+            } else {
+                (x >> 33) as usize % sectors
+            };
+            if x % 5 == 0 {
+                assert_eq!(map.get(k, &mut flash).unwrap(), model[k], "sector {k}");
+            } else {
+                let v = if x % 17 == 0 { UNMAPPED } else { i };
+                map.set(k, v, &mut flash).unwrap();
+                model[k] = v;
+            }
+            if map.over_budget() {
+                checkpoint(&mut map, &mut flash);
+                checkpoints += 1;
+                assert!(!map.over_budget());
+            }
+            assert!(map.resident_bytes() <= budget + CHUNK_PAGES * per_page * 4);
+        }
+        assert!(checkpoints > 10, "{checkpoints} checkpoints");
+        assert!(map.loads() > 0);
+        let mapped = model.iter().filter(|&&e| is_slot(e)).count() as u64;
+        assert_eq!(map.mapped(), mapped);
+        for (k, &e) in model.iter().enumerate() {
+            assert_eq!(map.get(k, &mut flash).unwrap(), e, "sector {k}");
+        }
+        checkpoint(&mut map, &mut flash);
+        let (m, all) = restored(sectors, budget, &mut flash);
+        assert_eq!(all, model);
+        assert_eq!(m.mapped(), mapped);
+        assert!(m.resident_bytes() <= budget);
+    }
+
+    /// A checkpoint that fails part-way leaves its chunk's pages dirty: nothing written
+    /// before it is read back stale.
+    #[test]
+    fn a_failed_checkpoint_keeps_its_chunk_dirty() {
+        let sectors = per_chunk() * 2;
+        let mut flash = Flash::default();
+        let mut map = MapPages::new(sectors, SLOT, 0, LIMIT);
+        checkpoint(&mut map, &mut flash);
+        map.set(1, 42, &mut flash).unwrap();
+        let mut src = core::mem::take(&mut flash);
+        assert!(map.take_dirty(0, &mut src).unwrap());
+        flash = src;
+        map.checkpoint_ended(false);
+        // Many other pages come and go through the budget.
+        for k in (per_chunk()..sectors).step_by(7) {
+            map.get(k, &mut flash).unwrap();
+        }
+        assert_eq!(map.get(1, &mut flash).unwrap(), 42);
+        checkpoint(&mut map, &mut flash);
+        let (_, all) = restored(sectors, usize::MAX, &mut flash);
+        assert_eq!(all[1], 42);
+    }
+}
