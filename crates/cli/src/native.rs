@@ -161,7 +161,9 @@ pub fn usage<D: Segments>(fs: &mut Fs<D>) -> anyhow::Result<(Space, LogUsage, Na
         flash_bytes: fs.lifetime().flash_bytes,
         write_amplification: fs.lifetime().write_amplification(),
     };
-    Ok((space, log_usage(fs.ftl().log()), info))
+    let mut log = log_usage(fs.ftl().log());
+    log.map_cache_bytes = fs.ftl().map_cache_stats().0 as u64;
+    Ok((space, log, info))
 }
 
 /// Commits `fs`, makes the image durable and gives its store back.

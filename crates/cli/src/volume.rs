@@ -325,6 +325,11 @@ pub struct LogUsage {
     /// How the mount found the log: `checkpoint` (read from the newest checkpoint, SPEC
     /// §3.5) or `scan` (every header and tag read).
     pub mounted_from: &'static str,
+    /// Bytes of the block device's sector map in RAM after the mount (its pages and run
+    /// lists, under `FtlConfig::map_cache`).
+    pub map_cache_bytes: u64,
+    /// The most heap the mount held (`None` where the program does not count its heap).
+    pub mount_heap_bytes: Option<u64>,
     /// Slots that cleaning every segment holding dead data would free.
     pub reclaimable_slots: u64,
     /// The log's newest sequence number: one is used per slot the volume writes (about the
@@ -363,6 +368,8 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
         live_slots: live,
         checkpoint_slots: log.checkpoint_slots(),
         mounted_from: if log.restored() { "checkpoint" } else { "scan" },
+        map_cache_bytes: 0,
+        mount_heap_bytes: None,
         reclaimable_slots: reclaimable,
         newest_sequence: log.last_seq(),
         utilization_histogram: hist,
@@ -383,7 +390,9 @@ fn ftl_usage<D: Segments>(ftl: &Ftl<D>) -> (Space, LogUsage) {
             units::count(ss)
         ),
     };
-    (space, log_usage(ftl.log()))
+    let mut log = log_usage(ftl.log());
+    log.map_cache_bytes = ftl.map_cache_stats().0 as u64;
+    (space, log)
 }
 
 /// An image opened for a command: written through to the file, or read from the file with

@@ -8,6 +8,7 @@ use anyhow::Context;
 use flash::spec::DeviceSpec;
 use flash::store::Store;
 use flashfs::FtlConfig;
+use flashfs_bench::heap::{CountingAlloc, HeapMeter};
 use serde::Serialize;
 
 use crate::device::{self, AtPath, Spread};
@@ -304,6 +305,16 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 _ => "by a scan of every segment (no current checkpoint)".into(),
             },
         ]);
+        if let Some(heap) = l.mount_heap_bytes {
+            rows.push(vec![
+                "mount RAM".into(),
+                format!(
+                    "{} B of heap at most; {} B of sector map in RAM after it",
+                    count(heap),
+                    count(l.map_cache_bytes)
+                ),
+            ]);
+        }
         rows.push(vec![
             "reclaimable".into(),
             format!(
@@ -430,9 +441,12 @@ fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volum
     let (space, log) = match format {
         Format::Unformatted => (None, None),
         Format::BlockDevice { .. } => {
+            let meter = HeapMeter::start();
             let ftl = AnyFtl::mount(media, FtlConfig::default())
                 .context("cannot mount the block device (`flashfs fsck` checks it)")?;
-            let (space, log) = ftl.usage();
+            let heap = meter.peak();
+            let (space, mut log) = ftl.usage();
+            log.mount_heap_bytes = CountingAlloc::installed().then_some(heap);
             match ftl.lifetime() {
                 (Some(l), complete) => {
                     writes = Some(Writes {
@@ -470,7 +484,11 @@ fn read_volume(media: Media<ImageStore>, format: Format) -> anyhow::Result<Volum
 /// Space, log usage and figures of the native file system on `media` (mounted in memory:
 /// the store keeps writes to itself).
 fn native_usage(media: Media<ImageStore>) -> anyhow::Result<(Space, LogUsage, NativeInfo)> {
+    let meter = HeapMeter::start();
     let mut fs = AnyFs::mount(media, crate::native::config(None, None))
         .context("cannot mount the file system (`flashfs fsck` checks it)")?;
-    fs.usage()
+    let heap = meter.peak();
+    let (space, mut log, info) = fs.usage()?;
+    log.mount_heap_bytes = CountingAlloc::installed().then_some(heap);
+    Ok((space, log, info))
 }

@@ -64,9 +64,9 @@ pub struct FtlConfig {
     pub map_cache: usize,
 }
 
-/// The default [`FtlConfig::map_cache`]: the whole map of a 64 MiB device of 2 KiB pages
-/// (sequential data on a larger one is mapped by runs and reads back cheaply).
-pub const DEFAULT_MAP_CACHE: usize = 128 * 1024;
+/// The default [`FtlConfig::map_cache`]: the map pages of 96 MiB written at random on 2 KiB
+/// pages, and the run lists of several GiB written in order.
+pub const DEFAULT_MAP_CACHE: usize = 256 * 1024;
 
 impl Default for FtlConfig {
     fn default() -> Self {

@@ -76,12 +76,18 @@ pub(super) struct MapPages {
     pending: [bool; CHUNK_PAGES],
     /// The chunk a checkpoint is writing, and whether it was runs before.
     pinned: Option<(usize, bool)>,
-    /// Pages the budget allows in RAM.
-    cache_pages: usize,
+    /// Bytes the pages and run lists in RAM may take.
+    budget: usize,
     /// The use clock.
     clock: u64,
     /// Sectors whose entry names a slot.
     mapped: u64,
+    /// Pages of runs read back, by chunk, with the use clock: a page of such a chunk is made
+    /// from them without a read. A chunk written in order takes a run or two, a dozen
+    /// bytes: this is Ryu & Park's extent mappings kept in RAM.
+    run_lists: BTreeMap<usize, (Box<[u8]>, u64)>,
+    /// Bytes the run lists take.
+    run_bytes: usize,
     /// Pages read from flash since the map was made.
     loads: u64,
 }
@@ -103,9 +109,11 @@ impl MapPages {
             runs: alloc::vec![false; chunks],
             pending: [false; CHUNK_PAGES],
             pinned: None,
-            cache_pages: (budget / (per_page * 4)).max(1),
+            budget: budget.max(per_page * 4),
             clock: 0,
             mapped: 0,
+            run_lists: BTreeMap::new(),
+            run_bytes: 0,
             loads: 0,
         }
     }
@@ -122,7 +130,7 @@ impl MapPages {
 
     /// Bytes of entries in RAM now.
     pub(super) fn resident_bytes(&self) -> usize {
-        self.resident.len() * self.per_page * 4
+        self.resident.len() * self.per_page * 4 + self.run_bytes
     }
 
     /// Pages read back from the checkpoint since the map was made.
@@ -177,10 +185,35 @@ impl MapPages {
         }
     }
 
-    /// Sector `k`'s entry.
+    /// Sector `k`'s entry. A chunk of runs not in RAM as pages answers from its run list:
+    /// reading it needs no page made.
     pub(super) fn get(&mut self, k: usize, src: &mut dyn PageSource) -> Result<u32> {
         let (p, i) = self.page_of(k);
+        let c = p as usize / CHUNK_PAGES;
+        if self.runs[c] && !self.resident.contains_key(&p) && !self.is_dirty(p) {
+            return self.run_entry(c, k - self.chunk(c).start, src);
+        }
         Ok(self.page(p, src)?.entries[i])
+    }
+
+    /// Entry `i` of runs chunk `c`, from its run list (read back if not in RAM).
+    fn run_entry(&mut self, c: usize, i: usize, src: &mut dyn PageSource) -> Result<u32> {
+        let bad = Error::Corrupt("checkpoint map page does not match the volume");
+        self.clock += 1;
+        if let Some((list, used)) = self.run_lists.get_mut(&c) {
+            *used = self.clock;
+            return run_lookup(list, i).ok_or(bad);
+        }
+        let mut buf = alloc::vec![0u8; self.slot];
+        if !src.read_page((c * CHUNK_PAGES) as u32, &mut buf)? {
+            return Err(bad);
+        }
+        self.loads += 1;
+        // Checked whole once, as it comes in.
+        self.decode_runs(c, &buf)?;
+        let e = run_lookup(&buf, i).ok_or(bad)?;
+        self.keep_runs(c, &buf);
+        Ok(e)
     }
 
     /// Sets sector `k`'s entry.
@@ -210,9 +243,8 @@ impl MapPages {
         Ok(r)
     }
 
-    /// Brings page `p` into RAM: made unmapped if fresh, else read from the checkpoint.
-    /// A page of runs gives every page of its chunk: those not in RAM come in too while the
-    /// budget has room.
+    /// Brings page `p` into RAM: made unmapped if fresh, else read from the checkpoint (for
+    /// a chunk of runs, made from its run list).
     fn load(&mut self, p: u32, src: &mut dyn PageSource) -> Result<()> {
         let range = self.page_range(p);
         if self.is_dirty(p) {
@@ -224,27 +256,26 @@ impl MapPages {
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
         let mut buf = alloc::vec![0u8; self.slot];
         if self.runs[c] {
-            if !src.read_page(first, &mut buf)? {
-                return Err(bad);
-            }
-            let chunk = self.decode_runs(c, &buf)?;
-            self.loads += 1;
-            let base = self.chunk(c).start;
-            for j in 0..CHUNK_PAGES as u32 {
-                let q = first + j;
-                let r = self.page_range(q);
-                let wanted = q == p
-                    || (!r.is_empty()
-                        && !self.resident.contains_key(&q)
-                        && !self.is_dirty(q)
-                        && self.resident.len() + 1 < self.cache_pages);
-                if wanted {
-                    let e = chunk[r.start - base..r.end - base]
-                        .to_vec()
-                        .into_boxed_slice();
-                    self.insert(q, e);
+            self.clock += 1;
+            let chunk = match self.run_lists.get_mut(&c) {
+                Some((list, used)) => {
+                    *used = self.clock;
+                    let list = list.clone();
+                    self.decode_runs(c, &list)?
                 }
-            }
+                None => {
+                    if !src.read_page(first, &mut buf)? {
+                        return Err(bad);
+                    }
+                    self.loads += 1;
+                    let chunk = self.decode_runs(c, &buf)?;
+                    self.keep_runs(c, &buf);
+                    chunk
+                }
+            };
+            let base = self.chunk(c).start;
+            let e = chunk[range.start - base..range.end - base].into();
+            self.insert(p, e);
             return Ok(());
         }
         if !src.read_page(p, &mut buf)? || buf[0] != PAGE_ENTRIES {
@@ -297,6 +328,25 @@ impl MapPages {
         Ok(out)
     }
 
+    /// Keeps the runs of chunk `c` from its page `buf` (they count in the budget).
+    fn keep_runs(&mut self, c: usize, buf: &[u8]) {
+        let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
+        let list: Box<[u8]> = buf[..(PAGE_HEADER + n * RUN_BYTES).min(buf.len())].into();
+        self.clock += 1;
+        self.run_bytes += list.len();
+        if let Some((old, _)) = self.run_lists.insert(c, (list, self.clock)) {
+            self.run_bytes -= old.len();
+        }
+        self.evict(None);
+    }
+
+    /// Forgets the run list of chunk `c`.
+    fn drop_runs(&mut self, c: usize) {
+        if let Some((old, _)) = self.run_lists.remove(&c) {
+            self.run_bytes -= old.len();
+        }
+    }
+
     /// Puts a page in RAM and lets the least recently used clean ones go while over budget.
     fn insert(&mut self, p: u32, entries: Box<[u32]>) {
         self.clock += 1;
@@ -310,24 +360,33 @@ impl MapPages {
         self.evict(Some(p));
     }
 
-    /// Lets clean pages go, least recently used first, until the budget holds (or only
-    /// dirty and pinned pages, and `keep`, are left).
+    /// Lets clean pages and run lists go, least recently used first, until the budget
+    /// holds (or only dirty and pinned pages, and `keep`, are left).
     pub(super) fn evict(&mut self, keep: Option<u32>) {
-        while self.resident.len() > self.cache_pages {
+        while self.resident_bytes() > self.budget {
             let pinned = self.pinned.map(|(c, _)| c);
-            let victim = self
+            let page = self
                 .resident
                 .iter()
                 .filter(|(&q, _)| {
                     Some(q) != keep && !self.is_dirty(q) && pinned != Some(q as usize / CHUNK_PAGES)
                 })
                 .min_by_key(|(_, r)| r.used)
-                .map(|(&q, _)| q);
-            match victim {
-                Some(q) => {
+                .map(|(&q, r)| (q, r.used));
+            let list = self
+                .run_lists
+                .iter()
+                .min_by_key(|(_, (_, u))| *u)
+                .map(|(&c, (_, u))| (c, *u));
+            match (page, list) {
+                (Some((q, pu)), Some((_, lu))) if pu <= lu => {
                     self.resident.remove(&q);
                 }
-                None => break,
+                (_, Some((c, _))) => self.drop_runs(c),
+                (Some((q, _)), None) => {
+                    self.resident.remove(&q);
+                }
+                (None, None) => break,
             }
         }
     }
@@ -335,7 +394,7 @@ impl MapPages {
     /// Whether the pages that cannot leave RAM (dirty ones) exceed the budget: time for a
     /// checkpoint.
     pub(super) fn over_budget(&self) -> bool {
-        self.resident.len() > self.cache_pages
+        self.resident_bytes() > self.budget
     }
 
     /// Chunks of the map.
@@ -346,6 +405,8 @@ impl MapPages {
     /// Starts reading the map from a checkpoint: nothing in RAM, nothing dirty; then
     /// [`MapPages::restore_chunk`] for every chunk.
     pub(super) fn begin_restore(&mut self) {
+        self.run_lists.clear();
+        self.run_bytes = 0;
         self.resident.clear();
         self.dirty.fill(0);
         self.mapped = 0;
@@ -365,7 +426,9 @@ impl MapPages {
         let entries = match buf[0] {
             PAGE_RUNS => {
                 self.runs[c] = true;
-                self.decode_runs(c, &buf)?
+                let entries = self.decode_runs(c, &buf)?;
+                self.keep_runs(c, &buf);
+                entries
             }
             PAGE_ENTRIES => {
                 self.runs[c] = false;
@@ -396,9 +459,11 @@ impl MapPages {
             _ => return Err(bad),
         };
         self.mapped += entries.iter().filter(|&&e| is_slot(e)).count() as u64;
+        // A chunk of runs is kept as its run list; pages of entries while room remains.
         for j in 0..CHUNK_PAGES as u32 {
             let r = self.page_range(first + j);
-            if r.is_empty() || self.resident.len() >= self.cache_pages {
+            let room = self.resident_bytes() + self.per_page * 4 <= self.budget;
+            if self.runs[c] || r.is_empty() || !room {
                 break;
             }
             let e = entries[r.start - range.start..r.end - range.start].to_vec();
@@ -452,7 +517,7 @@ impl MapPages {
     pub(super) fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {
         let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
         if j == 0 {
-            self.pinned = None;
+            self.unpin();
             self.pending = [false; CHUNK_PAGES];
             // Pages past the end of the map are never dirty.
             let dirty: Vec<bool> = (0..CHUNK_PAGES as u32)
@@ -489,6 +554,8 @@ impl MapPages {
                     };
                 }
                 self.runs[c] = runs;
+                // Its page of runs is about to change (read above, it may have been kept).
+                self.drop_runs(c);
                 for q in pages {
                     // A fresh page is made before it stops being dirty (and fresh).
                     if self.is_dirty(q) {
@@ -523,6 +590,8 @@ impl MapPages {
                 r[0..2].copy_from_slice(&len.to_le_bytes());
                 r[2..6].copy_from_slice(&start.to_le_bytes());
             }
+            // Kept as its run list: its pages go once the checkpoint moves on.
+            self.keep_runs(c, buf);
             return Ok(true);
         }
         if self.page_range(i).is_empty() {
@@ -537,12 +606,31 @@ impl MapPages {
         Ok(true)
     }
 
+    /// Unpins the chunk a checkpoint wrote; if it is runs and its run list is kept, its pages
+    /// (clean now, and sixteen times the size) leave RAM.
+    fn unpin(&mut self) {
+        if let Some((c, _)) = self.pinned.take() {
+            if self.runs[c] && self.run_lists.contains_key(&c) {
+                let first = (c * CHUNK_PAGES) as u32;
+                for q in first..first + CHUNK_PAGES as u32 {
+                    if !self.is_dirty(q) {
+                        self.resident.remove(&q);
+                    }
+                }
+            }
+        }
+    }
+
     /// The checkpoint ended: unpins its chunk. If it was not written whole, that chunk's
     /// pages in RAM are dirty again and its encoding what it was.
     pub(super) fn checkpoint_ended(&mut self, ok: bool) {
+        if ok {
+            self.unpin();
+        }
         if let Some((c, was_runs)) = self.pinned.take() {
             if !ok {
                 self.runs[c] = was_runs;
+                self.drop_runs(c);
                 let first = (c * CHUNK_PAGES) as u32;
                 for q in first..first + CHUNK_PAGES as u32 {
                     if self.resident.contains_key(&q) {
@@ -554,6 +642,22 @@ impl MapPages {
         self.pending = [false; CHUNK_PAGES];
         self.evict(None);
     }
+}
+
+/// Entry `i` of the chunk a page of runs (`list`, checked) maps.
+fn run_lookup(list: &[u8], i: usize) -> Option<u32> {
+    let n = u16::from_le_bytes([*list.get(2)?, *list.get(3)?]) as usize;
+    let mut at = 0;
+    for r in list.get(PAGE_HEADER..)?.chunks_exact(RUN_BYTES).take(n) {
+        let len = u16::from_le_bytes([r[0], r[1]]) as usize;
+        let start = u32::from_le_bytes([r[2], r[3], r[4], r[5]]);
+        if i < at + len {
+            let step = u32::from(is_slot(start));
+            return Some(start.wrapping_add(step * (i - at) as u32));
+        }
+        at += len;
+    }
+    None
 }
 
 #[cfg(test)]
