@@ -1948,7 +1948,7 @@ fn run_combo<D: Clone, T: Target>(
 /// The block device's settings for a fault kind: silent failures need programs read back.
 /// The torture's small devices keep checkpoints (which only larger ones do by default), so
 /// that the workloads' checkpoints, the marks after them and the anchors' turns are cut;
-/// their map cache holds a few pages, so that map pages are read back and force checkpoints.
+/// their map cache holds one page, so that map pages are read back and force checkpoints.
 pub fn ftl_config(fault: Fault) -> FtlConfig {
     let mut c = FtlConfig::default();
     c.log.verify_programs |= fault.verifies_programs();
@@ -1957,8 +1957,9 @@ pub fn ftl_config(fault: Fault) -> FtlConfig {
     c
 }
 
-/// The torture's map cache: a few map pages.
-pub const SMALL_MAP_CACHE: usize = 4 * 1024;
+/// The torture's map cache: none beyond the one page it always holds, so that on devices
+/// of a few map pages every other page is read back and changed pages force checkpoints.
+pub const SMALL_MAP_CACHE: usize = 0;
 
 /// Runs one preset, fault kind and workload on the block device; `base` gives the formatted
 /// device for a workload seed.
