@@ -417,3 +417,29 @@ fn a_map_larger_than_its_cache_reads_back_through_checkpoints_and_cuts() {
     assert_eq!(differing, Some(vec![]));
     check(&mut scanned);
 }
+
+/// A device too small for checkpoints beside the volume is formatted without them, not
+/// refused (found by `flashfs torture --campaign`, whose block-device configuration asks for
+/// checkpoints on every device: the ST10F280's torture geometry has no room for them).
+#[test]
+fn a_device_too_small_for_checkpoints_is_formatted_without_them() {
+    let spec = flashfs_bench::torture::torture_device("st10f280")
+        .unwrap()
+        .spec;
+    let flash::DeviceSpec::Nor(spec) = spec else {
+        panic!("NOR preset")
+    };
+    let dev = flashfs::NorSegments::new(
+        flash::NorSim::new(spec, flash::ImageMeta::new("t", 1)).unwrap(),
+        512,
+    )
+    .unwrap();
+    let config = flashfs_bench::torture::ftl_config(flashfs_bench::torture::Fault::PowerCut);
+    let mut ftl = Ftl::format(dev, config).unwrap();
+    assert!(!ftl.log().keeps_checkpoints());
+    ftl.write(0, &[7; 512]).unwrap();
+    let mut ftl = Ftl::mount(ftl.close().unwrap(), config).unwrap();
+    let mut buf = [0; 512];
+    ftl.read(0, &mut buf).unwrap();
+    assert_eq!(buf, [7; 512]);
+}

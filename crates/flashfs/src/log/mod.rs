@@ -434,12 +434,13 @@ impl<D: Segments> Log<D> {
     }
 
     /// Formats a new log on `dev`, keeping the wear record of segments that have one. The
-    /// volume's `size` is chosen by `size` from the slots the owner may keep live.
+    /// volume's `size` is chosen by `size` from the slots the owner may keep live; where
+    /// checkpoints leave it no room ([`Error::NoSpace`]), the volume goes without them.
     pub fn format(
         dev: D,
         config: LogConfig,
         format: u8,
-        size: impl FnOnce(u64) -> Result<u32>,
+        size: impl Fn(u64) -> Result<u32>,
     ) -> Result<Self> {
         let slot_shift = dev.geometry().slot_size.trailing_zeros() as u8;
         let unit_shift = dev.units_per_segment().trailing_zeros() as u8;
@@ -477,7 +478,17 @@ impl<D: Segments> Log<D> {
                 log.anchors = Some(Anchors::new([a, z]));
             }
         }
-        log.volume.size = size(log.capacity_slots())?;
+        log.volume.size = match size(log.capacity_slots()) {
+            // Too small for checkpoints beside the volume asked for: it goes without.
+            Err(Error::NoSpace) if log.anchors.is_some() => {
+                for seg in log.anchors.take().map_or([0; 2], |a| a.segs) {
+                    log.set_state(seg, SegState::Free);
+                }
+                log.volume.anchors = None;
+                size(log.capacity_slots())?
+            }
+            r => r?,
+        };
         if let Some(a) = &log.anchors {
             // The first anchor gets its header now (the format just erased it); the other
             // stays erased until the first is full.
