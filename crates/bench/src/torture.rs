@@ -556,7 +556,7 @@ pub fn read_sectors<B: BlockDevice>(
     for k in 0..dev.sectors() {
         match dev.read(k, &mut buf) {
             Ok(()) => {}
-            Err(Error::Io) if eio_ok => {
+            Err(e) if eio_ok && e.is_unreadable() => {
                 out.push(UNREADABLE);
                 continue;
             }

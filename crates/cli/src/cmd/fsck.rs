@@ -98,14 +98,14 @@ fn check_ftl(
         let k = BATCH.min(n - at);
         let chunk = &mut buf[..k as usize * ss];
         if let Err(e) = ftl.read(at, chunk) {
-            if e != flashfs::Error::Io {
+            if !e.is_unreadable() {
                 return Err(anyhow::Error::new(e).context(format!("{shown}: sector {at}")));
             }
             // Find the sectors that fail.
             for s in at..at + k {
                 match ftl.read(s, &mut chunk[..ss]) {
                     Ok(()) => {}
-                    Err(flashfs::Error::Io) => lost.push(s),
+                    Err(e) if e.is_unreadable() => lost.push(s),
                     Err(e) => {
                         return Err(anyhow::Error::new(e).context(format!("{shown}: sector {s}")))
                     }

@@ -117,6 +117,32 @@ impl<S: Store> NandSim<S> {
         Ok(())
     }
 
+    /// Overwrites stored bytes of a page at rest, `offset` counted from the start of its
+    /// data area (the spare area follows the data), without the ECC noticing: the page keeps
+    /// its state and reads back the new bytes as if they were good. Models damage ECC cannot
+    /// see (a miscorrection, a program disturbed into another valid codeword), for tests of
+    /// the layers above.
+    pub fn corrupt_at_rest(&mut self, at: PageAddr, offset: usize, bytes: &[u8]) -> Result<()> {
+        let i = self.index(at)?;
+        if offset.saturating_add(bytes.len()) > self.stride() as usize {
+            return Err(FlashError::OutOfRange {
+                addr: offset as u64,
+                len: bytes.len() as u64,
+            });
+        }
+        self.core
+            .write_data(i as u64 * self.stride() + offset as u64, bytes)
+    }
+
+    /// Makes a page read as erased (data and spare all ones, no ECC error), as a program
+    /// that never took or charge lost from every cell leaves it.
+    pub fn erase_page_at_rest(&mut self, at: PageAddr) -> Result<()> {
+        let i = self.index(at)?;
+        self.core
+            .erase_data(i as u64 * self.stride(), self.stride())?;
+        self.set_state(i, 0)
+    }
+
     fn reload(&mut self) -> Result<()> {
         self.core
             .store

@@ -72,6 +72,13 @@ impl<S: Store> NorSim<S> {
         }
     }
 
+    /// Overwrites stored bytes at rest (retention loss, read disturb, a stray program), for
+    /// tests of the layers above: NOR has no ECC, so a read returns them as they are.
+    pub fn corrupt_at_rest(&mut self, addr: u64, bytes: &[u8]) -> Result<()> {
+        self.check_range(addr, bytes.len())?;
+        self.core.write_data(addr, bytes)
+    }
+
     /// The store holding the image.
     pub fn store(&self) -> &S {
         &self.core.store

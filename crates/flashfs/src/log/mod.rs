@@ -444,6 +444,11 @@ impl<D: Segments> Log<D> {
             }
         }
         log.volume.size = size(log.capacity_slots())?;
+        if log.volume.size > log.dev.tag_layout().max_key() {
+            return Err(Error::InvalidArgument(
+                "volume too large for the keys this medium's tags carry",
+            ));
+        }
         if let Some(a) = &log.anchors {
             // The first anchor gets its header now (the format just erased it); the other
             // stays erased until the first is full.
@@ -779,8 +784,13 @@ impl<D: Segments> Log<D> {
         if data.len() > self.geo.slot_size as usize {
             return Err(Error::InvalidArgument("data longer than a slot"));
         }
+        if key > self.dev.tag_layout().max_key() {
+            return Err(Error::InvalidArgument(
+                "key beyond what this medium's tags carry",
+            ));
+        }
         self.make_room(owner)?;
-        if self.seq > MAX_SEQ {
+        if self.seq > MAX_SEQ.min(self.dev.tag_layout().max_seq()) {
             return Err(Error::ReadOnly);
         }
         let tag = Tag {
@@ -1235,8 +1245,20 @@ impl<D: Segments> Log<D> {
                     }
                     return Ok(SlotAddr { seg, slot });
                 }
-                Err(Error::Flash(FlashError::ProgramFailed { .. })) => self.fail(seg),
-                Err(e) => return Err(e),
+                // A slot that was not erased (damage in the erased part of a segment: a
+                // program would set bits) fails its segment like a program that did not take.
+                Err(Error::Flash(
+                    FlashError::ProgramFailed { .. }
+                    | FlashError::SetsBits { .. }
+                    | FlashError::PageAlreadyProgrammed { .. },
+                )) => self.fail(seg),
+                Err(e) => {
+                    // The slot is spent either way: a full segment leaves its head.
+                    if self.segs[seg as usize].used >= self.geo.slots {
+                        self.close(seg);
+                    }
+                    return Err(e);
+                }
             }
         }
         Err(Error::ReadOnly)
