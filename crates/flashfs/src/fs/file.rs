@@ -299,12 +299,15 @@ impl<D: Segments> Fs<D> {
                 if from == k * bs && to == (k + m) * bs {
                     // Whole sectors: straight into the caller's buffer.
                     let dst = &mut buf[(from - off) as usize..(to - off) as usize];
-                    self.tree.store_mut().read(sector, dst).map_err(at_file)?;
+                    self.tree
+                        .store_mut()
+                        .read_data(sector, dst)
+                        .map_err(at_file)?;
                 } else {
                     tmp.resize((m * bs) as usize, 0);
                     self.tree
                         .store_mut()
-                        .read(sector, &mut tmp)
+                        .read_data(sector, &mut tmp)
                         .map_err(at_file)?;
                     buf[(from - off) as usize..(to - off) as usize]
                         .copy_from_slice(&tmp[(from - k * bs) as usize..(to - k * bs) as usize]);
