@@ -74,6 +74,12 @@ pub trait Segments {
     /// beside its tag: data that does not match, or a slot that reads as erased, is
     /// [`Error::Io`] (damage: the caller reads only slots it knows were written).
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()>;
+    /// Reads a slot's data as [`Segments::read_slot`] does, and its tag with it (in the same
+    /// page read on NAND), so the caller can check the slot holds what it expects.
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        self.read_slot(seg, slot, buf)?;
+        self.read_tag(seg, slot)
+    }
     /// How tags and data checksums are laid out on this medium (SPEC.md §2.4).
     fn tag_layout(&self) -> TagLayout {
         TagLayout::Wide
@@ -380,6 +386,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
+        self.read_slot_tag(seg, slot, buf).map(|_| ())
+    }
+
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
         let ss = self.slot_size as usize;
         let mut entry = alloc::vec![0u8; self.tag_stride as usize];
         self.read_at(self.entry_at(seg, slot), &mut entry)?;
@@ -394,7 +404,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             self.data_ok(&entry, &whole)
         };
         if ok {
-            Ok(())
+            Ok(Tag::decode(&entry))
         } else {
             Err(Error::Io)
         }
@@ -661,6 +671,10 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
+        self.read_slot_tag(seg, slot, buf).map(|_| ())
+    }
+
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
         let ps = self.flash.spec().page_size as usize;
         let mut spare = [0u8; ENTRY_LEN];
         let spare = &mut spare[..self.layout.entry_len()];
@@ -678,7 +692,7 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         // An erased spare never matches (SPEC.md §2.4): a page that reads as erased where
         // the caller expects data is damage.
         if ok {
-            Ok(())
+            Ok(self.layout.decode(spare))
         } else {
             Err(Error::Io)
         }

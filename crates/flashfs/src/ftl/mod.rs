@@ -16,6 +16,7 @@ pub use counters::Lifetime;
 use crate::error::{Damage, Error, Result};
 use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
 use alloc::collections::BTreeMap;
+use flash::FlashError;
 
 use crate::log::tag::TagState;
 use crate::log::{Head, Log, LogConfig, Restored, SlotAddr, Start};
@@ -679,14 +680,18 @@ impl<D: Segments> Ftl<D> {
                 }
                 p => {
                     let at = self.map.unpack(p);
-                    if let Err(e) = self.log.read(at, chunk) {
+                    if let Err(e) = self.log.read_expecting(at, k as u32, Kind::Sector, chunk) {
                         if e.is_unreadable() {
                             // Damaged or unreadable: a loss record keeps the sector an
                             // error until it is written again (never an older version).
                             self.log.kill(at);
                             self.map.set(k, LOST);
                             self.map.lost.push(k as u32);
-                            self.record_losses()?;
+                            // The loss is kept in RAM if its record cannot be written now
+                            // (no space, a worn device): the read still says what it found.
+                            if let Err(Error::Flash(FlashError::PowerLoss)) = self.record_losses() {
+                                return Err(Error::Flash(FlashError::PowerLoss));
+                            }
                             return Err(Error::Damaged(Damage {
                                 slot: Some((at.seg, at.slot)),
                                 sector: Some(k as u64),

@@ -739,6 +739,34 @@ impl<D: Segments> Log<D> {
         r
     }
 
+    /// Reads a slot's data (one slot long), as [`Log::read`], and checks that its tag says
+    /// it holds `key` of `kind`: a slot that holds something else (a page that read as
+    /// erased, was taken for free space and written again while a map still named it) is
+    /// damage, [`Error::Io`], never someone else's data.
+    pub fn read_expecting(
+        &mut self,
+        at: SlotAddr,
+        key: u32,
+        kind: Kind,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let r = match self.dev.read_slot_tag(at.seg, at.slot, buf) {
+            Ok(TagState::Valid(t)) if t.key == key && t.kind == kind => Ok(()),
+            Ok(_) => Err(Error::Io),
+            // A map naming a retired block: what it held is gone.
+            Err(Error::Flash(FlashError::BadBlock { .. })) => Err(Error::Io),
+            Err(e) => Err(e),
+        };
+        if r == Err(Error::Io) {
+            match self.segs[at.seg as usize].state {
+                SegState::Open => self.fail(at.seg),
+                SegState::Full => self.set_state(at.seg, SegState::Failing),
+                _ => {}
+            }
+        }
+        r
+    }
+
     /// Whether [`Log::patch`] works on this medium.
     pub fn can_patch(&self) -> bool {
         self.dev.can_patch()
