@@ -773,8 +773,10 @@ impl<D: Segments> Log<D> {
     }
 
     /// Programs `bytes` at `offset` inside the data of the live slot `at`, in place, clearing
-    /// bits only (reprogrammable NOR). A slot's tag checks only the tag, so the slot stays
-    /// valid, and the cleaner copies slots whole, so the change moves with the slot.
+    /// bits only (reprogrammable NOR). The slot's data checksum covers only its written
+    /// length, or is set aside by the in-place mark when the patch changes a byte inside it
+    /// (SPEC.md §2.2), so the slot stays valid; the cleaner copies slots whole, with a fresh
+    /// checksum, so the change moves with the slot.
     pub fn patch(&mut self, at: SlotAddr, offset: usize, bytes: &[u8]) -> Result<()> {
         if at.seg >= self.geo.segments || at.slot >= self.geo.slots || !self.is_live(at) {
             return Err(Error::InvalidArgument("patch of a slot that is not live"));
