@@ -44,10 +44,11 @@ use std::fmt;
 use std::rc::Rc;
 
 use flash::{
-    DeviceSpec, FaultConfig, FlashError, ImageMeta, NandFlash, NandSim, NandSpec, NorSim, NorSpec,
-    PageAddr, Simulated, Timebomb,
+    AgeReport, AtRest, DeviceSpec, FaultConfig, FlashError, ImageMeta, NandFlash, NandSim,
+    NandSpec, NorSim, NorSpec, PageAddr, Simulated, Timebomb,
 };
 use flashfs::log::tag::{Kind, TagState};
+use flashfs::media::HeaderState;
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
@@ -556,7 +557,7 @@ pub fn read_sectors<B: BlockDevice>(
     for k in 0..dev.sectors() {
         match dev.read(k, &mut buf) {
             Ok(()) => {}
-            Err(Error::Io) if eio_ok => {
+            Err(e) if eio_ok && e.is_unreadable() => {
                 out.push(UNREADABLE);
                 continue;
             }
@@ -689,6 +690,15 @@ pub trait SimSegments: Segments + Clone {
         let _ = (seg, slot, bits);
         false
     }
+    /// Damages a segment at rest ([`NandSim::age_block`], [`NorSim::age_unit`]).
+    fn age(&mut self, seg: u32, cfg: &AtRest) -> AgeReport {
+        let _ = (seg, cfg);
+        AgeReport::default()
+    }
+    /// The damage at rest the torture's [`Fault::AtRest`] does to this medium.
+    fn at_rest(&self) -> AtRest {
+        AtRest::default()
+    }
 }
 
 impl SimSegments for NorSegments<NorSim> {
@@ -697,6 +707,26 @@ impl SimSegments for NorSegments<NorSim> {
     }
     fn sim_mut(&mut self) -> &mut dyn Simulated {
         self.flash_mut()
+    }
+    fn age(&mut self, seg: u32, cfg: &AtRest) -> AgeReport {
+        let units = self.units_per_segment();
+        let mut rep = AgeReport::default();
+        for u in seg * units..(seg + 1) * units {
+            if let Ok(r) = self.flash_mut().age_unit(u, cfg) {
+                rep.add(&r);
+            }
+        }
+        rep
+    }
+    fn at_rest(&self) -> AtRest {
+        // No ECC: a few flips per 64 KiB unit, each one damage the data checksum must catch.
+        AtRest {
+            retention: 0.05,
+            wear_factor: 10.0,
+            disturb: 1e-5,
+            miscorrection: 0.0,
+            erased: 0.005,
+        }
     }
 }
 
@@ -715,6 +745,22 @@ impl SimSegments for NandSegments<NandSim> {
         self.flash_mut()
             .inject_bit_errors(PageAddr::new(seg, slot + 1), bits)
             .is_ok()
+    }
+    fn age(&mut self, seg: u32, cfg: &AtRest) -> AgeReport {
+        self.flash_mut().age_block(seg, cfg).unwrap_or_default()
+    }
+    fn at_rest(&self) -> AtRest {
+        // A mean of (t + 1) / 4 errors per codeword on a fresh block: most pages corrected,
+        // some beyond the ECC, a few of those miscorrected, now and then a page erased.
+        let t = self.flash().spec().ecc.correctable as f64;
+        let per_512 = 512.0 / self.flash().spec().ecc.codeword.max(1) as f64;
+        AtRest {
+            retention: 0.25 * (t + 1.0) * per_512,
+            wear_factor: 10.0,
+            disturb: 1e-4,
+            miscorrection: 0.05,
+            erased: 0.005,
+        }
     }
 }
 
@@ -829,6 +875,10 @@ pub struct Striker {
     every: u64,
     /// Pages given stuck bit errors within the ECC: (segment, slot, erase count).
     stuck: HashSet<(u32, u32, u32)>,
+    /// What damage at rest did.
+    aged: AgeReport,
+    /// Segments whose header damage at rest destroyed, with their erase count then.
+    tainted: Vec<(u32, u32)>,
 }
 
 impl Default for Striker {
@@ -838,6 +888,8 @@ impl Default for Striker {
             rng: Rng::new(0),
             every: 1,
             stuck: HashSet::new(),
+            aged: AgeReport::default(),
+            tainted: Vec::new(),
         }
     }
 }
@@ -863,6 +915,7 @@ impl Striker {
         // About two strikes per workload.
         self.every = (ops as u64 / 2).max(1);
         self.stuck.clear();
+        self.tainted.clear();
         if matches!(fault, Fault::EccWithin | Fault::EccBeyond) && dev.ecc_correctable().is_none() {
             return false;
         }
@@ -876,7 +929,8 @@ impl Striker {
             | Fault::MountCut
             | Fault::BadBlocks
             | Fault::EccWithin
-            | Fault::EccBeyond => {}
+            | Fault::EccBeyond
+            | Fault::AtRest => {}
             Fault::Silent | Fault::SilentUnverified => {
                 // About one silent program and one silent erase per workload (a write of a
                 // few sectors takes a few programs).
@@ -905,6 +959,9 @@ impl Striker {
     /// Strikes `dev` (whose log exports `sectors` sectors) with the armed fault before an
     /// operation, now and then; returns the sectors whose stored copy it destroyed.
     pub fn strike<D: SimSegments>(&mut self, dev: &mut D, sectors: u64) -> Vec<u64> {
+        if self.fault == Fault::AtRest {
+            return self.strike_at_rest(dev, sectors);
+        }
         if !matches!(self.fault, Fault::EccWithin | Fault::EccBeyond)
             || self.rng.below(self.every) != 0
         {
@@ -949,6 +1006,83 @@ impl Striker {
             }
         }
     }
+}
+
+impl Striker {
+    /// Damage at rest on two segments, now and then: the sectors their slots hold (read
+    /// before the damage) are the ones it may destroy, if it did more than the ECC hides.
+    ///
+    /// A segment whose header the damage made unreadable loses every slot at the next mount
+    /// (a mount cannot trust tags under a header it cannot read, SPEC.md §2.2a), those
+    /// written into it afterwards too: until its next erase, its sectors are reported before
+    /// every operation.
+    fn strike_at_rest<D: SimSegments>(&mut self, dev: &mut D, sectors: u64) -> Vec<u64> {
+        let units = dev.units_per_segment() as usize;
+        let erases = |dev: &D, seg: u32| {
+            dev.sim()
+                .erase_counts()
+                .get(seg as usize * units)
+                .copied()
+                .unwrap_or(0)
+        };
+        let mut touched = Vec::new();
+        let tainted = std::mem::take(&mut self.tainted);
+        for (seg, at) in tainted {
+            if erases(dev, seg) == at {
+                touched.extend(segment_sectors(dev, seg, sectors));
+                self.tainted.push((seg, at));
+            }
+        }
+        if self.rng.below(self.every) != 0 {
+            return touched;
+        }
+        let cfg = dev.at_rest();
+        let geo = dev.geometry();
+        for _ in 0..2 {
+            let seg = self.rng.below(geo.segments as u64) as u32;
+            let header_was = matches!(dev.read_header(seg), Ok(HeaderState::Valid(_)));
+            let held = segment_sectors(dev, seg, sectors);
+            let rep = dev.age(seg, &cfg);
+            self.aged.add(&rep);
+            if rep.visible() {
+                touched.extend(held);
+            }
+            if header_was && !matches!(dev.read_header(seg), Ok(HeaderState::Valid(_))) {
+                let at = erases(dev, seg);
+                self.tainted.push((seg, at));
+            }
+        }
+        touched
+    }
+
+    /// What damage at rest did so far.
+    pub fn aged(&self) -> AgeReport {
+        self.aged
+    }
+}
+
+/// Every sector a segment's valid tags vouch for (a sector's slot, a record's ranges).
+fn segment_sectors<D: SimSegments>(dev: &mut D, seg: u32, sectors: u64) -> Vec<u64> {
+    let geo = dev.geometry();
+    let mut tags = vec![TagState::Erased; geo.slots as usize];
+    if dev.read_tags(seg, &mut tags).is_err() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; geo.slot_size as usize];
+    for (slot, t) in tags.iter().enumerate() {
+        let TagState::Valid(t) = t else { continue };
+        match t.kind {
+            Kind::Sector => out.push(t.key as u64),
+            Kind::Trim | Kind::Lost => {
+                if dev.read_slot(seg, slot as u32, &mut buf).is_ok() {
+                    out.extend(fault::record_sectors(&buf, sectors));
+                }
+            }
+            Kind::Counters | Kind::Page | Kind::Root => {}
+        }
+    }
+    out
 }
 
 /// A slot of the log holding a valid tag, chosen by `pick`, with the sectors (of a log

@@ -183,7 +183,7 @@ fn every_fault_but_silent_failures_runs_clean() {
         skipped,
         [Fault::EccWithin, Fault::EccBeyond, Fault::BadBlocks]
     );
-    assert_eq!(outcome.reports.len(), 6 + 3);
+    assert_eq!(outcome.reports.len(), 7 + 4);
     for r in &outcome.reports {
         assert_eq!(r.cases, 6, "{r:?}");
         assert!(r.cuts >= 6 && r.remounts >= 6, "{r:?}");

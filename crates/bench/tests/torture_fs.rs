@@ -36,8 +36,9 @@ fn the_file_system_survives_every_fault_kind_on_nor_and_nand() {
     )
     .unwrap();
     assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
-    // NOR: power-cut, mount-cut, wear-out; NAND: every kind but silent; every workload.
-    assert_eq!(outcome.reports.len(), (3 + 6) * FsWorkload::ALL.len());
+    // NOR: power-cut, mount-cut, wear-out, at-rest; NAND: every kind but silent; every
+    // workload.
+    assert_eq!(outcome.reports.len(), (4 + 7) * FsWorkload::ALL.len());
     for r in &outcome.reports {
         assert_eq!(r.target, "fs");
         assert!(FsWorkload::from_name(&r.workload).is_some(), "{r:?}");

@@ -48,6 +48,93 @@ pub struct FaultConfig {
     pub timebombs: Vec<Timebomb>,
 }
 
+/// Damage at rest: what time (retention loss, worse on worn blocks) and reads of a block
+/// (read disturb) do to the charge of stored cells between uses. Applied a block at a time by
+/// [`NandSim::age_block`](crate::NandSim::age_block) and
+/// [`NorSim::age_unit`](crate::NorSim::age_unit), with random draws from the fault seed.
+///
+/// NAND: bit errors per ECC codeword; within what the ECC corrects they persist as corrected
+/// errors (reads return the right data and count them), beyond it the page fails ECC, or, with
+/// probability `miscorrection`, the ECC "corrects" it into other data it passes. NOR has no
+/// ECC: the stored bits flip (retention loss clears charge, programmed 0 bits read 1; read
+/// disturb adds charge, erased 1 bits read 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AtRest {
+    /// Mean bit errors per 512 stored bytes of a block never erased (retention loss).
+    pub retention: f64,
+    /// How many times worse retention is on a block at its rated endurance (linear in its
+    /// erase count, and on beyond the endurance).
+    pub wear_factor: f64,
+    /// Mean bit errors per 512 stored bytes added by each read of the block since its erase.
+    pub disturb: f64,
+    /// Probability that a NAND codeword beyond what the ECC corrects is miscorrected: the
+    /// read passes ECC and returns wrong data.
+    pub miscorrection: f64,
+    /// Probability that a programmed NAND page (NOR: a 512-byte run) loses all its charge and
+    /// reads as erased.
+    pub erased: f64,
+}
+
+impl Default for AtRest {
+    fn default() -> Self {
+        AtRest {
+            retention: 0.0,
+            wear_factor: 10.0,
+            disturb: 0.0,
+            miscorrection: 0.0,
+            erased: 0.0,
+        }
+    }
+}
+
+impl AtRest {
+    /// The mean bit errors per 512 bytes of a block with `erases` erases of a part rated for
+    /// `endurance`, read `reads` times since its erase.
+    pub fn mean(&self, erases: u32, endurance: u32, reads: u32) -> f64 {
+        let worn = if endurance == 0 {
+            0.0
+        } else {
+            erases as f64 / endurance as f64
+        };
+        self.retention * (1.0 + (self.wear_factor - 1.0).max(0.0) * worn)
+            + self.disturb * reads as f64
+    }
+}
+
+/// What damage at rest did to a block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgeReport {
+    /// Pages (NOR: units) that took bit errors.
+    pub pages: u64,
+    /// Bit errors in all.
+    pub bits: u64,
+    /// NAND pages whose errors the ECC corrects.
+    pub corrected: u64,
+    /// NAND pages that now fail ECC.
+    pub uncorrectable: u64,
+    /// NAND pages the ECC now miscorrects into wrong data.
+    pub miscorrected: u64,
+    /// Pages (NOR: 512-byte runs) that now read as erased.
+    pub erased: u64,
+}
+
+impl AgeReport {
+    /// Adds another report's counts.
+    pub fn add(&mut self, o: &AgeReport) {
+        self.pages += o.pages;
+        self.bits += o.bits;
+        self.corrected += o.corrected;
+        self.uncorrectable += o.uncorrectable;
+        self.miscorrected += o.miscorrected;
+        self.erased += o.erased;
+    }
+
+    /// Whether stored data changed in a way the ECC does not hide.
+    pub fn visible(&self) -> bool {
+        self.pages > self.corrected || self.erased > 0
+    }
+}
+
 /// When worn blocks fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WearModel {

@@ -38,7 +38,7 @@ pub mod stats;
 pub mod store;
 
 pub use error::{FlashError, IoErrorKind, Result};
-pub use fault::{CutPoint, FaultConfig, Timebomb, WearModel};
+pub use fault::{AgeReport, AtRest, CutPoint, FaultConfig, Timebomb, WearModel};
 pub use image::ImageMeta;
 pub use medium::{
     CellMode, DeviceClock, MlcNand, NandFlash, NorFlash, Nvram, PageAddr, ReadStatus,

@@ -4,6 +4,37 @@ use core::fmt;
 
 use flash::FlashError;
 
+/// Where damaged data was found ([`Error::Damaged`]): as much as the layer that reported
+/// it knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Damage {
+    /// The slot (segment, slot in it) whose data failed its check, when known.
+    pub slot: Option<(u32, u32)>,
+    /// The block device's sector.
+    pub sector: Option<u64>,
+    /// The file (inode number) and the byte offset in it of the damaged block.
+    pub file: Option<(u64, u64)>,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "damaged data")?;
+        if let Some((ino, off)) = self.file {
+            write!(f, " in inode {ino} at byte {off}")?;
+        }
+        match (self.sector, self.slot) {
+            (Some(s), Some((seg, slot))) => write!(f, " (sector {s}, segment {seg} slot {slot})")?,
+            (Some(s), None) => write!(f, " (sector {s})")?,
+            (None, Some((seg, slot))) => write!(f, " (segment {seg} slot {slot})")?,
+            (None, None) => {}
+        }
+        write!(
+            f,
+            ": it failed its checksum or was lost, and is not returned"
+        )
+    }
+}
+
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -11,6 +42,9 @@ pub enum Error {
     Flash(FlashError),
     /// Data could not be read back: uncorrectable bit errors (EIO).
     Io,
+    /// Data read back does not match its checksum, or reads as erased where it was written,
+    /// or was lost to such damage before: it is not handed out (EIO). Says where.
+    Damaged(Damage),
     /// No free space is left, even after cleaning (ENOSPC).
     NoSpace,
     /// An argument is out of range or malformed (EINVAL).
@@ -55,11 +89,33 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error says data could not be read back whole (uncorrectable, or failing
+    /// its checksum): the rest of the volume works on.
+    pub fn is_unreadable(&self) -> bool {
+        matches!(self, Error::Io | Error::Damaged(_))
+    }
+
+    /// The error with the file and byte offset of the damaged block added, where it is
+    /// damage; `offset` turns the damaged sector (if known) into the byte offset in the file.
+    pub fn in_file(self, ino: u64, offset: impl FnOnce(Option<u64>) -> u64) -> Error {
+        match self {
+            Error::Damaged(mut d) => {
+                d.file = Some((ino, offset(d.sector)));
+                Error::Damaged(d)
+            }
+            Error::Io => Error::Damaged(Damage {
+                file: Some((ino, offset(None))),
+                ..Damage::default()
+            }),
+            e => e,
+        }
+    }
+
     /// The errno a POSIX caller should see.
     pub fn errno(&self) -> i32 {
         match self {
             Error::Flash(FlashError::PowerLoss) => 5, // EIO
-            Error::Flash(_) | Error::Io => 5,
+            Error::Flash(_) | Error::Io | Error::Damaged(_) => 5,
             Error::NoSpace => 28,
             Error::InvalidArgument(_) => 22,
             Error::NotFormatted(_) => 19, // ENODEV
@@ -98,6 +154,7 @@ impl fmt::Display for Error {
         match self {
             Error::Flash(e) => write!(f, "flash: {e}"),
             Error::Io => write!(f, "input/output error: data could not be read back"),
+            Error::Damaged(d) => write!(f, "input/output error: {d}"),
             Error::NoSpace => write!(f, "no space left on device"),
             Error::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
             Error::NotFormatted(why) => write!(f, "not a flashfs volume: {why}"),

@@ -18,7 +18,7 @@ pub mod media;
 #[cfg(feature = "std")]
 pub mod stream;
 
-pub use error::{Error, Result};
+pub use error::{Damage, Error, Result};
 pub use fs::{Fs, FsConfig};
 pub use ftl::{BlockDevice, Ftl, FtlConfig};
 pub use log::{Head, Log, LogConfig, LogStats, Owner, PageSource, SlotAddr};

@@ -7,13 +7,21 @@
 //! starts with the header and a summary of tags (Kawaguchi's segment summary), followed by
 //! the slots; a slot's data is programmed before its tag, so
 //! a tag that reads valid vouches for its data.
+//!
+//! Beside each tag lies a checksum of its slot's data (SPEC.md §2.4), checked by every
+//! [`Segments::read_slot`]: data that does not match it, or a slot that reads as erased
+//! where the caller expects data, is [`Error::Io`], like a page ECC cannot correct.
 
 use core::time::Duration;
 
 use flash::{FlashError, NandFlash, NorFlash, PageAddr};
 
 use crate::error::{Error, Result};
-use crate::log::tag::{SegHeader, Tag, TagState, HEADER_LEN, TAG_LEN};
+use crate::log::tag::{SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
+
+/// Bytes a tag entry carries beyond the tag and data CRC on reprogrammable NOR (SPEC.md
+/// §2.2): the written length (3) and the in-place mark (1).
+const WRITTEN_LEN: usize = 4;
 
 /// Shape of a segmented device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +70,20 @@ pub trait Segments {
             .copied()
             .unwrap_or(TagState::Garbage))
     }
-    /// Reads a slot's data (`buf` is one slot long).
+    /// Reads a slot's data (`buf` is one slot long) and checks it against the checksum
+    /// beside its tag: data that does not match, or a slot that reads as erased, is
+    /// [`Error::Io`] (damage: the caller reads only slots it knows were written).
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()>;
+    /// Reads a slot's data as [`Segments::read_slot`] does, and its tag with it (in the same
+    /// page read on NAND), so the caller can check the slot holds what it expects.
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        self.read_slot(seg, slot, buf)?;
+        self.read_tag(seg, slot)
+    }
+    /// How tags and data checksums are laid out on this medium (SPEC.md §2.4).
+    fn tag_layout(&self) -> TagLayout {
+        TagLayout::Wide
+    }
     /// Writes a slot: data, then tag (atomically on NAND).
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()>;
     /// Writes a slot and reads it back: a slot that does not read back as written is a
@@ -160,6 +180,9 @@ pub struct NorSegments<F> {
     tag_stride: u32,
     data_off: u32,
     units: u32,
+    /// Reprogrammable: the entry carries the slot's written length, and the checksum covers
+    /// only that prefix (bytes programmed in place later are checked by their owners).
+    patchable: bool,
 }
 
 fn round_up(x: u32, to: u32) -> u32 {
@@ -178,7 +201,11 @@ impl<F: NorFlash> NorSegments<F> {
         let units = units_per_segment(&s);
         let size = s.unit_size * units;
         let word = s.word_size;
-        let tag_stride = round_up(TAG_LEN as u32, word);
+        // The entry: tag, CRC-32C of the data and, where erased bytes of a written slot
+        // may be programmed later, the length of the data the CRC covers.
+        let patchable = s.reprogrammable;
+        let entry = ENTRY_LEN + if patchable { WRITTEN_LEN } else { 0 };
+        let tag_stride = round_up(entry as u32, word);
         let head = round_up(HEADER_LEN as u32, word);
         let mut slots = size.saturating_sub(head) / (slot_size + tag_stride);
         let data_off = |n: u32| round_up(head + n * tag_stride, word);
@@ -195,7 +222,53 @@ impl<F: NorFlash> NorSegments<F> {
             tag_stride,
             data_off: data_off(slots),
             units,
+            patchable,
         })
+    }
+
+    /// The tag entry of a slot holding `data` (the whole slot), one stride long.
+    fn entry(&self, tag: &Tag, data: &[u8]) -> alloc::vec::Vec<u8> {
+        let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
+        if self.patchable {
+            // Up to the last programmed byte: the erased rest may be programmed in place.
+            let len = data.iter().rposition(|&b| b != 0xFF).map_or(0, |i| i + 1);
+            TagLayout::Wide.encode(tag, &data[..len], &mut t);
+            t[ENTRY_LEN..ENTRY_LEN + 3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+        } else {
+            TagLayout::Wide.encode(tag, data, &mut t);
+        }
+        t
+    }
+
+    /// Whether a slot's data matches the checksum of its entry.
+    fn data_ok(&self, entry: &[u8], data: &[u8]) -> bool {
+        if entry[..TAG_LEN].iter().all(|&b| b == 0xFF) {
+            // Erased where the caller expects data.
+            return false;
+        }
+        if !self.patchable {
+            return TagLayout::Wide.data_ok(entry, data);
+        }
+        if entry[ENTRY_LEN + 3] != 0xFF {
+            // Programmed in place inside what the checksum covers: the owner's own checks
+            // (an appended superblock's or journal fragment's CRC, an append block's commit
+            // bits) are all that is left.
+            return true;
+        }
+        let len = written_len(entry);
+        len <= data.len() && TagLayout::Wide.data_ok(entry, &data[..len])
+    }
+
+    /// Address on the part of a slot's data (for tools and tests that look at the medium).
+    pub fn data_at(&self, seg: u32, slot: u32) -> u64 {
+        self.base(seg) + self.data_off as u64 + slot as u64 * self.slot_size as u64
+    }
+
+    /// Address on the part of a slot's tag entry (tag, data checksum; SPEC.md §2.2).
+    pub fn entry_at(&self, seg: u32, slot: u32) -> u64 {
+        self.base(seg)
+            + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64
+            + slot as u64 * self.tag_stride as u64
     }
 
     /// The flash underneath.
@@ -313,12 +386,31 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
-        let at = self.base(seg) + self.data_off as u64 + slot as u64 * self.slot_size as u64;
-        self.read_at(at, buf)
+        self.read_slot_tag(seg, slot, buf).map(|_| ())
+    }
+
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        let ss = self.slot_size as usize;
+        let mut entry = alloc::vec![0u8; self.tag_stride as usize];
+        self.read_at(self.entry_at(seg, slot), &mut entry)?;
+        let ok = if buf.len() == ss {
+            self.read_at(self.data_at(seg, slot), buf)?;
+            self.data_ok(&entry, buf)
+        } else {
+            let mut whole = alloc::vec![0u8; ss];
+            self.read_at(self.data_at(seg, slot), &mut whole)?;
+            let n = buf.len().min(ss);
+            buf[..n].copy_from_slice(&whole[..n]);
+            self.data_ok(&entry, &whole)
+        };
+        if ok {
+            Ok(Tag::decode(&entry))
+        } else {
+            Err(Error::Io)
+        }
     }
 
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
-        let base = self.base(seg);
         let mut padded;
         let data = if data.len() == self.slot_size as usize {
             data
@@ -327,21 +419,16 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             padded[..data.len()].copy_from_slice(data);
             &padded[..]
         };
-        self.program(
-            base + self.data_off as u64 + slot as u64 * self.slot_size as u64,
-            data,
-        )?;
-        let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
-        t[..TAG_LEN].copy_from_slice(&tag.encode());
-        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
-        self.program(base + head + slot as u64 * self.tag_stride as u64, &t)
+        self.program(self.data_at(seg, slot), data)?;
+        let t = self.entry(tag, data);
+        self.program(self.entry_at(seg, slot), &t)
     }
+
     fn write_slot_verified(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
-        let base = self.base(seg);
         let failed = Error::Flash(FlashError::ProgramFailed { block: seg });
         let mut want = alloc::vec![0xFFu8; self.slot_size as usize];
         want[..data.len()].copy_from_slice(data);
-        let at = base + self.data_off as u64 + slot as u64 * self.slot_size as u64;
+        let at = self.data_at(seg, slot);
         self.program(at, &want)?;
         let mut back = alloc::vec![0u8; want.len()];
         self.read_at(at, &mut back)?;
@@ -349,14 +436,12 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             // No tag: the slot stays invisible, as if the power had gone before it.
             return Err(failed);
         }
-        let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
-        t[..TAG_LEN].copy_from_slice(&tag.encode());
-        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
-        let at = base + head + slot as u64 * self.tag_stride as u64;
+        let t = self.entry(tag, &want);
+        let at = self.entry_at(seg, slot);
         self.program(at, &t)?;
         let mut back = alloc::vec![0u8; t.len()];
         self.read_at(at, &mut back)?;
-        if Tag::decode(&back) != TagState::Valid(*tag) {
+        if back != t || Tag::decode(&back) != TagState::Valid(*tag) {
             return Err(failed);
         }
         Ok(())
@@ -391,27 +476,33 @@ impl<F: NorFlash> Segments for NorSegments<F> {
                 "a patch must be whole words inside one slot",
             ));
         }
-        let at = self.base(seg)
-            + self.data_off as u64
-            + slot as u64 * self.slot_size as u64
-            + offset as u64;
+        let at = self.data_at(seg, slot) + offset as u64;
         let mut old = alloc::vec![0u8; bytes.len()];
         self.read_at(at, &mut old)?;
         if bytes.iter().zip(&old).any(|(n, o)| n & !o != 0) {
             return Err(Error::InvalidArgument("a patch may only clear bits"));
+        }
+        // A patch inside the written length would fail the data checksum: the entry is
+        // marked first (a cut between leaves a marked slot with its old data, still sound).
+        let mut entry = alloc::vec![0u8; self.tag_stride as usize];
+        let e = self.entry_at(seg, slot);
+        self.read_at(e, &mut entry)?;
+        let first_change = bytes.iter().zip(&old).position(|(n, o)| n != o);
+        let inside = first_change.is_some_and(|i| offset + i < written_len(&entry));
+        if inside && entry[ENTRY_LEN + 3] == 0xFF {
+            let mut mark = [0u8; WRITTEN_LEN];
+            mark.copy_from_slice(&entry[ENTRY_LEN..ENTRY_LEN + WRITTEN_LEN]);
+            mark[3] = 0;
+            self.program(e + ENTRY_LEN as u64, &mark)?;
         }
         self.program(at, bytes)
     }
 
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
         let mut data = alloc::vec![0u8; self.slot_size as usize];
-        self.read_slot(seg, slot, &mut data)?;
+        self.read_at(self.data_at(seg, slot), &mut data)?;
         let mut tag = alloc::vec![0u8; self.tag_stride as usize];
-        let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
-        self.read_at(
-            self.base(seg) + head + slot as u64 * self.tag_stride as u64,
-            &mut tag,
-        )?;
+        self.read_at(self.entry_at(seg, slot), &mut tag)?;
         Ok(data.iter().chain(&tag).all(|&b| b == 0xFF))
     }
 
@@ -467,6 +558,16 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 }
 
+/// The written length a reprogrammable NOR part's tag entry records.
+fn written_len(entry: &[u8]) -> usize {
+    u32::from_le_bytes([
+        entry[ENTRY_LEN],
+        entry[ENTRY_LEN + 1],
+        entry[ENTRY_LEN + 2],
+        0,
+    ]) as usize
+}
+
 /// Erase units per segment on a NOR part: the fewest (a power of two, at most 128, the
 /// header's field) that make at least [`NOR_MIN_SEGMENT`] bytes, within one bank.
 pub fn units_per_segment(s: &flash::NorSpec) -> u32 {
@@ -483,19 +584,22 @@ pub fn units_per_segment(s: &flash::NorSpec) -> u32 {
 #[derive(Debug, Clone)]
 pub struct NandSegments<F> {
     flash: F,
+    layout: TagLayout,
 }
 
 impl<F: NandFlash> NandSegments<F> {
-    /// Views `flash` as segments; its spare area must hold a tag.
+    /// Views `flash` as segments; its spare area must hold a tag (and the checksum of the
+    /// page's data: [`TagLayout::Wide`] where 16 free bytes allow, else
+    /// [`TagLayout::Compact`]).
     pub fn new(flash: F) -> Result<Self> {
         let s = flash.spec();
-        if (s.spare_size as usize) < TAG_LEN {
+        let Some(layout) = TagLayout::for_spare(s.spare_size as usize) else {
             return Err(Error::InvalidArgument("NAND spare area smaller than a tag"));
-        }
+        };
         if s.pages_per_block < 2 || (s.page_size as usize) < HEADER_LEN {
             return Err(Error::InvalidArgument("NAND block too small"));
         }
-        Ok(NandSegments { flash })
+        Ok(NandSegments { flash, layout })
     }
 
     /// The flash underneath.
@@ -551,13 +655,14 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
-        let mut spare = [0u8; TAG_LEN];
+        let mut spare = [0u8; ENTRY_LEN];
+        let spare = &mut spare[..self.layout.entry_len()];
         for (i, o) in out.iter_mut().enumerate() {
             *o = match self
                 .flash
-                .read_page(PageAddr::new(seg, i as u32 + 1), &mut [], &mut spare)
+                .read_page(PageAddr::new(seg, i as u32 + 1), &mut [], spare)
             {
-                Ok(_) => Tag::decode(&spare),
+                Ok(_) => self.layout.decode(spare),
                 Err(FlashError::Uncorrectable { .. }) => TagState::Garbage,
                 Err(e) => return Err(e.into()),
             };
@@ -566,18 +671,45 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
-        self.flash
-            .read_page(PageAddr::new(seg, slot + 1), buf, &mut [])?;
-        Ok(())
+        self.read_slot_tag(seg, slot, buf).map(|_| ())
+    }
+
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        let ps = self.flash.spec().page_size as usize;
+        let mut spare = [0u8; ENTRY_LEN];
+        let spare = &mut spare[..self.layout.entry_len()];
+        let at = PageAddr::new(seg, slot + 1);
+        let ok = if buf.len() == ps {
+            self.flash.read_page(at, buf, spare)?;
+            self.layout.data_ok(spare, buf)
+        } else {
+            let mut whole = alloc::vec![0u8; ps];
+            self.flash.read_page(at, &mut whole, spare)?;
+            let n = buf.len().min(ps);
+            buf[..n].copy_from_slice(&whole[..n]);
+            self.layout.data_ok(spare, &whole)
+        };
+        // An erased spare never matches (SPEC.md §2.4): a page that reads as erased where
+        // the caller expects data is damage.
+        if ok {
+            Ok(self.layout.decode(spare))
+        } else {
+            Err(Error::Io)
+        }
+    }
+
+    fn tag_layout(&self) -> TagLayout {
+        self.layout
     }
 
     fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
-        let mut spare = [0u8; TAG_LEN];
+        let mut spare = [0u8; ENTRY_LEN];
+        let spare = &mut spare[..self.layout.entry_len()];
         match self
             .flash
-            .read_page(PageAddr::new(seg, slot + 1), &mut [], &mut spare)
+            .read_page(PageAddr::new(seg, slot + 1), &mut [], spare)
         {
-            Ok(_) => Ok(Tag::decode(&spare)),
+            Ok(_) => Ok(self.layout.decode(spare)),
             Err(FlashError::Uncorrectable { .. }) => Ok(TagState::Garbage),
             Err(e) => Err(e.into()),
         }
@@ -611,9 +743,20 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        let ps = self.flash.spec().page_size as usize;
+        let mut spare = [0xFFu8; ENTRY_LEN];
+        let spare = &mut spare[..self.layout.entry_len()];
+        if data.len() >= ps {
+            self.layout.encode(tag, &data[..ps], spare);
+        } else {
+            // The rest of the page stays erased, and is checked as such.
+            let mut whole = alloc::vec![0xFFu8; ps];
+            whole[..data.len()].copy_from_slice(data);
+            self.layout.encode(tag, &whole, spare);
+        }
         Ok(self
             .flash
-            .program_page(PageAddr::new(seg, slot + 1), data, &tag.encode())?)
+            .program_page(PageAddr::new(seg, slot + 1), data, spare)?)
     }
 
     fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
@@ -671,10 +814,11 @@ mod tests {
 
     #[test]
     fn small_units_are_taken_several_to_a_segment() {
-        // (preset, units per segment, segments, slots per segment)
+        // (preset, units per segment, segments, slots per segment): entries of 20 bytes on these
+        // reprogrammable parts (tag, data CRC, patch-area CRC: SPEC.md §2.2).
         for (name, units, segments, slots) in [
-            ("m29dw640d", 1, 126, 125),
-            ("st10f280", 1, 7, 125),
+            ("m29dw640d", 1, 126, 123),
+            ("st10f280", 1, 7, 123),
             ("st10f280/2", 4, 56, 15),
             ("st10f280/8", 1, 56, 15),
             ("w25q64jv", 2, 1024, 15),

@@ -128,3 +128,23 @@ fn a_volume_of_another_segment_layout_is_refused() {
     sim.program(0, &right.encode()).unwrap();
     Ftl::mount(NorSegments::new(sim, 512).unwrap(), FtlConfig::default()).unwrap();
 }
+
+/// A case the property above found once data checksums made damaged NOR slots unreadable:
+/// the cleaner met slots that no longer read, and a segment's count of used slots ran past
+/// its slots.
+#[test]
+fn damaged_nor_regression_used_slots() {
+    let hits = [
+        (15018309403244495172, 0),
+        (5959654163827925296, 0),
+        (6343590430232467927, 245),
+        (11051124322418062060, 28),
+        (9461006163738832968, 5),
+        (9193046063421765965, 211),
+        (14793750429843128045, 107),
+    ];
+    let store = damage(written_nor(), &hits);
+    if let Ok(sim) = NorSim::open(store) {
+        exercise(NorSegments::new(sim, 512).unwrap());
+    }
+}

@@ -39,11 +39,16 @@ pub enum Fault {
     WearOut,
     /// A part with factory bad blocks (10%): they must never be used.
     BadBlocks,
+    /// Damage at rest ([`flash::AtRest`]): now and then a few segments lose charge
+    /// (retention, worse on worn blocks) and take read disturb, with NAND's ECC applied —
+    /// corrected, uncorrectable, or miscorrected into wrong data it passes — and pages that
+    /// read as erased. Every read returns bytes a write put there, or a typed error.
+    AtRest,
 }
 
 impl Fault {
     /// Every kind, in report order.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::PowerCut,
         Fault::MountCut,
         Fault::EccWithin,
@@ -51,6 +56,7 @@ impl Fault {
         Fault::Silent,
         Fault::WearOut,
         Fault::BadBlocks,
+        Fault::AtRest,
     ];
 
     /// Name in reports and on the command line.
@@ -64,6 +70,7 @@ impl Fault {
             Fault::SilentUnverified => "silent-unverified",
             Fault::WearOut => "wear-out",
             Fault::BadBlocks => "bad-blocks",
+            Fault::AtRest => "at-rest",
         }
     }
 
@@ -97,7 +104,11 @@ impl Fault {
     pub fn damages_media(self) -> bool {
         matches!(
             self,
-            Fault::EccBeyond | Fault::Silent | Fault::SilentUnverified | Fault::WearOut
+            Fault::EccBeyond
+                | Fault::Silent
+                | Fault::SilentUnverified
+                | Fault::WearOut
+                | Fault::AtRest
         )
     }
 
@@ -241,6 +252,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     }
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<()> {
         self.access(|d| d.read_slot(seg, slot, buf))
+    }
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<TagState> {
+        self.access(|d| d.read_slot_tag(seg, slot, buf))
     }
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> flashfs::Result<()> {
         self.access(|d| d.write_slot(seg, slot, tag, data))

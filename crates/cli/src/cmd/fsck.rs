@@ -24,7 +24,9 @@ Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrect
 8 operational error (missing or unreadable image, no volume on it), 16 usage error.
 The native file system is checked by mounting it and verifying the namespace (entries,
 link counts, reachability), the extents, the free-space accounting and that every block in
-use reads back; each problem is printed on its own line.
+use reads back, its data checked against the checksum stored with it (a block of a file
+that fails is reported with the inode and the byte range it held); each problem is printed
+on its own line.
 The block device is checked by mounting it, comparing the map its checkpoint gave with the
 one a scan of every segment rebuilds (the scan's is taken; --repair writes a new
 checkpoint), and reading every sector; a sector whose flash can no longer be read has lost
@@ -98,14 +100,14 @@ fn check_ftl(
         let k = BATCH.min(n - at);
         let chunk = &mut buf[..k as usize * ss];
         if let Err(e) = ftl.read(at, chunk) {
-            if e != flashfs::Error::Io {
+            if !e.is_unreadable() {
                 return Err(anyhow::Error::new(e).context(format!("{shown}: sector {at}")));
             }
             // Find the sectors that fail.
             for s in at..at + k {
                 match ftl.read(s, &mut chunk[..ss]) {
                     Ok(()) => {}
-                    Err(flashfs::Error::Io) => lost.push(s),
+                    Err(e) if e.is_unreadable() => lost.push(s),
                     Err(e) => {
                         return Err(anyhow::Error::new(e).context(format!("{shown}: sector {s}")))
                     }

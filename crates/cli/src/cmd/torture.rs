@@ -40,7 +40,11 @@ kinds add to that:
                acknowledged data such failures lose without it
   wear-out     blocks that fail program and erase part-way through the run
   bad-blocks   a part with 10% factory bad blocks (NAND)
-Typed errors under ecc-beyond, silent and wear-out are media damage, counted (column media),
+  at-rest      now and then two segments are damaged at rest: retention loss (worse on worn
+               blocks) and read disturb, NAND's ECC applied (corrected, uncorrectable, now
+               and then miscorrected into wrong data it passes), pages that read as erased;
+               every read returns bytes a write put there or a typed error, never others
+Typed errors under ecc-beyond, silent, wear-out and at-rest are media damage, counted (column media),
 not violations. Large presets run with fewer and smaller erase blocks (listed above the
 table) so the cleaner works within one workload; the file system gets more of them where it
 would not fit.";
@@ -53,9 +57,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     preset: Vec<String>,
     /// Fault kinds: power-cut, mount-cut, ecc-within, ecc-beyond, silent, wear-out,
-    /// bad-blocks, silent-unverified (repeatable) [default: every kind that applies to each
-    /// preset's medium, but silent-unverified].
-    #[arg(long, value_name = "KIND", value_parser = ["power-cut", "mount-cut", "ecc-within", "ecc-beyond", "silent", "wear-out", "bad-blocks", "silent-unverified"])]
+    /// bad-blocks, at-rest, silent-unverified (repeatable) [default: every kind that applies
+    /// to each preset's medium, but silent-unverified].
+    #[arg(long, value_name = "KIND", value_parser = ["power-cut", "mount-cut", "ecc-within", "ecc-beyond", "silent", "wear-out", "bad-blocks", "at-rest", "silent-unverified"])]
     fault: Vec<String>,
     /// Targets: ftl (the block device), fs (the file system) (repeatable) [default: both].
     #[arg(long, value_name = "T", value_parser = ["ftl", "fs"])]

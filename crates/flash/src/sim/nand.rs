@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use super::core::{Core, Merge};
 use super::impl_simulated;
 use crate::error::{FlashError, Result};
-use crate::fault::{mix, Fate};
+use crate::fault::{mix, AgeReport, AtRest, Fate};
 use crate::image::{
     image_len, ImageMeta, ERRORS, FACTORY_BAD, GARBAGE, MARKED_BAD, PROGRAMMED, SLC_MODE,
 };
@@ -31,6 +31,8 @@ pub struct NandSim<S = RamStore> {
     spec: NandSpec,
     /// One state byte per page (see `image`), mirrored in the image.
     pages: Vec<u8>,
+    /// Page reads of each block since its erase (read disturb; not kept in the image).
+    reads: Vec<u32>,
 }
 
 impl NandSim<RamStore> {
@@ -86,7 +88,13 @@ impl<S: Store> NandSim<S> {
 
     fn with(core: Core<S>, spec: NandSpec) -> Self {
         let pages = alloc::vec![0u8; (spec.blocks as usize) * spec.pages_per_block as usize];
-        NandSim { core, spec, pages }
+        let reads = alloc::vec![0u32; spec.blocks as usize];
+        NandSim {
+            core,
+            spec,
+            pages,
+            reads,
+        }
     }
 
     /// The store holding the image.
@@ -115,6 +123,104 @@ impl<S: Store> NandSim<S> {
             self.set_state(i, (self.pages[i] & !ERRORS) | errs)?;
         }
         Ok(())
+    }
+
+    /// Overwrites stored bytes of a page at rest, `offset` counted from the start of its
+    /// data area (the spare area follows the data), without the ECC noticing: the page keeps
+    /// its state and reads back the new bytes as if they were good. Models damage ECC cannot
+    /// see (a miscorrection, a program disturbed into another valid codeword), for tests of
+    /// the layers above.
+    pub fn corrupt_at_rest(&mut self, at: PageAddr, offset: usize, bytes: &[u8]) -> Result<()> {
+        let i = self.index(at)?;
+        if offset.saturating_add(bytes.len()) > self.stride() as usize {
+            return Err(FlashError::OutOfRange {
+                addr: offset as u64,
+                len: bytes.len() as u64,
+            });
+        }
+        self.core
+            .write_data(i as u64 * self.stride() + offset as u64, bytes)
+    }
+
+    /// Makes a page read as erased (data and spare all ones, no ECC error), as a program
+    /// that never took or charge lost from every cell leaves it.
+    pub fn erase_page_at_rest(&mut self, at: PageAddr) -> Result<()> {
+        let i = self.index(at)?;
+        self.core
+            .erase_data(i as u64 * self.stride(), self.stride())?;
+        self.set_state(i, 0)
+    }
+
+    /// Damages the programmed pages of `block` at rest as `cfg` says (see [`AtRest`]): bit
+    /// errors drawn per ECC codeword, from a mean that grows with the block's wear and with
+    /// its reads since its erase, then the ECC applied to them — corrected within its
+    /// strength (they persist, and reads count them), uncorrectable beyond it, or now and
+    /// then miscorrected into other data that reads back without an error. A page may also
+    /// lose all its charge and read as erased.
+    pub fn age_block(&mut self, block: u32, cfg: &AtRest) -> Result<AgeReport> {
+        let mut rep = AgeReport::default();
+        let meta = self.core.block(block)?;
+        if meta.is_bad() {
+            return Ok(rep);
+        }
+        let cw = self.spec.ecc.codeword.max(1) as usize;
+        let codewords = (self.spec.page_size as usize / cw).max(1);
+        let mean = cfg.mean(
+            meta.erase_count,
+            self.spec.endurance,
+            self.reads[block as usize],
+        ) * cw as f64
+            / 512.0;
+        let bits = cw as u64 * 8;
+        let t = self.spec.ecc.correctable;
+        for i in self.block_pages(block) {
+            let state = self.pages[i];
+            if state & PROGRAMMED == 0 || state & GARBAGE != 0 {
+                continue;
+            }
+            if cfg.erased > 0.0 && self.core.faults.chance(cfg.erased) {
+                self.core
+                    .erase_data(i as u64 * self.stride(), self.stride())?;
+                self.set_state(i, 0)?;
+                rep.erased += 1;
+                continue;
+            }
+            let old = (state & ERRORS) as u32;
+            let mut worst = (0, 0u32);
+            let mut total = 0u32;
+            for c in 0..codewords {
+                let n = self.core.faults.flips(bits, mean / bits as f64);
+                total = total.saturating_add(n);
+                if n > worst.1 {
+                    worst = (c, n);
+                }
+            }
+            if total == 0 {
+                continue;
+            }
+            rep.pages += 1;
+            rep.bits += total as u64;
+            let errs = old.saturating_add(worst.1);
+            if errs <= t {
+                self.set_state(i, (state & !ERRORS) | errs.min(ERRORS as u32) as u8)?;
+                rep.corrected += 1;
+            } else if cfg.miscorrection > 0.0 && self.core.faults.chance(cfg.miscorrection) {
+                // The decoder lands on another codeword: the bits in error stay wrong and
+                // up to t more are "corrected" wrongly; the ECC then reports nothing.
+                let off = i as u64 * self.stride() + (worst.0 * cw) as u64;
+                let mut buf = alloc::vec![0u8; cw];
+                self.core.read_data(off, &mut buf)?;
+                let wrong = errs.saturating_add(1 + self.core.faults.below(t as u64 + 1) as u32);
+                self.core.faults.flip_bits(&mut buf, wrong);
+                self.core.write_data(off, &buf)?;
+                self.set_state(i, state & !ERRORS)?;
+                rep.miscorrected += 1;
+            } else {
+                self.set_state(i, (state & !ERRORS) | errs.min(ERRORS as u32) as u8)?;
+                rep.uncorrectable += 1;
+            }
+        }
+        Ok(rep)
     }
 
     fn reload(&mut self) -> Result<()> {
@@ -170,6 +276,7 @@ impl<S: Store> NandSim<S> {
     }
 
     fn erase_now(&mut self, block: u32) -> Result<()> {
+        self.reads[block as usize] = 0;
         let len = self.spec.pages_per_block as u64 * self.stride();
         self.core.erase_data(block as u64 * len, len)?;
         let range = self.block_pages(block);
@@ -333,6 +440,7 @@ impl<S: Store> NandFlash for NandSim<S> {
                 .saturating_add(bytes_ns(data.len() + spare.len(), t.bus_byte_ns)),
         );
         self.core.stats.reads += 1;
+        self.reads[at.block as usize] = self.reads[at.block as usize].saturating_add(1);
         self.core.stats.bytes_read += (data.len() + spare.len()) as u64;
         self.core
             .stats

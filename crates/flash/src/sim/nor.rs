@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use super::core::{Core, Merge};
 use super::impl_simulated;
 use crate::error::{FlashError, Result};
-use crate::fault::Fate;
+use crate::fault::{AgeReport, AtRest, Fate};
 use crate::image::{image_len, ImageMeta};
 use crate::medium::NorFlash;
 use crate::spec::{DeviceSpec, NorSpec};
@@ -19,6 +19,8 @@ pub struct NorSim<S = RamStore> {
     spec: NorSpec,
     /// One bit per word: programmed since the last erase (parts without reprogramming).
     programmed: Vec<u8>,
+    /// Reads of each unit since its erase (read disturb; not kept in the image).
+    reads: Vec<u32>,
 }
 
 impl NorSim<RamStore> {
@@ -65,11 +67,76 @@ impl<S: Store> NorSim<S> {
         } else {
             alloc::vec![0; words.div_ceil(8) as usize]
         };
+        let reads = alloc::vec![0u32; spec.units as usize];
         NorSim {
             core,
             spec,
             programmed,
+            reads,
         }
+    }
+
+    /// Overwrites stored bytes at rest (retention loss, read disturb, a stray program), for
+    /// tests of the layers above: NOR has no ECC, so a read returns them as they are.
+    pub fn corrupt_at_rest(&mut self, addr: u64, bytes: &[u8]) -> Result<()> {
+        self.check_range(addr, bytes.len())?;
+        self.core.write_data(addr, bytes)
+    }
+
+    /// Damages the stored bits of erase unit `unit` at rest as `cfg` says (see [`AtRest`]):
+    /// NOR has no ECC, so they flip where they are — programmed bits lose charge and read 1
+    /// (retention, worse with wear), erased bits gain it from reads of the unit and read 0
+    /// (read disturb) — and a 512-byte run may lose all its charge and read as erased.
+    pub fn age_unit(&mut self, unit: u32, cfg: &AtRest) -> Result<AgeReport> {
+        let mut rep = AgeReport::default();
+        if unit >= self.spec.units {
+            return Err(FlashError::OutOfRange {
+                addr: unit as u64,
+                len: 1,
+            });
+        }
+        let size = self.spec.unit_size as usize;
+        let base = unit as u64 * size as u64;
+        let erases = self.core.block(unit)?.erase_count;
+        let scale = size as f64 / 512.0;
+        let retention = cfg.mean(erases, self.spec.endurance, 0) * scale;
+        let disturb = cfg.disturb * self.reads[unit as usize] as f64 * scale;
+        let bits = size as u64 * 8;
+        let lose = self.core.faults.flips(bits, retention / bits as f64);
+        let gain = self.core.faults.flips(bits, disturb / bits as f64);
+        let blank = cfg.erased > 0.0 && self.core.faults.chance(cfg.erased);
+        if lose == 0 && gain == 0 && !blank {
+            return Ok(rep);
+        }
+        let mut buf = alloc::vec![0u8; size];
+        self.core.read_data(base, &mut buf)?;
+        let mut flipped = 0u64;
+        for k in 0..lose + gain {
+            let bit = self.core.faults.below(bits);
+            let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
+            let is_one = buf[byte] & mask != 0;
+            // Charge lost turns a 0 into a 1; charge gained a 1 into a 0.
+            if (k < lose) != is_one {
+                buf[byte] ^= mask;
+                flipped += 1;
+            }
+        }
+        if blank {
+            let run = self.core.faults.below((size / 512).max(1) as u64) as usize * 512;
+            let end = (run + 512).min(size);
+            if buf[run..end].iter().any(|&b| b != 0xFF) {
+                buf[run..end].fill(0xFF);
+                rep.erased += 1;
+            }
+        }
+        if flipped > 0 {
+            rep.pages = 1;
+            rep.bits = flipped;
+        }
+        if flipped > 0 || rep.erased > 0 {
+            self.core.write_data(base, &buf)?;
+        }
+        Ok(rep)
     }
 
     /// The store holding the image.
@@ -145,6 +212,7 @@ impl<S: Store> NorSim<S> {
     }
 
     fn erase_now(&mut self, unit: u32) -> Result<()> {
+        self.reads[unit as usize] = 0;
         let size = self.spec.unit_size as u64;
         self.core.erase_data(unit as u64 * size, size)?;
         let wpu = size / self.spec.word_size as u64;
@@ -293,6 +361,9 @@ impl<S: Store> NorFlash for NorSim<S> {
         self.core.banks.read(banks, ns, suspend);
         self.settle()?;
         self.core.read_data(addr, buf)?;
+        for u in first..=last {
+            self.reads[u as usize] = self.reads[u as usize].saturating_add(1);
+        }
         let rate = self.core.faults.config.bit_flip_rate;
         if rate > 0.0 {
             let n = self.core.faults.flips(buf.len() as u64 * 8, rate);

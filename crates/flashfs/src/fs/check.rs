@@ -512,9 +512,9 @@ impl<D: Segments> Fs<D> {
         report.used_blocks = used;
         let space = &self.tree.store().space;
         report.free_blocks = space.free();
-        let mut problem = |what: String| {
+        let mut problem = |ino: Option<Ino>, what: String| {
             report.problems.push(Problem {
-                ino: None,
+                ino,
                 what,
                 repaired: false,
             })
@@ -523,11 +523,14 @@ impl<D: Segments> Fs<D> {
         let held = self.tree.tx.held(space.tx.as_ref());
         let used = used + held.len() as u64;
         if space.free() + space.pending() + used != sectors {
-            problem(format!(
-                "free-space accounting: {} free + {} pending + {used} used != {sectors} blocks",
-                space.free(),
-                space.pending()
-            ));
+            problem(
+                None,
+                format!(
+                    "free-space accounting: {} free + {} pending + {used} used != {sectors} blocks",
+                    space.free(),
+                    space.pending()
+                ),
+            );
         }
         let mapped: BTreeSet<u64> = self
             .tree
@@ -536,6 +539,15 @@ impl<D: Segments> Fs<D> {
             .mapped_where(|_| true)?
             .into_iter()
             .collect();
+        let bs = self.sb.block_size as u64;
+        // The file and byte offset a block holds, for problems with its data.
+        let owner = |k: u64| {
+            c.extents.iter().find_map(|(&ino, list)| {
+                list.iter().find_map(|(b, e)| {
+                    (e.start <= k && k - e.start < e.len).then(|| (ino, (b + k - e.start) * bs))
+                })
+            })
+        };
         let mut buf = alloc::vec![0; self.sb.block_size as usize];
         for k in 0..sectors {
             if !usage.is_used(k) {
@@ -545,21 +557,42 @@ impl<D: Segments> Fs<D> {
                 // A journal block is written when an epoch first needs it.
                 let journal = (1..=u64::from(self.sb.journal_blocks)).contains(&k);
                 if !unwritten.contains(&k) && !journal {
-                    problem(format!("block {k} is in use but holds no data"));
+                    match owner(k) {
+                        // A file's block whose page read as erased when a scan rebuilt the map.
+                        Some((ino, off)) => problem(
+                            Some(ino),
+                            format!(
+                                "bytes {off}-{} (block {k}) hold no data: lost",
+                                off + bs - 1
+                            ),
+                        ),
+                        None => problem(None, format!("block {k} is in use but holds no data")),
+                    }
                 }
                 continue;
             }
             if let Err(e) = self.tree.store_mut().ftl.read(k, &mut buf) {
-                problem(format!("block {k} does not read back: {e}"));
+                // Say whose data it was: the file and the byte range of the block.
+                match owner(k) {
+                    Some((ino, off)) => problem(
+                        Some(ino),
+                        format!(
+                            "bytes {off}-{} (block {k}) do not read back: {e}",
+                            off + bs - 1
+                        ),
+                    ),
+                    None => problem(None, format!("block {k} does not read back: {e}")),
+                }
             }
         }
         if let Some(k) = mapped
             .iter()
             .find(|&&k| !usage.is_used(k) && !held.contains(&k))
         {
-            problem(format!(
-                "block {k} is free but the log still keeps its data"
-            ));
+            problem(
+                None,
+                format!("block {k} is free but the log still keeps its data"),
+            );
         }
         Ok(())
     }

@@ -291,13 +291,24 @@ impl<D: Segments> Fs<D> {
                 let from = (k * bs).max(off);
                 let to = ((k + m) * bs).min(off + n as u64);
                 let sector = e.start + (k - b);
+                let at_file = |e: Error| {
+                    e.in_file(ino, |s| {
+                        (k + s.map_or(0, |s| s.saturating_sub(sector))) * bs
+                    })
+                };
                 if from == k * bs && to == (k + m) * bs {
                     // Whole sectors: straight into the caller's buffer.
                     let dst = &mut buf[(from - off) as usize..(to - off) as usize];
-                    self.tree.store_mut().read(sector, dst)?;
+                    self.tree
+                        .store_mut()
+                        .read_data(sector, dst)
+                        .map_err(at_file)?;
                 } else {
                     tmp.resize((m * bs) as usize, 0);
-                    self.tree.store_mut().read(sector, &mut tmp)?;
+                    self.tree
+                        .store_mut()
+                        .read_data(sector, &mut tmp)
+                        .map_err(at_file)?;
                     buf[(from - off) as usize..(to - off) as usize]
                         .copy_from_slice(&tmp[(from - k * bs) as usize..(to - k * bs) as usize]);
                 }

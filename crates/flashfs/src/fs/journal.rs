@@ -911,7 +911,7 @@ impl<D: Segments> Fs<D> {
 /// An error replaying the journal: damage, unless the device failed.
 fn damage(e: Error) -> Error {
     match e {
-        Error::Io | Error::Flash(_) | Error::Corrupt(_) => e,
+        Error::Io | Error::Damaged(_) | Error::Flash(_) | Error::Corrupt(_) => e,
         _ => Error::Corrupt("a journal entry does not apply to the index"),
     }
 }

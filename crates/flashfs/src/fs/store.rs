@@ -32,6 +32,16 @@ impl<D: Segments> Store<D> {
         self.ftl.read(sector, buf)
     }
 
+    /// Reads whole sectors of file data mapped by a written extent: a sector the block
+    /// device does not hold is damage ([`Error::Damaged`]), not zeros.
+    pub fn read_data(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let n = (buf.len() / self.ftl.sector_size()) as u64;
+        if sector.checked_add(n).is_none_or(|e| e > self.ftl.sectors()) {
+            return Err(Error::Corrupt("file-system pointer beyond the volume"));
+        }
+        self.ftl.read_sectors(sector, buf, true)
+    }
+
     /// Writes file data.
     pub fn write_data(&mut self, sector: u64, data: &[u8]) -> Result<()> {
         self.ftl.write_to(sector, data, None)

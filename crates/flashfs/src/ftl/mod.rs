@@ -16,9 +16,10 @@ use alloc::vec::Vec;
 use counters::Counters;
 pub use counters::Lifetime;
 
-use crate::error::{Error, Result};
+use crate::error::{Damage, Error, Result};
 use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
 use alloc::collections::BTreeMap;
+use flash::FlashError;
 
 use crate::log::tag::TagState;
 use crate::log::{Head, Log, LogConfig, Restored, SlotAddr, Start};
@@ -729,6 +730,57 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
+    /// Reads whole sectors, as [`BlockDevice::read`]; with `written`, the caller knows each
+    /// sector was written (a file's block, by its extent), so one the map does not hold
+    /// (its page read as erased, or its tag was lost, when the volume was scanned) is damage
+    /// rather than zeros.
+    pub fn read_sectors(&mut self, sector: u64, buf: &mut [u8], written: bool) -> Result<()> {
+        self.check(sector, buf.len())?;
+        let ss = self.sector_size();
+        for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
+            let k = sector as usize + i;
+            match self.map.get(k, &mut self.log.checkpoint_pages())? {
+                UNMAPPED if written => {
+                    return Err(Error::Damaged(Damage {
+                        sector: Some(k as u64),
+                        ..Damage::default()
+                    }))
+                }
+                UNMAPPED => chunk.fill(0),
+                LOST => {
+                    return Err(Error::Damaged(Damage {
+                        sector: Some(k as u64),
+                        ..Damage::default()
+                    }))
+                }
+                p => {
+                    let at = self.map.unpack(p);
+                    if let Err(e) = self.log.read_expecting(at, k as u32, Kind::Sector, chunk) {
+                        if e.is_unreadable() {
+                            // Damaged or unreadable: a loss record keeps the sector an
+                            // error until it is written again (never an older version).
+                            self.log.kill(at);
+                            self.map.set(k, LOST, &mut self.log.checkpoint_pages())?;
+                            self.map.lost.push(k as u32);
+                            // The loss is kept in RAM if its record cannot be written now
+                            // (no space, a worn device): the read still says what it found.
+                            if let Err(Error::Flash(FlashError::PowerLoss)) = self.record_losses() {
+                                return Err(Error::Flash(FlashError::PowerLoss));
+                            }
+                            return Err(Error::Damaged(Damage {
+                                slot: Some((at.seg, at.slot)),
+                                sector: Some(k as u64),
+                                file: None,
+                            }));
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether [`Ftl::patch_sector`] works on this medium.
     pub(crate) fn can_patch(&self) -> bool {
         self.log.can_patch()
@@ -843,27 +895,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
     }
 
     fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        self.check(sector, buf.len())?;
-        let ss = self.sector_size();
-        for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
-            let k = sector as usize + i;
-            match self.map.get(k, &mut self.log.checkpoint_pages())? {
-                UNMAPPED => chunk.fill(0),
-                LOST => return Err(Error::Io),
-                p => {
-                    if let Err(e) = self.log.read(self.map.unpack(p), chunk) {
-                        if e == Error::Io {
-                            self.log.kill(self.map.unpack(p));
-                            self.map.set(k, LOST, &mut self.log.checkpoint_pages())?;
-                            self.map.lost.push(k as u32);
-                            self.record_losses()?;
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.read_sectors(sector, buf, false)
     }
 
     fn write(&mut self, sector: u64, data: &[u8]) -> Result<()> {

@@ -489,6 +489,11 @@ impl<D: Segments> Log<D> {
             }
             r => r?,
         };
+        if log.volume.size > log.dev.tag_layout().max_key() {
+            return Err(Error::InvalidArgument(
+                "volume too large for the keys this medium's tags carry",
+            ));
+        }
         if let Some(a) = &log.anchors {
             // The first anchor gets its header now (the format just erased it); the other
             // stays erased until the first is full.
@@ -779,14 +784,44 @@ impl<D: Segments> Log<D> {
         r
     }
 
+    /// Reads a slot's data (one slot long), as [`Log::read`], and checks that its tag says
+    /// it holds `key` of `kind`: a slot that holds something else (a page that read as
+    /// erased, was taken for free space and written again while a map still named it) is
+    /// damage, [`Error::Io`], never someone else's data.
+    pub fn read_expecting(
+        &mut self,
+        at: SlotAddr,
+        key: u32,
+        kind: Kind,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let r = match self.dev.read_slot_tag(at.seg, at.slot, buf) {
+            Ok(TagState::Valid(t)) if t.key == key && t.kind == kind => Ok(()),
+            Ok(_) => Err(Error::Io),
+            // A map naming a retired block: what it held is gone.
+            Err(Error::Flash(FlashError::BadBlock { .. })) => Err(Error::Io),
+            Err(e) => Err(e),
+        };
+        if r == Err(Error::Io) {
+            match self.segs[at.seg as usize].state {
+                SegState::Open => self.fail(at.seg),
+                SegState::Full => self.set_state(at.seg, SegState::Failing),
+                _ => {}
+            }
+        }
+        r
+    }
+
     /// Whether [`Log::patch`] works on this medium.
     pub fn can_patch(&self) -> bool {
         self.dev.can_patch()
     }
 
     /// Programs `bytes` at `offset` inside the data of the live slot `at`, in place, clearing
-    /// bits only (reprogrammable NOR). A slot's tag checks only the tag, so the slot stays
-    /// valid, and the cleaner copies slots whole, so the change moves with the slot.
+    /// bits only (reprogrammable NOR). The slot's data checksum covers only its written
+    /// length, or is set aside by the in-place mark when the patch changes a byte inside it
+    /// (SPEC.md §2.2), so the slot stays valid; the cleaner copies slots whole, with a fresh
+    /// checksum, so the change moves with the slot.
     pub fn patch(&mut self, at: SlotAddr, offset: usize, bytes: &[u8]) -> Result<()> {
         if at.seg >= self.geo.segments || at.slot >= self.geo.slots || !self.is_live(at) {
             return Err(Error::InvalidArgument("patch of a slot that is not live"));
@@ -824,8 +859,13 @@ impl<D: Segments> Log<D> {
         if data.len() > self.geo.slot_size as usize {
             return Err(Error::InvalidArgument("data longer than a slot"));
         }
+        if key > self.dev.tag_layout().max_key() {
+            return Err(Error::InvalidArgument(
+                "key beyond what this medium's tags carry",
+            ));
+        }
         self.make_room(owner)?;
-        if self.seq > MAX_SEQ {
+        if self.seq > MAX_SEQ.min(self.dev.tag_layout().max_seq()) {
             return Err(Error::ReadOnly);
         }
         let tag = Tag {
@@ -1303,8 +1343,20 @@ impl<D: Segments> Log<D> {
                     }
                     return Ok(SlotAddr { seg, slot });
                 }
-                Err(Error::Flash(FlashError::ProgramFailed { .. })) => self.fail(seg),
-                Err(e) => return Err(e),
+                // A slot that was not erased (damage in the erased part of a segment: a
+                // program would set bits) fails its segment like a program that did not take.
+                Err(Error::Flash(
+                    FlashError::ProgramFailed { .. }
+                    | FlashError::SetsBits { .. }
+                    | FlashError::PageAlreadyProgrammed { .. },
+                )) => self.fail(seg),
+                Err(e) => {
+                    // The slot is spent either way: a full segment leaves its head.
+                    if self.segs[seg as usize].used >= self.geo.slots {
+                        self.close(seg);
+                    }
+                    return Err(e);
+                }
             }
         }
         Err(Error::ReadOnly)

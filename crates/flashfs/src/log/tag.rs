@@ -21,8 +21,9 @@ pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 /// Volume format of the native file system.
 pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
-/// Version of the log format these structures belong to (2: anchors and checkpoints).
-pub const FORMAT_VERSION: u8 = 2;
+/// Version of the log format these structures belong to (3: a checksum over every slot's
+/// data beside its tag; 2 had anchors and checkpoints and tags that checked only themselves).
+pub const FORMAT_VERSION: u8 = 3;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
@@ -232,9 +233,238 @@ impl SegHeader {
     }
 }
 
+/// Bytes of the CRC-32C of a slot's data in a wide tag entry.
+pub const DATA_CRC_LEN: usize = 4;
+/// Bytes of a wide tag entry: the tag, then the CRC-32C of the slot's data.
+pub const ENTRY_LEN: usize = TAG_LEN + DATA_CRC_LEN;
+/// Largest sequence number a compact tag entry can carry (36 bits).
+pub const COMPACT_MAX_SEQ: u64 = (1 << 36) - 1;
+/// Largest key a compact tag entry can carry (24 bits).
+pub const COMPACT_MAX_KEY: u32 = (1 << 24) - 1;
+
+/// How a slot's tag and the checksum of its data are laid out together (SPEC.md §2.4).
+///
+/// The tag keeps a CRC of its own, apart from the data's: a scan that finds a valid tag over
+/// damaged data still knows the slot is the newest version of its key (and reports the
+/// damage when it is read) instead of skipping it and bringing an older version back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagLayout {
+    /// 16 bytes: the 12-byte tag, then the CRC-32C of the slot's data (NOR, and NAND with
+    /// 16 or more free spare bytes).
+    Wide,
+    /// 12 bytes: key (24 bits), sequence number (36 bits), kind (4 bits), the tag's
+    /// CRC-16, then the CRC-16 of the slot's data (NAND with 12 free spare bytes).
+    Compact,
+}
+
+/// CRC-32C of a slot's data, as a wide entry stores it.
+pub fn data_crc32(data: &[u8]) -> u32 {
+    CRC32.checksum(data)
+}
+
+/// CRC-16/IBM-SDLC of a slot's data, as a compact entry stores it.
+pub fn data_crc16(data: &[u8]) -> u16 {
+    CRC16.checksum(data)
+}
+
+impl TagLayout {
+    /// The layout for `free` spare bytes of a NAND page.
+    pub fn for_spare(free: usize) -> Option<TagLayout> {
+        if free >= ENTRY_LEN {
+            Some(TagLayout::Wide)
+        } else if free >= TAG_LEN {
+            Some(TagLayout::Compact)
+        } else {
+            None
+        }
+    }
+
+    /// Bytes of an entry.
+    pub fn entry_len(self) -> usize {
+        match self {
+            TagLayout::Wide => ENTRY_LEN,
+            TagLayout::Compact => TAG_LEN,
+        }
+    }
+
+    /// Largest sequence number an entry can carry.
+    pub fn max_seq(self) -> u64 {
+        match self {
+            TagLayout::Wide => MAX_SEQ,
+            TagLayout::Compact => COMPACT_MAX_SEQ,
+        }
+    }
+
+    /// Largest key an entry can carry.
+    pub fn max_key(self) -> u32 {
+        match self {
+            TagLayout::Wide => u32::MAX,
+            TagLayout::Compact => COMPACT_MAX_KEY,
+        }
+    }
+
+    /// Encodes the entry of a slot holding `data` (the whole slot, as it is programmed) into
+    /// the front of `out` (at least [`TagLayout::len`] bytes).
+    pub fn encode(self, tag: &Tag, data: &[u8], out: &mut [u8]) {
+        match self {
+            TagLayout::Wide => {
+                out[..TAG_LEN].copy_from_slice(&tag.encode());
+                out[TAG_LEN..ENTRY_LEN].copy_from_slice(&data_crc32(data).to_le_bytes());
+            }
+            TagLayout::Compact => {
+                let word = u64::from(tag.key & COMPACT_MAX_KEY)
+                    | (tag.seq & COMPACT_MAX_SEQ) << 24
+                    | u64::from(tag.kind.code() | if tag.copy { 8 } else { 0 }) << 60;
+                out[..8].copy_from_slice(&word.to_le_bytes());
+                let crc = CRC16.checksum(&out[..8]);
+                out[8..10].copy_from_slice(&crc.to_le_bytes());
+                out[10..12].copy_from_slice(&data_crc16(data).to_le_bytes());
+            }
+        }
+    }
+
+    /// Decodes the tag of an entry (its own check only, not the data's).
+    pub fn decode(self, b: &[u8]) -> TagState {
+        match self {
+            TagLayout::Wide => Tag::decode(b),
+            TagLayout::Compact => {
+                let Some(b) = b.get(..TAG_LEN) else {
+                    return TagState::Garbage;
+                };
+                // The tag part alone: a torn program may leave the data CRC half written.
+                if b[..10].iter().all(|&x| x == 0xFF) {
+                    return if b[10..].iter().all(|&x| x == 0xFF) {
+                        TagState::Erased
+                    } else {
+                        TagState::Garbage
+                    };
+                }
+                if CRC16.checksum(&b[..8]) != u16::from_le_bytes([b[8], b[9]]) {
+                    return TagState::Garbage;
+                }
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&b[..8]);
+                let word = u64::from_le_bytes(w);
+                let kind = (word >> 60) as u8;
+                match Kind::from_code(kind & 7) {
+                    Some(k) => TagState::Valid(Tag {
+                        key: (word & u64::from(COMPACT_MAX_KEY)) as u32,
+                        seq: (word >> 24) & COMPACT_MAX_SEQ,
+                        kind: k,
+                        copy: kind & 8 != 0,
+                    }),
+                    None => TagState::Garbage,
+                }
+            }
+        }
+    }
+
+    /// Whether `data` (the whole slot as read) matches the checksum in the entry `b`.
+    pub fn data_ok(self, b: &[u8], data: &[u8]) -> bool {
+        match self {
+            TagLayout::Wide => b
+                .get(TAG_LEN..ENTRY_LEN)
+                .is_some_and(|c| c == data_crc32(data).to_le_bytes()),
+            TagLayout::Compact => b
+                .get(10..12)
+                .is_some_and(|c| c == data_crc16(data).to_le_bytes()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample(seq: u64) -> Tag {
+        Tag {
+            key: 0x00AB_CDEF,
+            seq,
+            kind: Kind::Page,
+            copy: true,
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_in_both_layouts() {
+        let data = [0x5Au8; 512];
+        for layout in [TagLayout::Wide, TagLayout::Compact] {
+            let t = sample(layout.max_seq() - 1);
+            let mut b = [0xFFu8; ENTRY_LEN];
+            layout.encode(&t, &data, &mut b);
+            assert_eq!(layout.decode(&b), TagState::Valid(t), "{layout:?}");
+            assert!(layout.data_ok(&b, &data));
+            assert_eq!(layout.decode(&[0xFF; ENTRY_LEN]), TagState::Erased);
+            for k in [
+                Kind::Sector,
+                Kind::Trim,
+                Kind::Lost,
+                Kind::Counters,
+                Kind::Root,
+            ] {
+                let t = Tag {
+                    kind: k,
+                    copy: false,
+                    ..t
+                };
+                layout.encode(&t, &data, &mut b);
+                assert_eq!(layout.decode(&b), TagState::Valid(t));
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_data_fails_its_checksum_but_leaves_the_tag_valid() {
+        let data = [0x33u8; 512];
+        for layout in [TagLayout::Wide, TagLayout::Compact] {
+            let t = sample(77);
+            let mut b = [0xFFu8; ENTRY_LEN];
+            layout.encode(&t, &data, &mut b);
+            for i in 0..data.len() * 8 {
+                let mut d = data;
+                d[i / 8] ^= 1 << (i % 8);
+                assert!(!layout.data_ok(&b, &d), "{layout:?} bit {i}");
+            }
+            // A damaged data checksum is damaged data, not a torn tag.
+            let mut c = b;
+            c[layout.entry_len() - 1] ^= 1;
+            assert_eq!(layout.decode(&c), TagState::Valid(t));
+            assert!(!layout.data_ok(&c, &data));
+            // Every bit of the tag part is checked by the tag's own CRC.
+            let tag_bytes = if layout == TagLayout::Wide {
+                TAG_LEN
+            } else {
+                10
+            };
+            for i in 0..tag_bytes * 8 {
+                let mut d = b;
+                d[i / 8] ^= 1 << (i % 8);
+                assert_eq!(layout.decode(&d), TagState::Garbage, "{layout:?} bit {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_erased_slot_never_passes_as_written_data() {
+        // A page that reads as erased where a written slot should be: the erased checksum
+        // field never matches erased data, at any slot size.
+        for shift in 6..=15 {
+            let data = vec![0xFFu8; 1 << shift];
+            assert_ne!(data_crc32(&data), u32::MAX, "{shift}");
+            assert_ne!(data_crc16(&data), u16::MAX, "{shift}");
+            for layout in [TagLayout::Wide, TagLayout::Compact] {
+                assert!(!layout.data_ok(&[0xFF; ENTRY_LEN], &data));
+            }
+        }
+    }
+
+    #[test]
+    fn layouts_follow_the_free_spare_bytes() {
+        assert_eq!(TagLayout::for_spare(11), None);
+        assert_eq!(TagLayout::for_spare(12), Some(TagLayout::Compact));
+        assert_eq!(TagLayout::for_spare(16), Some(TagLayout::Wide));
+        assert_eq!(TagLayout::for_spare(70), Some(TagLayout::Wide));
+    }
 
     #[test]
     fn tags_round_trip_and_detect_damage() {

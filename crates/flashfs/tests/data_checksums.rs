@@ -1,0 +1,453 @@
+//! Data damaged at rest is reported, never returned: every slot's data carries a checksum
+//! beside its tag (SPEC.md §2.4). On each medium (a NOR preset, the NAND presets with 16 and
+//! with 12 free spare bytes), sectors and files are written, bytes of one stored data page
+//! are damaged through the simulator, and after a remount reading them is an error that says
+//! where, while everything else reads back right.
+
+mod common;
+
+use common::*;
+use flash::{preset, DeviceSpec, ImageMeta, NandFlash, NandSim, NorFlash, NorSim, PageAddr};
+use flashfs::fs::ROOT_INO;
+use flashfs::log::tag::{Kind, TagLayout, TagState};
+use flashfs::{
+    BlockDevice, Damage, Error, Fs, Ftl, FtlConfig, LogConfig, NandSegments, NorSegments, Segments,
+};
+
+/// How a stored page is damaged.
+#[derive(Debug, Clone, Copy)]
+enum How {
+    /// One bit flipped.
+    Flip(usize),
+    /// The whole data area replaced by random bytes.
+    Random(u32),
+    /// The slot reads as erased: on NAND the whole page (tag too), on NOR its data area.
+    Erased,
+}
+
+/// A medium whose stored bytes a test can damage.
+trait Poke: Segments {
+    fn damage(&mut self, seg: u32, slot: u32, how: How);
+}
+
+fn damaged(mut data: Vec<u8>, how: How) -> Vec<u8> {
+    match how {
+        How::Flip(bit) => {
+            let n = data.len();
+            data[bit / 8 % n] ^= 1 << (bit % 8)
+        }
+        How::Random(seed) => {
+            let mut x = seed | 1;
+            for b in &mut data {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+        }
+        How::Erased => data.fill(0xFF),
+    }
+    data
+}
+
+impl Poke for NorSegments<NorSim> {
+    fn damage(&mut self, seg: u32, slot: u32, how: How) {
+        let at = self.data_at(seg, slot);
+        let mut data = vec![0u8; self.geometry().slot_size as usize];
+        self.flash_mut().read(at, &mut data).unwrap();
+        let data = damaged(data, how);
+        self.flash_mut().corrupt_at_rest(at, &data).unwrap();
+    }
+}
+
+impl Poke for NandSegments<NandSim> {
+    fn damage(&mut self, seg: u32, slot: u32, how: How) {
+        let at = PageAddr::new(seg, slot + 1);
+        if let How::Erased = how {
+            self.flash_mut().erase_page_at_rest(at).unwrap();
+            return;
+        }
+        let mut data = vec![0u8; self.geometry().slot_size as usize];
+        self.flash_mut().read_page(at, &mut data, &mut []).unwrap();
+        let data = damaged(data, how);
+        self.flash_mut().corrupt_at_rest(at, 0, &data).unwrap();
+    }
+}
+
+/// A NOR part of the m29dw640d preset's geometry, 16 units of it.
+fn m29dw640d() -> NorSegments<NorSim> {
+    let DeviceSpec::Nor(spec) = preset::lookup("m29dw640d").unwrap().spec else {
+        unreachable!()
+    };
+    let spec = flash::NorSpec {
+        units: 16,
+        banks: 1,
+        ..spec
+    };
+    NorSegments::new(
+        NorSim::new(spec, ImageMeta::new("m29dw640d", 1)).unwrap(),
+        512,
+    )
+    .unwrap()
+}
+
+/// A NAND part of a preset's geometry, `blocks` blocks of it, no factory bad blocks.
+fn nand_preset(name: &str, blocks: u32) -> NandSegments<NandSim> {
+    let DeviceSpec::Nand(spec) = preset::lookup(name).unwrap().spec else {
+        unreachable!()
+    };
+    let spec = flash::NandSpec {
+        blocks,
+        factory_bad_permille: 0,
+        ..spec
+    };
+    NandSegments::new(NandSim::new(spec, ImageMeta::new(name, 1)).unwrap()).unwrap()
+}
+
+/// Volumes that keep checkpoints even when small, so a mount restores the map (an erased
+/// page then still has an owner that expects it).
+fn ftl_config() -> FtlConfig {
+    FtlConfig {
+        log: LogConfig {
+            checkpoint_min_segments: 4,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    }
+}
+
+/// The slot holding the newest version of sector `key`.
+fn newest_slot<D: Segments>(dev: &mut D, key: u32) -> (u32, u32) {
+    let geo = dev.geometry();
+    let mut tags = vec![TagState::Erased; geo.slots as usize];
+    let mut best: Option<(u64, bool, u32, u32)> = None;
+    for seg in 0..geo.segments {
+        if !matches!(
+            dev.read_header(seg),
+            Ok(flashfs::media::HeaderState::Valid(_))
+        ) {
+            continue;
+        }
+        dev.read_tags(seg, &mut tags).unwrap();
+        for (slot, t) in tags.iter().enumerate() {
+            if let TagState::Valid(t) = t {
+                if t.kind == Kind::Sector && t.key == key {
+                    let c = (t.seq, t.copy, seg, slot as u32);
+                    if best.is_none_or(|b| (c.0, c.1) > (b.0, b.1)) {
+                        best = Some(c);
+                    }
+                }
+            }
+        }
+    }
+    let (_, _, seg, slot) = best.expect("sector written");
+    (seg, slot)
+}
+
+fn assert_damaged(r: flashfs::Result<()>, sector: u64) {
+    match r {
+        Err(Error::Damaged(Damage {
+            sector: Some(s), ..
+        })) if s == sector => {}
+        r => panic!("sector {sector}: {r:?}, not an error naming it"),
+    }
+}
+
+/// Sectors 0..8 written once, sector 3 twice (so an older version exists to come back);
+/// the newest version of sector 3 damaged at rest.
+fn ftl_case<D: Poke>(dev: D, how: How) {
+    let cfg = ftl_config();
+    let mut ftl = Ftl::format(dev, cfg).unwrap();
+    let ss = ftl.sector_size();
+    for k in 0..8 {
+        ftl.write(k, &pattern(k, 1, ss)).unwrap();
+    }
+    ftl.write(3, &pattern(3, 2, ss)).unwrap();
+    let mut dev = ftl.close().unwrap();
+    let (seg, slot) = newest_slot(&mut dev, 3);
+    dev.damage(seg, slot, how);
+    let mut ftl = Ftl::mount(dev, cfg).unwrap();
+    let mut buf = vec![0u8; ss];
+    for k in 0..8 {
+        if k == 3 {
+            let r = ftl.read(3, &mut buf);
+            assert!(
+                matches!(r, Err(Error::Damaged(d)) if d.slot == Some((seg, slot))),
+                "{how:?}: {r:?}"
+            );
+            assert_eq!(r.unwrap_err().errno(), 5, "EIO");
+        } else {
+            ftl.read(k, &mut buf).unwrap();
+            assert_eq!(buf, pattern(k, 1, ss), "{how:?}: sector {k}");
+        }
+    }
+    // Still an error, never the older version: now, after a remount, after a scan.
+    assert_damaged(ftl.read(3, &mut buf), 3);
+    let mut ftl = Ftl::mount(ftl.close().unwrap(), cfg).unwrap();
+    assert_damaged(ftl.read(3, &mut buf), 3);
+    let scan = FtlConfig {
+        log: LogConfig {
+            scan_mount: true,
+            ..cfg.log
+        },
+        ..cfg
+    };
+    let mut ftl = Ftl::mount(ftl.close().unwrap(), scan).unwrap();
+    assert_damaged(ftl.read(3, &mut buf), 3);
+    // Written again, it reads again; the rest of the volume works on.
+    ftl.write(3, &pattern(3, 3, ss)).unwrap();
+    ftl.read(3, &mut buf).unwrap();
+    assert_eq!(buf, pattern(3, 3, ss));
+    ftl.write(9, &pattern(9, 1, ss)).unwrap();
+    let mut ftl = Ftl::mount(ftl.close().unwrap(), cfg).unwrap();
+    for k in (0..8).chain([9]) {
+        ftl.read(k, &mut buf).unwrap();
+        let v = if k == 3 { 3 } else { 1 };
+        assert_eq!(buf, pattern(k, v, ss), "sector {k} at the end");
+    }
+}
+
+/// Three files of three blocks each; block 1 of the middle one damaged at rest.
+fn fs_case<D: Poke>(dev: D, how: How) {
+    let mut fs = Fs::format(dev, fs_config()).unwrap();
+    let bs = fs.block_size() as usize;
+    let content = |i: u64| pattern(1000 + i, 7, 3 * bs);
+    let mut inos = Vec::new();
+    for i in 0..3 {
+        let name = format!("f{i}");
+        let a = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0).unwrap();
+        fs.write(a.ino, 0, &content(i)).unwrap();
+        inos.push(a.ino);
+    }
+    let victim = inos[1];
+    let extents = fs.extents(victim).unwrap();
+    let sector = extents
+        .iter()
+        .find_map(|(b, e)| (*b <= 1 && 1 < b + e.len).then(|| e.start + (1 - b)))
+        .expect("block 1 mapped");
+    let mut dev = fs.unmount().unwrap();
+    let (seg, slot) = newest_slot(&mut dev, sector as u32);
+    dev.damage(seg, slot, how);
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    let mut buf = vec![0u8; 3 * bs];
+    match fs.read(victim, 0, &mut buf) {
+        Err(Error::Damaged(d)) => {
+            assert_eq!(d.file, Some((victim, bs as u64)), "{how:?}: {d:?}");
+            assert_eq!(d.sector, Some(sector));
+            let msg = Error::Damaged(d).to_string();
+            assert!(
+                msg.contains(&format!("inode {victim} at byte {bs}")),
+                "{msg}"
+            );
+        }
+        r => panic!("{how:?}: a read of the damaged file gave {r:?}"),
+    }
+    // Its undamaged blocks still read; so do the other files.
+    let mut first = vec![0u8; bs];
+    assert_eq!(fs.read(victim, 0, &mut first).unwrap(), bs);
+    assert_eq!(first, content(1)[..bs]);
+    for i in [0, 2] {
+        assert_eq!(fs.read(inos[i], 0, &mut buf).unwrap(), 3 * bs);
+        assert_eq!(buf, content(i as u64), "{how:?}: file {i}");
+    }
+    // The volume keeps working: a new file, a remount.
+    let a = fs.create(ROOT_INO, b"after", 0o644, 0, 0).unwrap();
+    fs.write(a.ino, 0, b"still writable").unwrap();
+    let mut fs = Fs::mount(fs.unmount().unwrap(), fs_config()).unwrap();
+    assert!(matches!(
+        fs.read(victim, 0, &mut buf),
+        Err(Error::Damaged(_))
+    ));
+    let mut small = [0u8; 14];
+    fs.read(a.ino, 0, &mut small).unwrap();
+    assert_eq!(&small, b"still writable");
+}
+
+const CASES: [How; 4] = [How::Flip(0), How::Flip(2001), How::Random(77), How::Erased];
+
+#[test]
+fn nor_m29dw640d_sectors() {
+    for how in CASES {
+        ftl_case(m29dw640d(), how);
+    }
+}
+
+#[test]
+fn nor_m29dw640d_files() {
+    for how in CASES {
+        fs_case(m29dw640d(), how);
+    }
+}
+
+#[test]
+fn nand_w25n01gv_sectors() {
+    assert_eq!(
+        nand_preset("w25n01gv", 8).tag_layout(),
+        TagLayout::Wide,
+        "16 free spare bytes: tag and CRC-32C"
+    );
+    for how in CASES {
+        ftl_case(nand_preset("w25n01gv", 64), how);
+    }
+}
+
+#[test]
+fn nand_w25n01gv_files() {
+    for how in CASES {
+        fs_case(nand_preset("w25n01gv", 64), how);
+    }
+}
+
+#[test]
+fn nand_128m_sectors() {
+    assert_eq!(
+        nand_preset("nand-128m", 8).tag_layout(),
+        TagLayout::Compact,
+        "12 free spare bytes: the compact entry"
+    );
+    for how in CASES {
+        ftl_case(nand_preset("nand-128m", 64), how);
+    }
+}
+
+#[test]
+fn nand_128m_files() {
+    for how in CASES {
+        fs_case(nand_preset("nand-128m", 64), how);
+    }
+}
+
+/// The data checksum lives beside the tag, not inside it: a damaged data checksum is
+/// damaged data (the scan still finds the newest version and reports it), and the sector
+/// size stays the page size on every medium.
+#[test]
+fn sectors_keep_their_size_and_a_damaged_checksum_is_damage() {
+    assert_eq!(
+        Ftl::format(nand_preset("nand-128m", 16), ftl_config())
+            .unwrap()
+            .sector_size(),
+        512
+    );
+    let mut ftl = Ftl::format(nand(), ftl_config()).unwrap();
+    let ss = ftl.sector_size();
+    ftl.write(1, &pattern(1, 1, ss)).unwrap();
+    ftl.write(1, &pattern(1, 2, ss)).unwrap();
+    let mut dev = ftl.close().unwrap();
+    let (seg, slot) = newest_slot(&mut dev, 1);
+    // The last spare byte of the entry: part of the data CRC.
+    let at = PageAddr::new(seg, slot + 1);
+    let mut spare = [0u8; 16];
+    dev.flash_mut().read_page(at, &mut [], &mut spare).unwrap();
+    spare[15] ^= 0x10;
+    dev.flash_mut().corrupt_at_rest(at, ss, &spare).unwrap();
+    let scan = FtlConfig {
+        log: LogConfig {
+            scan_mount: true,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    };
+    let mut ftl = Ftl::mount(dev, scan).unwrap();
+    let mut buf = vec![0u8; ss];
+    assert_damaged(ftl.read(1, &mut buf), 1);
+}
+
+/// A file's block whose page reads as erased on a volume mounted by a scan: the scan finds
+/// no tag for its sector, so the block device holds no version of it; the file's extent
+/// says it was written, so the read is damage, not a block of zeros.
+#[test]
+fn an_erased_file_block_on_a_scanned_volume_is_damage_not_zeros() {
+    let scan = flashfs::FsConfig {
+        ftl: FtlConfig {
+            log: LogConfig {
+                scan_mount: true,
+                ..LogConfig::default()
+            },
+            ..FtlConfig::default()
+        },
+        ..fs_config()
+    };
+    let mut fs = Fs::format(nand_preset("w25n01gv", 64), scan).unwrap();
+    let bs = fs.block_size() as usize;
+    let a = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.write(a.ino, 0, &pattern(5, 5, 2 * bs)).unwrap();
+    let (b, e) = fs.extents(a.ino).unwrap()[0];
+    let sector = e.start + (1 - b);
+    let mut dev = fs.unmount().unwrap();
+    let (seg, slot) = newest_slot(&mut dev, sector as u32);
+    dev.damage(seg, slot, How::Erased);
+    let mut fs = Fs::mount(dev, scan).unwrap();
+    let mut buf = vec![0u8; 2 * bs];
+    match fs.read(a.ino, 0, &mut buf) {
+        Err(Error::Damaged(d)) => {
+            assert_eq!(d.file, Some((a.ino, bs as u64)));
+            assert_eq!(d.sector, Some(sector));
+            assert_eq!(d.slot, None, "no slot holds it any more");
+        }
+        r => panic!("{r:?}"),
+    }
+    let mut first = vec![0u8; bs];
+    fs.read(a.ino, 0, &mut first).unwrap();
+    assert_eq!(first, pattern(5, 5, 2 * bs)[..bs]);
+}
+
+/// `fsck` reads every block in use and names the file and byte range a damaged block held.
+#[test]
+fn the_check_names_the_file_and_range_of_damaged_data() {
+    for how in [How::Flip(77), How::Erased] {
+        let mut fs = Fs::format(nand_preset("nand-128m", 64), fs_config()).unwrap();
+        let bs = fs.block_size() as u64;
+        let a = fs.create(ROOT_INO, b"victim", 0o644, 0, 0).unwrap();
+        fs.write(a.ino, 0, &pattern(9, 9, 4 * bs as usize)).unwrap();
+        let b = fs.create(ROOT_INO, b"bystander", 0o644, 0, 0).unwrap();
+        fs.write(b.ino, 0, &pattern(8, 8, 4 * bs as usize)).unwrap();
+        let (first, e) = fs.extents(a.ino).unwrap()[0];
+        let sector = e.start + (2 - first);
+        let mut dev = fs.unmount().unwrap();
+        let (seg, slot) = newest_slot(&mut dev, sector as u32);
+        dev.damage(seg, slot, how);
+        let mut fs = Fs::mount(dev, fs_config()).unwrap();
+        let report = fs.check(false).unwrap();
+        assert!(!report.is_clean());
+        let p = report
+            .problems
+            .iter()
+            .find(|p| p.ino == Some(a.ino))
+            .unwrap_or_else(|| panic!("{how:?}: {:?}", report.problems));
+        assert!(
+            p.what
+                .starts_with(&format!("bytes {}-{} (block {sector})", 2 * bs, 3 * bs - 1)),
+            "{}",
+            p.what
+        );
+        assert!(report.problems.iter().all(|p| p.ino != Some(b.ino)));
+    }
+}
+
+/// A slot that holds another key than the map names is damage, never another sector's data
+/// (which passes its own checksum). The at-rest torture found it (nand-128m, kawaguchi-random,
+/// seed 841, cut 542): sector 0 read back sector 153's data after a page of the open segment
+/// read as erased and its slot was written again while a map still named it.
+#[test]
+fn a_slot_holding_another_key_is_damage() {
+    let mut ftl = Ftl::format(nand_preset("nand-128m", 64), ftl_config()).unwrap();
+    let ss = ftl.sector_size();
+    ftl.write(1, &pattern(1, 1, ss)).unwrap();
+    let mut dev = ftl.close().unwrap();
+    let (seg, slot) = newest_slot(&mut dev, 1);
+    let mut ftl = Ftl::mount(dev, ftl_config()).unwrap();
+    let at = flashfs::SlotAddr { seg, slot };
+    let mut buf = vec![0u8; ss];
+    ftl.log_mut()
+        .read_expecting(at, 1, Kind::Sector, &mut buf)
+        .unwrap();
+    assert_eq!(buf, pattern(1, 1, ss));
+    assert_eq!(
+        ftl.log_mut().read_expecting(at, 2, Kind::Sector, &mut buf),
+        Err(Error::Io)
+    );
+    assert_eq!(
+        ftl.log_mut().read_expecting(at, 1, Kind::Trim, &mut buf),
+        Err(Error::Io)
+    );
+}
