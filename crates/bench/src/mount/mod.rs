@@ -26,6 +26,7 @@
 mod device;
 mod fill;
 mod probe;
+pub mod plot;
 pub mod table;
 
 use serde::Serialize;

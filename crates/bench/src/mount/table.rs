@@ -99,7 +99,7 @@ pub fn table(report: &MountReport, heap_counted: bool) -> String {
     }
     let goals = goals(&report.rows, heap_counted);
     if !goals.is_empty() {
-        s.push_str("\ngoals (checkpoint mounts on nand-1g):\n");
+        s.push_str("\ngoals (checkpoint mounts; time and heap on nand-1g, flatness across the part sizes run):\n");
         for g in goals {
             s.push_str(&format!("  {g}\n"));
         }

@@ -111,6 +111,13 @@ pub struct MountArgs {
     /// One JSON object per mount instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON rows to this file (beside the table or the JSON printed).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
+    /// Write the plots (PNG and SVG: mount time against data stored and against partition
+    /// size) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
     /// Only these experiments (repeatable; default: all).
     #[arg(long, value_parser = ["ryu-park", "frash", "flat"])]
     experiment: Vec<String>,
@@ -357,11 +364,18 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     for note in &report.notes {
         eprintln!("note: {note}");
     }
+    let json = report::json_lines(&report.rows)?;
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.json {
-        out.write_all(report::json_lines(&report.rows)?.as_bytes())?;
+        out.write_all(json.as_bytes())?;
     } else {
         let heap = flashfs_bench::heap::CountingAlloc::installed();
         out.write_all(flashfs_bench::mount::table::table(&report, heap).as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        write_plots(dir, |dir| Ok(flashfs_bench::mount::plot::plot(&report.rows, dir)?))?;
     }
     Ok(())
 }
