@@ -51,8 +51,8 @@ impl Part {
 
     /// The part's geometry and timing.
     pub fn spec(&self) -> Result<NandSpec> {
-        let p = flash::preset::lookup(&self.preset)
-            .context(|| format!("preset {:?}", self.preset))?;
+        let p =
+            flash::preset::lookup(&self.preset).context(|| format!("preset {:?}", self.preset))?;
         let DeviceSpec::Nand(mut spec) = p.spec else {
             return Err(BenchError::InvalidOptions(format!(
                 "preset {:?} is not NAND flash",

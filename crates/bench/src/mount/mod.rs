@@ -25,8 +25,8 @@
 
 mod device;
 mod fill;
-mod probe;
 pub mod plot;
+mod probe;
 pub mod table;
 
 use serde::Serialize;
@@ -318,7 +318,9 @@ pub fn run_mount(
                 file_set,
                 targets,
             };
-            report.rows.extend(run_series(&s, opts.seed, &pat, progress)?);
+            report
+                .rows
+                .extend(run_series(&s, opts.seed, &pat, progress)?);
         }
     }
     Ok(report)
@@ -332,7 +334,10 @@ fn validate(opts: &MountOptions) -> Result<()> {
     if opts.fill_pct.windows(2).any(|w| w[0] >= w[1]) {
         return bad("fill levels must increase");
     }
-    if opts.frash_full_pct == 0 || opts.frash_full_pct > 95 || opts.flat_pct == 0 || opts.flat_pct > 95
+    if opts.frash_full_pct == 0
+        || opts.frash_full_pct > 95
+        || opts.flat_pct == 0
+        || opts.flat_pct > 95
     {
         return bad("fill levels are percentages from 1 to 95");
     }
@@ -496,5 +501,104 @@ fn in_series(label: &str, e: BenchError) -> BenchError {
         },
         BenchError::Mismatch(why) => BenchError::Mismatch(format!("{label}: {why}")),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quick options cut down further: one 8 MiB part for every experiment.
+    fn small() -> MountOptions {
+        MountOptions {
+            frash_partitions_mib: vec![8],
+            flat_parts: vec![Part::with_blocks("nand-128m", 512)],
+            ..MountOptions::quick()
+        }
+    }
+
+    #[test]
+    fn the_checkpoint_mounts_with_fewer_reads_than_the_scan_and_restores() {
+        let opts = small();
+        let report = run_mount(&opts, &mut |_, _, _| {}).unwrap();
+        let rows = &report.rows;
+        assert!(report.notes.is_empty());
+        // Every experiment, layer, ending and configuration has rows.
+        for exp in ["ryu-park", "frash", "flat"] {
+            for config in ["scan", "checkpoint"] {
+                for ending in [Ending::Clean, Ending::Cut] {
+                    assert!(
+                        rows.iter().any(|r| r.experiment == exp
+                            && r.config == config
+                            && r.ending == ending),
+                        "no {exp} {config} {ending:?} row"
+                    );
+                }
+            }
+        }
+        for mode in [Mode::Fs, Mode::Ftl] {
+            assert!(rows
+                .iter()
+                .any(|r| r.experiment == "ryu-park" && r.mode == mode));
+        }
+        for set in FileSet::ALL {
+            assert!(rows.iter().any(|r| r.file_set == Some(set)));
+        }
+        // 2 layers' series (3 with the two file sets) x 2 levels x 2 endings x 2 configs,
+        // FRASH 1 partition x 2 fills x 4, flat 1 part x 2 layers x 4.
+        assert_eq!(rows.len(), 3 * 2 * 4 + 2 * 4 + 2 * 4);
+        for r in rows {
+            assert_eq!(r.restored, r.config == "checkpoint", "{r:?}");
+            assert!(r.mount_ms > 0.0 && r.first_write_ms > 0.0, "{r:?}");
+            assert!(r.stored_mib > 0.0 && r.files > 0, "{r:?}");
+            if r.config == "checkpoint" {
+                // The same state, scanned.
+                let scan = rows
+                    .iter()
+                    .find(|s| {
+                        s.config == "scan"
+                            && s.experiment == r.experiment
+                            && s.mode == r.mode
+                            && s.file_set == r.file_set
+                            && s.ending == r.ending
+                            && s.blocks == r.blocks
+                            && s.stored_mib == r.stored_mib
+                    })
+                    .unwrap();
+                assert!(
+                    r.page_reads * 5 < scan.page_reads,
+                    "checkpoint {} reads, scan {}",
+                    r.page_reads,
+                    scan.page_reads
+                );
+                assert!(r.mount_ms < scan.mount_ms);
+            }
+        }
+        // The fill levels are what was asked (of the volume's capacity).
+        assert!(rows
+            .iter()
+            .filter(|r| r.experiment == "ryu-park")
+            .all(|r| (r.fill_pct - 30.0).abs() < 0.5 || (r.fill_pct - 90.0).abs() < 0.5));
+        let text = table::table(&report, false);
+        assert!(text.contains("8.11 ms per MB"));
+        assert!(text.contains("checkpoint"));
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let mut opts = small();
+        opts.fill_pct = vec![50, 30];
+        assert!(matches!(
+            run_mount(&opts, &mut |_, _, _| {}),
+            Err(BenchError::InvalidOptions(_))
+        ));
+        opts.fill_pct = vec![100];
+        assert!(run_mount(&opts, &mut |_, _, _| {}).is_err());
+        let mut opts = small();
+        opts.ryu_park_part = Part::preset("28f008sa");
+        assert!(matches!(
+            run_mount(&opts, &mut |_, _, _| {}),
+            Err(BenchError::InvalidOptions(_))
+        ));
     }
 }

@@ -139,11 +139,18 @@ fn draw_panel<DB: DrawingBackend>(
         .map_err(err)
 }
 
-fn draw_ryu_park<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, rows: &[&MountRow]) -> Result<()> {
+fn draw_ryu_park<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    rows: &[&MountRow],
+) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((1, 2));
     for (area, ending) in panels.iter().zip([Ending::Clean, Ending::Cut]) {
-        let these: Vec<&MountRow> = rows.iter().copied().filter(|r| r.ending == ending).collect();
+        let these: Vec<&MountRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.ending == ending)
+            .collect();
         let caption = match ending {
             Ending::Clean => "after a clean unmount",
             Ending::Cut => "after a power cut",
@@ -183,7 +190,10 @@ fn draw_frash<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, rows: &[&MountRo
             &lines_of(&these, |r| r.partition_mib),
             Some((
                 "FRASH: YAFFS 8.11 ms/MB",
-                vec![(0.0, 1.0), (max_part, (max_part * FRASH_YAFFS_MS_PER_MB).max(1.0))],
+                vec![
+                    (0.0, 1.0),
+                    (max_part, (max_part * FRASH_YAFFS_MS_PER_MB).max(1.0)),
+                ],
             )),
         )?;
     }

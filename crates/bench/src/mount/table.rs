@@ -9,7 +9,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "Ryu & Park: YAFFS2's mount (a scan) grows linearly with the data stored; with their \
          startup area the startup stays under 9 s at 1 GB",
     ),
-    ("frash", "FRASH (Kim et al.): YAFFS's full-scan mount, 8.11 ms per MB of partition"),
+    (
+        "frash",
+        "FRASH (Kim et al.): YAFFS's full-scan mount, 8.11 ms per MB of partition",
+    ),
     (
         "flat",
         "goal: the same fill on larger parts should mount in the same time (checkpoint)",

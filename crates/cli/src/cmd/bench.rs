@@ -358,9 +358,11 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     if let Some(b) = args.large_blocks {
         opts.flat_large = (b > 0).then(|| Part::with_blocks("nand-1g", b));
     }
-    let report = with_progress(global, "{msg:>32} [{bar:40}] {bytes}/{total_bytes} {eta}", |p| {
-        run_mount(&opts, p)
-    })?;
+    let report = with_progress(
+        global,
+        "{msg:>32} [{bar:40}] {bytes}/{total_bytes} {eta}",
+        |p| run_mount(&opts, p),
+    )?;
     for note in &report.notes {
         eprintln!("note: {note}");
     }
@@ -375,7 +377,9 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         out.write_all(flashfs_bench::mount::table::table(&report, heap).as_bytes())?;
     }
     if let Some(dir) = &args.plot {
-        write_plots(dir, |dir| Ok(flashfs_bench::mount::plot::plot(&report.rows, dir)?))?;
+        write_plots(dir, |dir| {
+            Ok(flashfs_bench::mount::plot::plot(&report.rows, dir)?)
+        })?;
     }
     Ok(())
 }
