@@ -15,6 +15,9 @@
 //!   per MiB of partition.
 //! - **flat**: the volume 90% full on parts of growing size (128 MiB, 1 GiB and, if the
 //!   host's RAM holds its image twice, a 4 GiB part of the 1 GiB part's family).
+//! - **seek** (Ryu & Park's seek test, on Ryu & Park's part): one 321 MiB file, 1-byte
+//!   reads at 0, 90, 20, 70, 40, 50, 60, 30, 80, 10 and 100% of it, their device time
+//!   summed right after a mount (`unloaded`) and again (`loaded`).
 //!
 //! Every row is one mount of a copy of the volume's state: its device time
 //! (`mount_ms`), the device's page reads during it, the heap high-water mark of the mount
@@ -27,6 +30,7 @@ mod device;
 mod fill;
 pub mod plot;
 mod probe;
+pub mod seek;
 pub mod table;
 
 use serde::Serialize;
@@ -50,11 +54,18 @@ pub enum Experiment {
     Frash,
     /// The same fill on parts of growing size.
     Flat,
+    /// Ryu & Park's seek test.
+    Seek,
 }
 
 impl Experiment {
     /// Every experiment.
-    pub const ALL: [Experiment; 3] = [Experiment::RyuPark, Experiment::Frash, Experiment::Flat];
+    pub const ALL: [Experiment; 4] = [
+        Experiment::RyuPark,
+        Experiment::Frash,
+        Experiment::Flat,
+        Experiment::Seek,
+    ];
 
     /// The name in JSON and on the command line.
     pub fn name(self) -> &'static str {
@@ -62,6 +73,7 @@ impl Experiment {
             Experiment::RyuPark => "ryu-park",
             Experiment::Frash => "frash",
             Experiment::Flat => "flat",
+            Experiment::Seek => "seek",
         }
     }
 
@@ -138,6 +150,8 @@ pub struct MountOptions {
     pub flat_large: Option<Part>,
     /// The flat-cost rows' fill, percent.
     pub flat_pct: u32,
+    /// The seek test's file, MiB (on Ryu & Park's part).
+    pub seek_file_mib: u64,
     /// Seed of the file sizes, the data and the simulated parts.
     pub seed: u64,
 }
@@ -158,6 +172,7 @@ impl Default for MountOptions {
             // The 1 GiB part's pages and timing, four times the blocks: 4 GiB.
             flat_large: Some(Part::with_blocks("nand-1g", 4 * 8192)),
             flat_pct: 90,
+            seek_file_mib: 321,
             seed: 2006,
         }
     }
@@ -176,6 +191,7 @@ impl MountOptions {
                 Part::with_blocks("nand-128m", 1024),
             ],
             flat_large: None,
+            seek_file_mib: 4,
             ..MountOptions::default()
         }
     }
@@ -220,6 +236,12 @@ pub struct MountRow {
     pub heap_bytes: u64,
     /// Whether the mount restored from a checkpoint.
     pub restored: bool,
+    /// The seek test: device time of its reads, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seek_s: Option<f64>,
+    /// The seek test: `unloaded` (the reads right after the mount) or `loaded` (again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<&'static str>,
 }
 
 /// The rows, and what was skipped and why.
@@ -295,6 +317,9 @@ pub fn run_mount(
                 for part in &frash_parts {
                     series.push((Mode::Fs, FileSet::Small, targets.clone(), part));
                 }
+            }
+            Experiment::Seek => {
+                report.rows.extend(run_seek(opts, &pat, progress)?);
             }
             Experiment::Flat => {
                 if let Some(large) = &opts.flat_large {
@@ -382,6 +407,8 @@ impl Step<'_> {
             page_reads: m.page_reads,
             heap_bytes: m.heap,
             restored: m.restored,
+            seek_s: None,
+            mapping: None,
         })
     }
 }
@@ -485,6 +512,53 @@ fn run_series(
             discard(ftl);
         }
     }
+    Ok(rows)
+}
+
+/// The seek test on Ryu & Park's part: a row per configuration and mapping state.
+fn run_seek(
+    opts: &MountOptions,
+    pat: &Pattern,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Vec<MountRow>> {
+    let part = &opts.ryu_park_part;
+    let label = format!("seek {}", part.label());
+    let bytes = opts.seek_file_mib << 20;
+    let dev = part.build(opts.seed)?;
+    let state = seek::prepare(dev, bytes, pat, &mut |done| progress(&label, done, bytes))
+        .map_err(|e| in_series(&label, e))?;
+    let series = Series {
+        experiment: Experiment::Seek,
+        part,
+        mode: Mode::Fs,
+        file_set: FileSet::Large,
+        targets: Vec::new(),
+    };
+    let capacity = {
+        let (fs, _) = probe::fs_mount_only(&state, false)?;
+        let st = fs.statfs();
+        discard(fs);
+        st.blocks * u64::from(st.block_size)
+    };
+    let step = Step {
+        series: &series,
+        capacity,
+        stored: bytes,
+        files: 1,
+        ending: Ending::Clean,
+    };
+    let mut rows = Vec::new();
+    for scan in SCAN_THEN_CHECKPOINT {
+        let s = seek::measure(&state, scan, bytes, pat).map_err(|e| in_series(&label, e))?;
+        for (mapping, t) in [("unloaded", s.unloaded), ("loaded", s.loaded)] {
+            let mut r = step.row(scan, s.mount)?;
+            r.file_set = None;
+            r.seek_s = Some(t.as_secs_f64());
+            r.mapping = Some(mapping);
+            rows.push(r);
+        }
+    }
+    discard(state);
     Ok(rows)
 }
 

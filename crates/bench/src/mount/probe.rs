@@ -47,16 +47,7 @@ pub fn ftl_config(scan: bool) -> FtlConfig {
 /// Mounts a copy of `state` as the native file system, creates and writes a small file
 /// and syncs, then checks the first and last of `files`.
 pub fn fs_mount(state: &Dev, scan: bool, pat: &Pattern, files: &[FileDone]) -> Result<Measured> {
-    let dev = copy(state);
-    let (t0, r0) = (now(&dev), reads(&dev));
-    let meter = HeapMeter::start();
-    let mounted = Fs::mount(dev, fs_config(scan));
-    let heap = meter.peak();
-    drop(meter);
-    let mut fs = mounted.context(|| format!("mount (scan {scan})"))?;
-    let dev = fs.ftl().log().device();
-    let (mount, page_reads) = (now(dev) - t0, reads(dev) - r0);
-    let restored = fs.ftl().log().restored();
+    let (mut fs, m) = fs_mount_only(state, scan)?;
 
     let t1 = now(fs.ftl().log().device());
     let ino = fs
@@ -70,13 +61,28 @@ pub fn fs_mount(state: &Dev, scan: bool, pat: &Pattern, files: &[FileDone]) -> R
 
     check_files(&mut fs, pat, files)?;
     discard(fs);
-    Ok(Measured {
-        mount,
-        first_write,
-        page_reads,
+    Ok(Measured { first_write, ..m })
+}
+
+/// Mounts a copy of `state` as the native file system and measures the mount alone (its
+/// `first_write` is zero).
+pub fn fs_mount_only(state: &Dev, scan: bool) -> Result<(Fs<Dev>, Measured)> {
+    let dev = copy(state);
+    let (t0, r0) = (now(&dev), reads(&dev));
+    let meter = HeapMeter::start();
+    let mounted = Fs::mount(dev, fs_config(scan));
+    let heap = meter.peak();
+    drop(meter);
+    let fs = mounted.context(|| format!("mount (scan {scan})"))?;
+    let dev = fs.ftl().log().device();
+    let m = Measured {
+        mount: now(dev) - t0,
+        first_write: Duration::ZERO,
+        page_reads: reads(dev) - r0,
         heap,
-        restored,
-    })
+        restored: fs.ftl().log().restored(),
+    };
+    Ok((fs, m))
 }
 
 /// Mounts a copy of `state` as the block device, writes one sector (the one after those

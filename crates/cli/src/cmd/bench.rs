@@ -119,7 +119,7 @@ pub struct MountArgs {
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
     /// Only these experiments (repeatable; default: all).
-    #[arg(long, value_parser = ["ryu-park", "frash", "flat"])]
+    #[arg(long, value_parser = ["ryu-park", "frash", "flat", "seek"])]
     experiment: Vec<String>,
     /// Ryu & Park's fill levels, percent of the volume (repeatable; default 10, 30, 50, 70,
     /// 90).
