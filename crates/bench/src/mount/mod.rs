@@ -595,8 +595,28 @@ mod tests {
     fn the_checkpoint_mounts_with_fewer_reads_than_the_scan_and_restores() {
         let opts = small();
         let report = run_mount(&opts, &mut |_, _, _| {}).unwrap();
-        let rows = &report.rows;
         assert!(report.notes.is_empty());
+        // The seek test: both mappings, both configurations, reads that cost device time.
+        let seeks: Vec<&MountRow> = report
+            .rows
+            .iter()
+            .filter(|r| r.experiment == "seek")
+            .collect();
+        assert_eq!(seeks.len(), 4);
+        for r in &seeks {
+            assert!(r.seek_s.is_some() && r.mapping.is_some(), "{r:?}");
+            if r.mapping == Some("unloaded") {
+                assert!(r.seek_s.is_some_and(|s| s > 0.0), "{r:?}");
+            }
+            assert_eq!(r.restored, r.config == "checkpoint", "{r:?}");
+        }
+        let rows: Vec<MountRow> = report
+            .rows
+            .iter()
+            .filter(|r| r.experiment != "seek")
+            .cloned()
+            .collect();
+        let rows = &rows;
         // Every experiment, layer, ending and configuration has rows.
         for exp in ["ryu-park", "frash", "flat"] {
             for config in ["scan", "checkpoint"] {

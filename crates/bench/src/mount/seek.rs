@@ -28,12 +28,7 @@ pub struct Seeks {
 
 /// Writes one file of `bytes` on a fresh volume of `dev` and unmounts it cleanly: the
 /// state the test mounts.
-pub fn prepare(
-    dev: Dev,
-    bytes: u64,
-    pat: &Pattern,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Dev> {
+pub fn prepare(dev: Dev, bytes: u64, pat: &Pattern, progress: &mut dyn FnMut(u64)) -> Result<Dev> {
     let mut fs = Fs::format(dev, fs_config(false)).context(|| "mkfs".into())?;
     let ino = fs
         .create(ROOT_INO, &file_name(0), 0o644, 0, 0)
