@@ -15,6 +15,8 @@
 //!   reclamation efficiency and heap, on the paper's NOR devices and configurations.
 //! - [`peers`]: littlefs beside flashfs on the very same simulated part, with littlefs's
 //!   own benchmark workloads.
+//! - [`mount`]: mount time, page reads and heap from the checkpoint beside the full scan,
+//!   as the volume fills and the device grows (Ryu & Park, FRASH).
 //! - [`heap`]: a counting global allocator, for the heap figures.
 //! - [`torture`]: power cuts at device operations of block-device workloads, checked after
 //!   every remount against a model of what may survive.
@@ -32,6 +34,7 @@ mod error;
 pub mod fswork;
 pub mod heap;
 pub mod kawaguchi;
+pub mod mount;
 pub mod peers;
 pub mod plot;
 pub mod report;

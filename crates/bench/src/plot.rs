@@ -19,7 +19,7 @@ use crate::workload::Pattern;
 static DEJAVU_SANS: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 /// The family name the plots use; registered on first use.
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Registers the embedded font with plotters (once per process).
 pub fn register_font() -> Result<()> {
@@ -36,11 +36,11 @@ pub fn register_font() -> Result<()> {
     }
 }
 
-fn err<E: std::fmt::Display>(e: E) -> BenchError {
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Plot(e.to_string())
 }
 
-const COLORS: [RGBColor; 6] = [
+pub(crate) const COLORS: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x2c, 0xa0, 0x2c),

@@ -304,6 +304,7 @@ fn every_command_has_help_with_an_example() {
         &["bench", "fuse"][..],
         &["bench", "tffs"][..],
         &["bench", "peers"][..],
+        &["bench", "mount"][..],
     ] {
         flashfs()
             .args(args)
@@ -504,6 +505,54 @@ fn bench_peers_prints_both_systems_rows_as_json() {
     assert_eq!(rows[15]["system"], "flashfs");
     assert_eq!(rows[15]["workload"], "mount-first-write");
     assert!(rows[15]["mount_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bench_mount_prints_scan_and_checkpoint_rows_as_json() {
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "mount", "--quick", "--experiment", "ryu-park"])
+            .args(["--mode", "ftl", "--json"]),
+    );
+    // Two fill levels x two endings x scan and checkpoint.
+    assert_eq!(rows.len(), 8);
+    for r in &rows {
+        has_keys(
+            r,
+            &[
+                "experiment",
+                "preset",
+                "config",
+                "mode",
+                "ending",
+                "stored_mib",
+                "files",
+                "mount_ms",
+                "first_write_ms",
+                "page_reads",
+                "heap_bytes",
+                "restored",
+            ],
+        );
+        assert_eq!(r["experiment"], "ryu-park");
+        assert_eq!(r["mode"], "ftl");
+        assert_eq!(r["restored"], r["config"] == "checkpoint", "{r}");
+        // The binary counts the mount's heap.
+        assert!(r["heap_bytes"].as_u64().unwrap() > 0, "{r}");
+    }
+    let reads = |config: &str| {
+        rows.iter()
+            .filter(|r| r["config"] == config)
+            .map(|r| r["page_reads"].as_u64().unwrap())
+            .max()
+            .unwrap()
+    };
+    assert!(reads("checkpoint") < reads("scan"));
+}
+
+#[test]
+fn bench_mount_refuses_a_full_volume_in_one_line() {
+    fails(flashfs().args(["bench", "mount", "--fill", "100"]), 1);
 }
 
 #[test]

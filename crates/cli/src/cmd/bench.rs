@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
+use flashfs_bench::mount::{run_mount, Experiment, FileSet, Mode, MountOptions, Part};
 use flashfs_bench::peers::{run_littlefs_cuts, run_peers, PeerDevice, PeersOptions};
 use flashfs_bench::scale::{run_scale, ScaleOptions};
 use flashfs_bench::tffs::{self, run_tffs, DeviceKind, TffsOptions, Variant, WorkloadKind};
@@ -27,6 +28,9 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench peers --quick                   flashfs and littlefs on the same parts (seconds)
   flashfs bench peers --device w25n01gv --json  littlefs's benchmark workloads, one JSON row per phase
   flashfs bench peers --cuts 200                littlefs under clean and torn power cuts instead
+  flashfs bench mount --quick                   mount from the checkpoint beside the full scan (seconds)
+  flashfs bench mount --json                    Ryu & Park, FRASH and the flat-cost rows (minutes)
+  flashfs bench mount --experiment frash        FRASH's partitions of 10 to 100 MiB only
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -57,6 +61,13 @@ pub enum Command {
     /// bytes programmed, erases, latency percentiles, RAM and used space, side by side.
     #[command(after_help = EXAMPLES)]
     Peers(PeersArgs),
+    /// Mount time, page reads and heap of a mount from the checkpoint beside the full scan
+    /// (the baseline), after a clean unmount and after a power cut, with the first write
+    /// after it: Ryu & Park (the 1 GiB NAND 10 to 90% full, files of 359.5 KiB and of
+    /// 5.9 MiB, and the block device), FRASH (partitions of 10 to 100 MiB of the 128 MiB
+    /// NAND) and the same fill on parts of growing size.
+    #[command(after_help = EXAMPLES)]
+    Mount(MountArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
     /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
     /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
@@ -88,6 +99,48 @@ pub struct PeersArgs {
     cuts: Option<u64>,
     /// Seed of the random offsets and of the simulated parts.
     #[arg(long, default_value_t = 2019)]
+    seed: u64,
+}
+
+/// Options of `flashfs bench mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Parts of 8 and 16 MiB and two fill levels (seconds instead of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per mount instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON rows to this file (beside the table or the JSON printed).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
+    /// Write the plots (PNG and SVG: mount time against data stored and against partition
+    /// size) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// Only these experiments (repeatable; default: all).
+    #[arg(long, value_parser = ["ryu-park", "frash", "flat", "seek"])]
+    experiment: Vec<String>,
+    /// Ryu & Park's fill levels, percent of the volume (repeatable; default 10, 30, 50, 70,
+    /// 90).
+    #[arg(long, value_name = "PERCENT")]
+    fill: Vec<u32>,
+    /// Only these file sets (repeatable): 359.5k (files of 359.5 KiB on average) or 5.9m.
+    #[arg(long, value_parser = ["359.5k", "5.9m"])]
+    file_set: Vec<String>,
+    /// Only this layer: fs (the native file system) or ftl (the block device).
+    #[arg(long, value_parser = ["fs", "ftl"])]
+    mode: Option<String>,
+    /// Ryu & Park's part (a NAND preset; default nand-1g, or a 8 MiB part with --quick).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Blocks of the larger part of the flat-cost rows (the 1 GiB NAND's pages and timing;
+    /// default 32768, 4 GiB); 0 for none. Skipped with a note if the host's RAM would not
+    /// hold its image twice.
+    #[arg(long, value_name = "BLOCKS")]
+    large_blocks: Option<u32>,
+    /// Seed of the file sizes, the data and the simulated parts.
+    #[arg(long, default_value_t = 2006)]
     seed: u64,
 }
 
@@ -194,6 +247,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
         Command::Scale(args) => scale(args, global, out),
         Command::Tffs(args) => tffs_bench(args, global, out),
         Command::Peers(args) => peers(args, global, out),
+        Command::Mount(args) => mount(args, global, out),
         Command::Fuse(args) => super::fusebench::run(args, global, out),
     }
 }
@@ -258,6 +312,74 @@ fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
             opts.preset, opts.samples
         )?;
         out.write_all(flashfs_bench::scale::table(&rows).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        MountOptions::quick()
+    } else {
+        MountOptions::default()
+    };
+    opts.seed = args.seed;
+    if !args.experiment.is_empty() {
+        opts.experiments = args
+            .experiment
+            .iter()
+            .filter_map(|e| Experiment::from_name(e))
+            .collect();
+    }
+    if !args.fill.is_empty() {
+        let mut fill = args.fill.clone();
+        fill.sort_unstable();
+        fill.dedup();
+        if fill.iter().any(|&p| p == 0 || p > 95) {
+            bail!("--fill takes percentages from 1 to 95");
+        }
+        opts.fill_pct = fill;
+    }
+    if !args.file_set.is_empty() {
+        opts.file_sets = args
+            .file_set
+            .iter()
+            .filter_map(|f| FileSet::from_name(f))
+            .collect();
+    }
+    match args.mode.as_deref() {
+        Some("fs") => opts.modes = vec![Mode::Fs],
+        Some("ftl") => opts.modes = vec![Mode::Ftl],
+        _ => {}
+    }
+    if let Some(p) = &args.preset {
+        opts.ryu_park_part = Part::preset(p);
+        opts.ryu_park_part.spec()?;
+    }
+    if let Some(b) = args.large_blocks {
+        opts.flat_large = (b > 0).then(|| Part::with_blocks("nand-1g", b));
+    }
+    let report = with_progress(
+        global,
+        "{msg:>32} [{bar:40}] {bytes}/{total_bytes} {eta}",
+        |p| run_mount(&opts, p),
+    )?;
+    for note in &report.notes {
+        eprintln!("note: {note}");
+    }
+    let json = report::json_lines(&report.rows)?;
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        out.write_all(json.as_bytes())?;
+    } else {
+        let heap = flashfs_bench::heap::CountingAlloc::installed();
+        out.write_all(flashfs_bench::mount::table::table(&report, heap).as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        write_plots(dir, |dir| {
+            Ok(flashfs_bench::mount::plot::plot(&report.rows, dir)?)
+        })?;
     }
     Ok(())
 }

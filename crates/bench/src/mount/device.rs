@@ -1,0 +1,143 @@
+//! The simulated parts the mount experiments run on: a NAND preset, or a partition of one
+//! (the preset's pages and timing, fewer or more blocks), with the simulator's own storage
+//! kept out of the heap figures.
+
+use flash::{DeviceSpec, ImageMeta, NandSim, NandSpec};
+use flashfs::NandSegments;
+use serde::Serialize;
+
+use crate::error::{BenchError, Context, Result};
+use crate::heap::uncounted;
+use crate::tffs::device::Uncounted;
+
+/// The device under the file system in these runs.
+pub type Dev = NandSegments<Uncounted<NandSim>>;
+
+/// A NAND part: a preset, or the preset's geometry and timing with another number of
+/// blocks (a partition of it, or a larger part of the same family).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Part {
+    /// Device preset (NAND).
+    pub preset: String,
+    /// Erase blocks, if not the preset's own.
+    pub blocks: Option<u32>,
+}
+
+impl Part {
+    /// The preset as it is.
+    pub fn preset(name: &str) -> Part {
+        Part {
+            preset: name.into(),
+            blocks: None,
+        }
+    }
+
+    /// The preset's pages and timing with `blocks` erase blocks.
+    pub fn with_blocks(name: &str, blocks: u32) -> Part {
+        Part {
+            preset: name.into(),
+            blocks: Some(blocks),
+        }
+    }
+
+    /// A partition of `mib` MiB of the preset (whole blocks, rounded down).
+    pub fn partition_mib(name: &str, mib: u64) -> Result<Part> {
+        let spec = Part::preset(name).spec()?;
+        let block = u64::from(spec.pages_per_block) * u64::from(spec.page_size);
+        let blocks = u32::try_from((mib << 20) / block)
+            .map_err(|_| BenchError::InvalidOptions(format!("{mib} MiB of {name}")))?;
+        Ok(Part::with_blocks(name, blocks))
+    }
+
+    /// The part's geometry and timing.
+    pub fn spec(&self) -> Result<NandSpec> {
+        let p =
+            flash::preset::lookup(&self.preset).context(|| format!("preset {:?}", self.preset))?;
+        let DeviceSpec::Nand(mut spec) = p.spec else {
+            return Err(BenchError::InvalidOptions(format!(
+                "preset {:?} is not NAND flash",
+                self.preset
+            )));
+        };
+        if let Some(b) = self.blocks {
+            if b == 0 {
+                return Err(BenchError::InvalidOptions("a part of 0 blocks".into()));
+            }
+            spec.blocks = b;
+        }
+        Ok(spec)
+    }
+
+    /// Bytes of data the part holds (pages only).
+    pub fn capacity(&self) -> Result<u64> {
+        Ok(self.spec()?.capacity())
+    }
+
+    /// The part's name in tables: the preset, with the blocks if they are not its own.
+    pub fn label(&self) -> String {
+        match self.blocks {
+            Some(b) => format!("{}[{b} blocks]", self.preset),
+            None => self.preset.clone(),
+        }
+    }
+
+    /// A fresh simulated part as segments.
+    pub fn build(&self, seed: u64) -> Result<Dev> {
+        let spec = self.spec()?;
+        uncounted(|| {
+            let sim = NandSim::new(spec, ImageMeta::new(&self.preset, seed))
+                .context(|| format!("simulating {}", self.label()))?;
+            NandSegments::new(Uncounted(sim)).context(|| format!("segmenting {}", self.label()))
+        })
+    }
+}
+
+/// A copy of a part's state, its storage not counted as heap.
+pub fn copy(dev: &Dev) -> Dev {
+    uncounted(|| dev.clone())
+}
+
+/// Drops a part (or what holds one), its storage not counted as heap.
+pub fn discard<T>(x: T) {
+    uncounted(|| drop(x))
+}
+
+/// Device time now.
+pub fn now(dev: &Dev) -> std::time::Duration {
+    use flash::DeviceClock;
+    dev.flash().now()
+}
+
+/// Page reads so far.
+pub fn reads(dev: &Dev) -> u64 {
+    use flash::Simulated;
+    dev.flash().inner().stats().reads
+}
+
+/// RAM the host has available (`MemAvailable`), if it can tell.
+pub fn host_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Why `part` would not fit in the host's RAM, if it would not: the run holds the image
+/// twice (the state measured and the copy mounted), with the spare areas and the
+/// simulator's bookkeeping on top, so it asks for 2.5 times the capacity.
+pub fn too_big_for_ram(part: &Part) -> Result<Option<String>> {
+    let need = part.capacity()? / 2 * 5;
+    Ok(match host_available_bytes() {
+        Some(avail) if avail >= need => None,
+        Some(avail) => Some(format!(
+            "{} skipped: the run needs about {} MiB of RAM, the host has {} MiB available",
+            part.label(),
+            need >> 20,
+            avail >> 20
+        )),
+        None => Some(format!(
+            "{} skipped: cannot tell how much RAM the host has (no /proc/meminfo)",
+            part.label()
+        )),
+    })
+}
