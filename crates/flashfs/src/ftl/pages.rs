@@ -13,6 +13,10 @@
 //! - **on flash**: not in RAM, the newest checkpoint's copy is the page;
 //! - **fresh**: not in RAM and never written (after a format or a scan): all unmapped.
 //!
+//! A chunk of runs is kept as its run list rather than as pages where it can be: a dozen
+//! bytes for a chunk written in order, which answer reads without making a page. Pages and
+//! run lists share the budget, the least recently used leaving first.
+//!
 //! A dirty page never leaves RAM: only a checkpoint makes it clean. So RAM holds at most the
 //! budget's pages plus the dirty ones, and the owner writes a checkpoint once dirty pages
 //! alone fill the budget ([`MapPages::over_budget`]). The pages of the chunk a checkpoint is
@@ -362,7 +366,7 @@ impl MapPages {
 
     /// Lets clean pages and run lists go, least recently used first, until the budget
     /// holds (or only dirty and pinned pages, and `keep`, are left).
-    pub(super) fn evict(&mut self, keep: Option<u32>) {
+    fn evict(&mut self, keep: Option<u32>) {
         while self.resident_bytes() > self.budget {
             let pinned = self.pinned.map(|(c, _)| c);
             let page = self
