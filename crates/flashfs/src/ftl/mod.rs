@@ -321,7 +321,7 @@ impl<D: Segments> Ftl<D> {
         }
         let known = self
             .map
-            .restore_extras(r.pages.len() as u32, &mut self.log.checkpoint_pages())?;
+            .restore_extras(r.pages, &mut self.log.checkpoint_pages())?;
         let mut records: BTreeMap<u64, SlotAddr> = BTreeMap::new();
         // A record the checkpoint names but that was dropped since (it had hidden all it had
         // to) is no longer where it was.

@@ -227,10 +227,9 @@ pub enum Start {
 /// What a mount from a checkpoint gives the owner.
 #[derive(Debug)]
 pub struct Restored {
-    /// The addresses of the owner's pages in the checkpoint, in order (`None` for a page it
-    /// does not hold), which the owner reads ([`Log::read_page`]) to rebuild its map as it
-    /// was at the checkpoint.
-    pub pages: Vec<Option<SlotAddr>>,
+    /// Pages of the owner's in the checkpoint, which it reads through
+    /// [`Log::checkpoint_pages`] to rebuild its state as it was at the checkpoint.
+    pub pages: u32,
     /// Every valid tag written after the checkpoint (the cleaner's copies among them), which
     /// the owner applies over that map as a scan would.
     pub rolled: Vec<(SlotAddr, Tag)>,

@@ -370,8 +370,8 @@ impl<D: Segments> Log<D> {
         anchors.current_root = found.is_empty();
         anchors.log_pages = log_pages;
         anchors.dirs = moved_dirs;
-        let owner = pages.split_off(log_pages as usize);
-        anchors.pages = pages.into_iter().chain(owner.iter().copied()).collect();
+        let owner = pages.len().saturating_sub(log_pages as usize) as u32;
+        anchors.pages = pages;
         self.anchors = Some(anchors);
         self.restored = true;
         // The checkpoint's pages are the log's; the rest is the owner's to resolve.
@@ -391,17 +391,6 @@ impl<D: Segments> Log<D> {
         buf: &'a mut [u8],
     ) -> Result<Option<&'a [u8]>> {
         read_page_at(&mut self.dev, self.geo, at, key, buf)
-    }
-
-    /// Reads page `i` of the owner's part of the checkpoint the log was restored from, at
-    /// `at` (from [`Start::Restored`]); its payload goes in `buf`'s front, a slot long. A
-    /// damaged page is [`Error::Corrupt`]: the owner then mounts again with a scan.
-    pub fn read_page(&mut self, i: u32, at: SlotAddr, buf: &mut [u8]) -> Result<()> {
-        let key = self.anchors.as_ref().map_or(0, |a| a.log_pages) + i;
-        match self.read_page_at(at, key, buf)? {
-            Some(_) => Ok(()),
-            None => Err(Error::Corrupt("checkpoint page unreadable or damaged")),
-        }
     }
 
     /// The owner's pages of the newest checkpoint, where they are now.
