@@ -18,16 +18,19 @@ pub const CHUNK: usize = 64 * 1024;
 /// Sectors written per call on the block device (at most [`CHUNK`] bytes' worth).
 const SECTOR_BATCH: usize = 64;
 
-/// The pattern, [`CHUNK`] bytes longer than [`PATTERN`] so that any piece of up to a chunk
-/// starting in it is contiguous.
+/// [`PATTERN`] random bytes, then their first bytes again, so that a piece of up to a chunk
+/// (or a batch of sectors) starting anywhere in the first [`PATTERN`] is contiguous and a
+/// file's byte at `x` is the same whichever piece it is read or written in.
 pub struct Pattern(Vec<u8>);
 
 impl Pattern {
     /// The pattern of seed `seed`.
     pub fn new(seed: u64) -> Pattern {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let mut v = vec![0u8; PATTERN + CHUNK.max(SECTOR_BATCH * 4096)];
-        rng.fill_bytes(&mut v);
+        let tail = CHUNK.max(SECTOR_BATCH * 4096);
+        let mut v = vec![0u8; PATTERN + tail];
+        rng.fill_bytes(&mut v[..PATTERN]);
+        v.copy_within(..tail, PATTERN);
         Pattern(v)
     }
 
@@ -252,4 +255,32 @@ pub fn check_sectors(ftl: &mut Ftl<Dev>, pat: &Pattern, sectors: &[u64]) -> Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_reads_the_same_in_any_pieces() {
+        // File 150's chunks straddle the pattern's end: read back at an offset other than
+        // the one written, its bytes must still be the ones written.
+        let pat = Pattern::new(2006);
+        let (n, size) = (150u64, 2_170_110u64);
+        let mut written = Vec::new();
+        let mut off = 0;
+        while off < size {
+            let len = (size - off).min(CHUNK as u64) as usize;
+            written.extend_from_slice(pat.file(n, off, len));
+            off += len as u64;
+        }
+        for off in [0, 1, 2_104_574, size - 100, 1_000_003] {
+            let len = (size - off).min(CHUNK as u64) as usize;
+            assert_eq!(
+                pat.file(n, off, len),
+                &written[off as usize..off as usize + len],
+                "at {off}"
+            );
+        }
+    }
 }
