@@ -555,7 +555,7 @@ fn finish_row(row: &mut Row, ftl: &Ftl<Dev>) {
     let mut hist = [0u32; HISTOGRAM_BINS];
     for s in ftl.log().segments() {
         if matches!(s.state, SegState::Open | SegState::Full | SegState::Failing) {
-            let bin = (s.live as usize * HISTOGRAM_BINS / slots as usize).min(HISTOGRAM_BINS - 1);
+            let bin = (s.live() as usize * HISTOGRAM_BINS / slots as usize).min(HISTOGRAM_BINS - 1);
             hist[bin] += 1;
         }
     }

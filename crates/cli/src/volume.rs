@@ -347,14 +347,14 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
     let mut hist = [0u64; 10];
     let (mut live, mut reclaimable, mut in_use) = (0, 0, 0);
     for s in segs {
-        live += s.live as u64;
+        live += u64::from(s.live());
         if s.in_use() {
             in_use += 1;
-            let fraction = s.live as f64 / geo.slots.max(1) as f64;
+            let fraction = s.live() as f64 / geo.slots.max(1) as f64;
             hist[((fraction * 10.0) as usize).min(9)] += 1;
         }
         if s.cleanable() {
-            reclaimable += geo.slots.saturating_sub(s.live) as u64;
+            reclaimable += geo.slots.saturating_sub(s.live()) as u64;
         }
     }
     LogUsage {

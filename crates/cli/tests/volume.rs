@@ -448,7 +448,7 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
     // A full segment of sectors (not of the format's checkpoint pages).
     use flashfs::log::tag::{Kind, TagState};
     let full: Vec<u32> = (0..ftl.log().segments().len() as u32)
-        .filter(|&i| ftl.log().segments()[i as usize].live == 31)
+        .filter(|&i| ftl.log().segments()[i as usize].live() == 31)
         .collect();
     let mut tags = vec![TagState::Erased; 31];
     let seg = full

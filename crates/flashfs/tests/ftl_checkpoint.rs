@@ -79,7 +79,7 @@ fn a_closed_volume_mounts_from_its_checkpoint_and_shows_what_a_scan_shows() {
             .log()
             .segments()
             .iter()
-            .map(|s| (s.live, s.erase_count))
+            .map(|s| (s.live(), s.erase_count))
             .collect();
         v
     };

@@ -260,7 +260,7 @@ fn an_unreadable_page_is_reported_and_its_block_retired() {
         .log()
         .segments()
         .iter()
-        .position(|s| s.state == flashfs::log::segment::SegState::Full && s.live > 2)
+        .position(|s| s.state == flashfs::log::segment::SegState::Full && s.live() > 2)
         .unwrap() as u32;
     // Slot 1 of that segment is NAND page 2; push it past what ECC corrects.
     ftl.log_mut()

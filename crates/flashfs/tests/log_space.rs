@@ -84,7 +84,7 @@ fn idle_time_cleans_ahead_of_need() {
         let segs = ftl.log().segments();
         segs.iter()
             .filter(|s| s.cleanable())
-            .map(|s| s.used - s.live)
+            .map(|s| s.used() - s.live())
             .sum()
     };
     let dead_before = dead(&ftl);

@@ -44,7 +44,8 @@ const ROOT_FIXED: usize = 64;
 pub(crate) const SEG_ENTRY: usize = 17;
 /// Absent head, or lowest sequence number of a segment holding none.
 const NONE32: u32 = u32::MAX;
-const NONE40: u64 = (1 << 40) - 1;
+/// A 40-bit sequence number that means none (the log never reaches it).
+pub(crate) const NONE40: u64 = (1 << 40) - 1;
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 

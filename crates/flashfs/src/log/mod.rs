@@ -404,9 +404,15 @@ pub struct Log<D> {
 }
 
 impl<D: Segments> Log<D> {
-    fn empty(dev: D, config: LogConfig, volume: Volume) -> Self {
+    fn empty(dev: D, config: LogConfig, volume: Volume) -> Result<Self> {
         let geo = dev.geometry();
-        Log {
+        // The segment table counts slots in 16 bits (in RAM and in checkpoints).
+        if geo.slots > u32::from(u16::MAX) {
+            return Err(Error::InvalidArgument(
+                "more slots per segment than the log counts (65,535)",
+            ));
+        }
+        Ok(Log {
             geo,
             volume,
             config,
@@ -429,7 +435,7 @@ impl<D: Segments> Log<D> {
             checkpointing: false,
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
-        }
+        })
     }
 
     /// Formats a new log on `dev`, keeping the wear record of segments that have one. The
@@ -453,7 +459,7 @@ impl<D: Segments> Log<D> {
                 size: 0,
                 anchors: None,
             },
-        );
+        )?;
         for seg in 0..log.geo.segments {
             if log.dev.is_bad(seg)? {
                 log.set_state(seg, SegState::Bad);
@@ -522,7 +528,7 @@ impl<D: Segments> Log<D> {
     /// map from what [`Start`] gives and marks live what it holds ([`Log::mark_live`]).
     pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Start)> {
         if !config.scan_mount {
-            let mut log = Self::unmounted(dev, config);
+            let mut log = Self::unmounted(dev, config)?;
             if let Some(r) = log.restore()? {
                 return Ok((log, Start::Restored(r)));
             }
@@ -534,7 +540,7 @@ impl<D: Segments> Log<D> {
         Ok((log, Start::Scanned(found)))
     }
 
-    fn unmounted(dev: D, config: LogConfig) -> Self {
+    fn unmounted(dev: D, config: LogConfig) -> Result<Self> {
         Self::empty(
             dev,
             config,
@@ -550,7 +556,7 @@ impl<D: Segments> Log<D> {
 
     /// Mounts by scanning every segment: the log with no slot live and every valid tag found.
     fn scan(dev: D, config: LogConfig) -> Result<(Self, Vec<(SlotAddr, Tag)>)> {
-        let mut log = Self::unmounted(dev, config);
+        let mut log = Self::unmounted(dev, config)?;
         let mut headers = Vec::new();
         let mut max_seq = 0;
         for seg in 0..log.geo.segments {
@@ -638,18 +644,19 @@ impl<D: Segments> Log<D> {
             }
             let info = &mut log.segs[seg as usize];
             info.erase_count = h.erase_count;
-            info.open_seq = h.open_seq;
-            info.used = tags
-                .iter()
-                .rposition(|t| *t != TagState::Erased)
-                .map_or(0, |p| p as u32 + 1);
+            info.set_open_seq(h.open_seq);
+            info.set_used(
+                tags.iter()
+                    .rposition(|t| *t != TagState::Erased)
+                    .map_or(0, |p| p as u32 + 1),
+            );
             for (slot, t) in tags.iter().enumerate() {
                 if let TagState::Valid(tag) = t {
                     if tag.copy {
                         newest_copies = newest_copies.max(h.open_seq);
                     }
                     max_seq = max_seq.max(tag.seq);
-                    info.min_seq = info.min_seq.min(tag.seq);
+                    info.set_min_seq(info.min_seq().min(tag.seq));
                     found.push((
                         SlotAddr {
                             seg,
@@ -680,14 +687,14 @@ impl<D: Segments> Log<D> {
     /// room left in it is not lost. A cut between a NOR slot's data and its tag leaves
     /// programmed bytes under an erased tag: the first slot is checked and skipped if dirty.
     fn resume(&mut self, head: usize, seg: u32) -> Result<()> {
-        let mut used = self.segs[seg as usize].used;
+        let mut used = self.segs[seg as usize].used();
         if used < self.geo.slots && !self.dev.slot_erased(seg, used)? {
             used += 1;
         }
         if used >= self.geo.slots || !self.dev.slot_erased(seg, used)? {
             return Ok(());
         }
-        self.segs[seg as usize].used = used;
+        self.segs[seg as usize].set_used(used);
         self.set_state(seg, SegState::Open);
         self.heads[head] = Some(seg);
         self.seal(seg);
@@ -699,7 +706,8 @@ impl<D: Segments> Log<D> {
     /// copy, and between copies the one in the later-opened segment — so the originals left
     /// in a cleaned segment whose erase never happened come out dead.
     pub fn newer(&self, a: (SlotAddr, &Tag), b: (SlotAddr, &Tag)) -> bool {
-        let rank = |(at, t): (SlotAddr, &Tag)| (t.seq, t.copy, self.segs[at.seg as usize].open_seq);
+        let rank =
+            |(at, t): (SlotAddr, &Tag)| (t.seq, t.copy, self.segs[at.seg as usize].open_seq());
         rank(a) > rank(b)
     }
 
@@ -709,7 +717,7 @@ impl<D: Segments> Log<D> {
         let empty: Vec<u32> = (0..self.geo.segments)
             .filter(|&i| {
                 let s = self.segs[i as usize];
-                s.state == SegState::Full && s.live == 0
+                s.state == SegState::Full && s.live() == 0
             })
             .collect();
         // Some segment must keep a header, or a cut during the erases leaves no volume.
@@ -717,7 +725,7 @@ impl<D: Segments> Log<D> {
             empty
                 .iter()
                 .copied()
-                .max_by_key(|&i| self.segs[i as usize].open_seq)
+                .max_by_key(|&i| self.segs[i as usize].open_seq())
         } else {
             None
         };
@@ -735,7 +743,7 @@ impl<D: Segments> Log<D> {
     /// Marks a slot found at mount live.
     pub fn mark_live(&mut self, at: SlotAddr) {
         if !self.live.set(at.seg, at.slot, true) {
-            self.segs[at.seg as usize].live += 1;
+            self.segs[at.seg as usize].add_live();
         }
     }
 
@@ -743,20 +751,18 @@ impl<D: Segments> Log<D> {
     pub fn kill(&mut self, at: SlotAddr) {
         if self.live.set(at.seg, at.slot, false) {
             let now = self.now_ns();
-            self.note_death(now, self.segs[at.seg as usize].opened_ns);
+            if let Some(age) = self.segs[at.seg as usize].open_age_ns(now) {
+                self.note_death(age);
+            }
             let s = &mut self.segs[at.seg as usize];
-            s.live -= 1;
-            s.modified_ns = now;
+            s.drop_live();
+            s.touch(now);
         }
     }
 
-    /// Counts a slot of a segment opened at `opened_ns` dying at `now` in the average age
-    /// at death (segments found at mount, whose opening time is unknown, do not count).
-    fn note_death(&mut self, now: u64, opened_ns: u64) {
-        if opened_ns == 0 {
-            return;
-        }
-        let age = now.saturating_sub(opened_ns);
+    /// Counts a slot dying `age` ns after its segment was opened in the average age at death
+    /// (segments found at mount, whose opening time is unknown, do not count).
+    fn note_death(&mut self, age: u64) {
         self.death_age_ns = match self.death_age_ns {
             0 => age,
             avg => (avg as i128 + (age as i128 - avg as i128) / 256) as u64,
@@ -893,11 +899,11 @@ impl<D: Segments> Log<D> {
     fn seal(&mut self, seg: u32) {
         let s = &mut self.segs[seg as usize];
         if s.state == SegState::Open
-            && s.used < self.geo.slots
-            && self.dev.risks_earlier_slot(s.used)
+            && s.used() < self.geo.slots
+            && self.dev.risks_earlier_slot(s.used())
         {
-            s.used += 1;
-            if s.used == self.geo.slots {
+            s.set_used(s.used() + 1);
+            if s.used() == self.geo.slots {
                 self.close(seg);
             }
         }
@@ -988,7 +994,7 @@ impl<D: Segments> Log<D> {
     /// Slots left in the cleaner's open segment.
     fn cleaner_room(&self) -> u32 {
         self.heads[self.survivor_head().1]
-            .map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used)
+            .map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
     }
 
     /// The head survivors of cleaning go to, and its index. Normally the cold head; with no
@@ -997,8 +1003,9 @@ impl<D: Segments> Log<D> {
     /// original, so only the separation of cold data suffers, and only until the next victim.
     fn survivor_head(&self) -> (Head, usize) {
         let cold = self.head_index(Head::Cold);
-        let room =
-            |i: usize| self.heads[i].map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used);
+        let room = |i: usize| {
+            self.heads[i].map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
+        };
         if self.free > 0 || room(cold) > 0 {
             return (Head::Cold, cold);
         }
@@ -1206,14 +1213,14 @@ impl<D: Segments> Log<D> {
             if s.state == SegState::Failing {
                 return Some(i as u32);
             }
-            if s.live > take.max_live {
+            if s.live() > take.max_live {
                 continue;
             }
             let score_at = |age_ns: u64| {
-                let score = policy.score(s.live, self.geo.slots, age_ns as f64 / 1e9)?;
-                Some(if s.live == 0 { f64::INFINITY } else { score })
+                let score = policy.score(s.live(), self.geo.slots, age_ns as f64 / 1e9)?;
+                Some(if s.live() == 0 { f64::INFINITY } else { score })
             };
-            let mut age = now.saturating_sub(s.modified_ns);
+            let mut age = s.age_ns(now);
             // With one head the cleaner's survivors join young data again: cleaning a
             // segment of data that outlived the rest gains no segment of cold data that
             // stays full, only the same data to copy again next time. Its age then says no
@@ -1261,14 +1268,14 @@ impl<D: Segments> Log<D> {
         if self.heads_apart() && !self.cold_head_worn(max, spread) {
             return None;
         }
-        let idle_head = |s: &SegInfo| s.state == SegState::Open && s.live == 0;
+        let idle_head = |s: &SegInfo| s.state == SegState::Open && s.live() == 0;
         let (i, _) = self
             .segs
             .iter()
             .enumerate()
             .filter(|(_, s)| s.state == SegState::Full || idle_head(s))
             .filter(|(_, s)| max - s.erase_count > spread)
-            .min_by_key(|(_, s)| if idle_head(s) { 0 } else { s.min_seq })?;
+            .min_by_key(|(_, s)| if idle_head(s) { 0 } else { s.min_seq() })?;
         self.close(i as u32);
         self.stats.wear_moves += 1;
         Some(i as u32)
@@ -1322,8 +1329,8 @@ impl<D: Segments> Log<D> {
         for _ in 0..8 {
             let seg = self.head_segment(head, by)?;
             self.before_program()?;
-            let slot = self.segs[seg as usize].used;
-            self.segs[seg as usize].used += 1;
+            let slot = self.segs[seg as usize].used();
+            self.segs[seg as usize].set_used(slot + 1);
             let r = if self.config.verify_programs {
                 self.dev.write_slot_verified(seg, slot, tag, data)
             } else {
@@ -1334,10 +1341,10 @@ impl<D: Segments> Log<D> {
                     let now = self.now_ns();
                     self.live.set(seg, slot, true);
                     let s = &mut self.segs[seg as usize];
-                    s.live += 1;
-                    s.modified_ns = now;
-                    s.min_seq = s.min_seq.min(tag.seq);
-                    if s.used == self.geo.slots {
+                    s.add_live();
+                    s.touch(now);
+                    s.set_min_seq(s.min_seq().min(tag.seq));
+                    if s.used() == self.geo.slots {
                         self.close(seg);
                     }
                     return Ok(SlotAddr { seg, slot });
@@ -1351,7 +1358,7 @@ impl<D: Segments> Log<D> {
                 )) => self.fail(seg),
                 Err(e) => {
                     // The slot is spent either way: a full segment leaves its head.
-                    if self.segs[seg as usize].used >= self.geo.slots {
+                    if self.segs[seg as usize].used() >= self.geo.slots {
                         self.close(seg);
                     }
                     return Err(e);
@@ -1446,11 +1453,9 @@ impl<D: Segments> Log<D> {
                     let now = self.now_ns();
                     self.set_state(seg, SegState::Open);
                     let s = &mut self.segs[seg as usize];
-                    s.used = 0;
-                    s.live = 0;
-                    s.min_seq = u64::MAX;
-                    s.open_seq = header.open_seq;
-                    s.opened_ns = now;
+                    s.clear();
+                    s.set_open_seq(header.open_seq);
+                    s.opened_at(now);
                     self.heads[h] = Some(seg);
                     self.seal(seg);
                     if let Some(o) = &mut self.opened {
@@ -1576,10 +1581,7 @@ impl<D: Segments> Log<D> {
                 self.stats.erases += 1;
                 let bank = self.dev.bank_of(seg) as usize;
                 self.erasing_until[bank] = self.now_ns() + self.dev.erase_time().as_nanos() as u64;
-                let s = &mut self.segs[seg as usize];
-                s.live = 0;
-                s.used = 0;
-                s.min_seq = u64::MAX;
+                self.segs[seg as usize].clear();
                 self.set_state(seg, SegState::Free);
                 Ok(())
             }
@@ -1664,12 +1666,13 @@ impl<D: Segments> Log<D> {
             if !(s.in_use() || s.state == SegState::Dirty) {
                 continue;
             }
-            if s.min_seq < o.first {
+            let min_seq = s.min_seq();
+            if min_seq < o.first {
                 o.second = o.first;
-                o.first = s.min_seq;
+                o.first = min_seq;
                 o.seg = i as u32;
-            } else if s.min_seq < o.second {
-                o.second = s.min_seq;
+            } else if min_seq < o.second {
+                o.second = min_seq;
             }
         }
         o

@@ -287,10 +287,10 @@ impl<D: Segments> Log<D> {
                 }
                 self.set_state(seg as u32, state);
                 let s = &mut self.segs[seg];
-                s.used = u32::from(e.used).min(self.geo.slots);
+                s.set_used(u32::from(e.used).min(self.geo.slots));
                 s.erase_count = e.erase_count;
-                s.open_seq = e.open_seq;
-                s.min_seq = e.min_seq;
+                s.set_open_seq(e.open_seq);
+                s.set_min_seq(e.min_seq);
             }
         }
         for &seg in &root.late {
@@ -305,11 +305,11 @@ impl<D: Segments> Log<D> {
             }
             self.set_state(seg, SegState::Full);
             let s = &mut self.segs[seg as usize];
-            s.used = self.geo.slots;
+            s.set_used(self.geo.slots);
             s.erase_count = header.erase_count;
-            s.open_seq = header.open_seq;
+            s.set_open_seq(header.open_seq);
             // Its slots are no older than it: a bound from below is all the log needs.
-            s.min_seq = header.open_seq;
+            s.set_min_seq(header.open_seq);
         }
         for seg in retired {
             self.set_state(seg, SegState::Bad);
@@ -318,22 +318,22 @@ impl<D: Segments> Log<D> {
             self.set_state(seg, SegState::Full);
             let s = &mut self.segs[seg as usize];
             s.erase_count = h.erase_count;
-            s.open_seq = h.open_seq;
+            s.set_open_seq(h.open_seq);
         }
         for &(seg, used, min_seq) in &extent {
             let s = &mut self.segs[seg as usize];
             if s.state != SegState::Full {
                 return Ok(None);
             }
-            s.used = used;
-            s.min_seq = s.min_seq.min(min_seq);
+            s.set_used(used);
+            s.set_min_seq(s.min_seq().min(min_seq));
         }
         // Each head resumes in the newest segment it opened; the cleaner's only in one no
         // older than the newest holding copies (SPEC §4.2).
         let mut newest_of: [Option<(u64, u32)>; HEADS] = [None; HEADS];
         for (i, h) in root.heads.iter().enumerate() {
             if let Some((seg, _)) = *h {
-                newest_of[i] = Some((self.segs[seg as usize].open_seq, seg));
+                newest_of[i] = Some((self.segs[seg as usize].open_seq(), seg));
             }
         }
         for &(seg, h) in &rolled {
@@ -349,7 +349,7 @@ impl<D: Segments> Log<D> {
         for (at, tag) in &found {
             max_seq = max_seq.max(tag.seq);
             if tag.copy {
-                newest_copies = newest_copies.max(self.segs[at.seg as usize].open_seq);
+                newest_copies = newest_copies.max(self.segs[at.seg as usize].open_seq());
             }
         }
         let cleaner = self.head_index(Head::Cold);
@@ -526,10 +526,11 @@ impl<D: Segments> Log<D> {
             for (j, s) in self.segs.iter().skip(p * per).take(per).enumerate() {
                 SegEntry {
                     state: s.state.code(),
-                    used: s.used.min(u16::MAX as u32) as u16,
+                    // The log refuses geometries of more slots than 16 bits count.
+                    used: s.used() as u16,
                     erase_count: s.erase_count,
-                    open_seq: s.open_seq,
-                    min_seq: s.min_seq,
+                    open_seq: s.open_seq(),
+                    min_seq: s.min_seq(),
                 }
                 .encode(&mut buf[j * SEG_ENTRY..]);
             }
@@ -569,7 +570,7 @@ impl<D: Segments> Log<D> {
         self.dev.sync()?;
         let mut heads = [None; HEADS];
         for (h, seg) in heads.iter_mut().zip(self.heads) {
-            *h = seg.map(|s| (s, self.segs[s as usize].used));
+            *h = seg.map(|s| (s, self.segs[s as usize].used()));
         }
         let Some(a) = &self.anchors else {
             return Ok(());
