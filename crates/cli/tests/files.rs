@@ -389,3 +389,53 @@ fn fsck_reports_a_damaged_volume_on_its_own_lines() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     eprintln!("{text}");
 }
+
+#[test]
+fn fsck_names_the_damaged_file_and_get_refuses_its_bytes() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    mkfs(&img, "w25q64jv");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let a: Vec<u8> = (0..8192).map(|i| b'A' + (i % 7) as u8).collect();
+    let b: Vec<u8> = (0..8192).map(|i| b'a' + (i % 5) as u8).collect();
+    std::fs::write(src.join("a.bin"), &a).unwrap();
+    std::fs::write(src.join("b.bin"), &b).unwrap();
+    ok(flashfs().arg("put").arg(&img).arg(&src).arg("/").arg("-r"));
+    // Flip a few bits in a.bin's first block where it lies in the image (NOR flash is
+    // stored inverted there); nothing else is touched.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let inverted: Vec<u8> = a[..64].iter().map(|x| !x).collect();
+    let at = bytes
+        .windows(64)
+        .position(|w| w == inverted.as_slice())
+        .expect("a.bin's first block in the image");
+    for x in &mut bytes[at + 100..at + 104] {
+        *x ^= 0x10;
+    }
+    std::fs::write(&img, &bytes).unwrap();
+
+    let out = flashfs().arg("fsck").arg(&img).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("dev.img: /src/a.bin (inode ") && lines[0].contains("bytes 0-511"),
+        "{text}"
+    );
+    // The damaged file is an error on one line, never wrong bytes; the other reads whole.
+    let line = fails(
+        flashfs()
+            .arg("get")
+            .arg(&img)
+            .arg("/src/a.bin")
+            .arg(dir.path().join("a.out")),
+        1,
+    );
+    assert!(
+        line.contains("/src/a.bin") && line.contains("damaged data"),
+        "{line}"
+    );
+    assert_eq!(raw(flashfs().arg("cat").arg(&img).arg("/src/b.bin")), b);
+}

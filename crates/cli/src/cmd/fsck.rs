@@ -25,8 +25,8 @@ Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrect
 The native file system is checked by mounting it and verifying the namespace (entries,
 link counts, reachability), the extents, the free-space accounting and that every block in
 use reads back, its data checked against the checksum stored with it (a block of a file
-that fails is reported with the inode and the byte range it held); each problem is printed
-on its own line.
+that fails is reported with the file's path, its inode and the byte range it held); each
+problem is printed on its own line.
 The block device is checked by mounting it, comparing the map its checkpoint gave with the
 one a scan of every segment rebuilds (the scan's is taken; --repair writes a new
 checkpoint), and reading every sector; a sector whose flash can no longer be read has lost
@@ -236,7 +236,11 @@ fn check_native(
     let report = report.with_context(|| format!("{shown}: the check stopped"))?;
     for p in &report.problems {
         let what = crate::one_line(&p.what);
-        let at = p.ino.map(|i| format!("inode {i}: ")).unwrap_or_default();
+        let at = match (&p.path, p.ino) {
+            (Some(path), Some(i)) => format!("{path} (inode {i}): "),
+            (None, Some(i)) => format!("inode {i}: "),
+            _ => String::new(),
+        };
         let fixed = if p.repaired { " (repaired)" } else { "" };
         writeln!(out, "{shown}: {at}{what}{fixed}")?;
     }

@@ -27,6 +27,8 @@ use crate::media::Segments;
 pub struct Problem {
     /// The inode concerned, if one is.
     pub ino: Option<Ino>,
+    /// A path naming that inode, if its entries lead to the root.
+    pub path: Option<String>,
     /// What is wrong.
     pub what: String,
     /// Whether the check repaired it.
@@ -78,6 +80,7 @@ pub fn check_device<D: Segments>(
             let report = fs.check(repair).unwrap_or_else(|e| CheckReport {
                 problems: alloc::vec![Problem {
                     ino: None,
+                    path: None,
                     what: format!("check stopped: {e}"),
                     repaired: false,
                 }],
@@ -95,6 +98,7 @@ pub fn check_device<D: Segments>(
             CheckReport {
                 problems: alloc::vec![Problem {
                     ino: None,
+                    path: None,
                     what: format!("does not mount: {e}"),
                     repaired: false,
                 }],
@@ -118,6 +122,25 @@ struct Census {
     /// Record files' heads, and their record chunks: (record, chunk, bytes).
     record_heads: BTreeMap<Ino, layout::RecordHead>,
     record_chunks: BTreeMap<Ino, Vec<(u64, u16, usize)>>,
+}
+
+impl Census {
+    /// A path naming `ino` (by its first entry at each level), if the entries lead to the
+    /// root; `None` for an inode no entry names or one in a loop of directories.
+    fn path_of(&self, ino: Ino) -> Option<String> {
+        let mut parts = Vec::new();
+        let mut at = ino;
+        while at != ROOT_INO {
+            if parts.len() > self.inodes.len() {
+                return None;
+            }
+            let (dir, name, _) = self.names.get(&at)?.first()?;
+            parts.push(String::from_utf8_lossy(name).into_owned());
+            at = *dir;
+        }
+        parts.reverse();
+        Some(format!("/{}", parts.join("/")))
+    }
 }
 
 impl<D: Segments> Fs<D> {
@@ -154,6 +177,7 @@ impl<D: Segments> Fs<D> {
             if let Some(s) = p.what.strip_suffix(" (repairable)") {
                 p.what = String::from(s);
             }
+            p.path = p.ino.and_then(|i| census.path_of(i));
         }
         Ok(report)
     }
@@ -228,6 +252,7 @@ impl<D: Segments> Fs<D> {
         let mut problem = |ino: Option<Ino>, what: String| {
             report.problems.push(Problem {
                 ino,
+                path: None,
                 what,
                 repaired: false,
             })
@@ -387,6 +412,7 @@ impl<D: Segments> Fs<D> {
             let mut problem = |what: String| {
                 report.problems.push(Problem {
                     ino: Some(ino),
+                    path: None,
                     what,
                     repaired: false,
                 })
@@ -431,6 +457,7 @@ impl<D: Segments> Fs<D> {
             if inode.blocks != 0 && !c.extents.contains_key(&ino) {
                 report.problems.push(Problem {
                     ino: Some(ino),
+                    path: None,
                     what: format!("block count {} should be 0 (repairable)", inode.blocks),
                     repaired: false,
                 });
@@ -485,6 +512,7 @@ impl<D: Segments> Fs<D> {
             for what in found.problems {
                 report.problems.push(Problem {
                     ino: Some(ino),
+                    path: None,
                     what,
                     repaired: false,
                 });
@@ -515,6 +543,7 @@ impl<D: Segments> Fs<D> {
         let mut problem = |ino: Option<Ino>, what: String| {
             report.problems.push(Problem {
                 ino,
+                path: None,
                 what,
                 repaired: false,
             })
