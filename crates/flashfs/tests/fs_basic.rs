@@ -232,3 +232,46 @@ fn lifetime_counters_survive_remounts() {
     assert_eq!(fs.lifetime().user_bytes, 15_000);
     assert!(fs.lifetime().flash_bytes > l.flash_bytes);
 }
+
+/// A mount reads every index node (to find free space), but keeps few: the walk must not
+/// fill the node cache, and the heap, with nodes no later operation needs more than another.
+#[test]
+fn a_mount_walks_the_index_without_filling_the_node_cache() {
+    let mut fs = Fs::format(nand_checkpointed(), FsConfig::default()).unwrap();
+    for i in 0..2000u32 {
+        let name = format!("a-file-with-a-long-name-{i:05}");
+        let ino = fs
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        if i == 1999 {
+            fs.write(ino, 0, &i.to_le_bytes()).unwrap();
+        }
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev.clone(), FsConfig::default()).unwrap();
+    let after_mount = fs.index_stats().cache_bytes;
+    // Every node, read once on purpose, fills the cache far beyond what the mount kept.
+    fs.check(false).unwrap();
+    let whole = Fs::mount(dev, FsConfig::default())
+        .map(|mut f| {
+            for i in 0..2000u32 {
+                let name = format!("a-file-with-a-long-name-{i:05}");
+                f.lookup(ROOT_INO, name.as_bytes()).unwrap();
+            }
+            f.index_stats().cache_bytes
+        })
+        .unwrap();
+    assert!(
+        after_mount <= 32 * 1024 && whole > 4 * after_mount,
+        "cache after the mount {after_mount} B, after lookups of every file {whole} B"
+    );
+    // The mounted volume works as before.
+    let ino = fs
+        .lookup(ROOT_INO, b"a-file-with-a-long-name-01999")
+        .unwrap()
+        .ino;
+    let mut buf = [0; 4];
+    fs.read(ino, 0, &mut buf).unwrap();
+    assert_eq!(u32::from_le_bytes(buf), 1999);
+}

@@ -23,6 +23,9 @@ use crate::media::Segments;
 
 /// Sectors a volume needs at least: the superblock, the reserve and some room for files.
 const MIN_SECTORS: u64 = 64;
+/// The index node cache's budget while a walk reads every node: enough for the path the
+/// walk is on, so that the nodes it passes do not fill the cache (and the mount's heap).
+const WALK_CACHE_BYTES: usize = 16 * 1024;
 
 /// Sectors in use by the committed version, as the walk found them.
 pub(super) struct Usage {
@@ -314,62 +317,18 @@ impl<D: Segments> Fs<D> {
         let max_blocks = max_size / self.bs();
         let mut usage = Usage::new(self.sb.sectors);
         usage.mark(0, 1 + u64::from(self.sb.journal_blocks))?;
-        let mut nodes = Vec::new();
-        self.tree.committed_nodes(|p| nodes.push(p))?;
-        for p in nodes {
-            usage.mark(p.0, 1)?;
-        }
-        let mut it = self.tree.iter();
-        for entry in &mut it {
-            let (k, v) = entry?;
-            let (ino, ty, rest) = layout::split_key(&k)?;
-            usage.max_ino = usage.max_ino.max(ino);
-            match ty {
-                // Sizes and extents are bounded here, once, so that nothing after mount
-                // does arithmetic on a damaged value.
-                item::INODE => {
-                    if Inode::decode(&v)?.size > max_size {
-                        return Err(Error::Corrupt("an inode larger than a file can be"));
-                    }
-                    usage.inodes += 1;
-                }
-                item::EXTENT => {
-                    let first = layout::suffix_u64(rest)?;
-                    let e = Extent::decode(&v)?;
-                    if first.checked_add(e.len).is_none_or(|end| end > max_blocks) {
-                        return Err(Error::Corrupt("an extent past the largest file"));
-                    }
-                    usage.mark(e.start, e.len)?;
-                    if e.unwritten {
-                        usage.unwritten.push((ino, first, e));
-                    }
-                }
-                item::DIRENT => {
-                    layout::dirent_name(rest)?;
-                    layout::decode_dirent(&v)?;
-                }
-                item::ORPHAN if ino == layout::ORPHANS => {
-                    usage.orphans.push(layout::suffix_u64(rest)?);
-                }
-                item::XATTR => {}
-                item::RECORDS => {
-                    layout::RecordHead::decode(&v)?;
-                }
-                item::RECORD => {
-                    layout::record_suffix(rest)?;
-                }
-                item::INT_DIRENT => {
-                    layout::int_dirent_name(rest)?;
-                    layout::decode_dirent(&v)?;
-                }
-                item::FLAT_NAME if ino == layout::FLAT => {
-                    layout::flat_name(rest)?;
-                    layout::decode_dirent(&v)?;
-                }
-                _ => return Err(Error::Corrupt("unknown item type in the index")),
+        self.tree.with_cache_budget(WALK_CACHE_BYTES, |tree| {
+            let mut nodes = Vec::new();
+            tree.committed_nodes(|p| nodes.push(p))?;
+            for p in nodes {
+                usage.mark(p.0, 1)?;
             }
-        }
-        Ok(usage)
+            for entry in tree.iter() {
+                let (k, v) = entry?;
+                check_item(&k, &v, &mut usage, (max_size, max_blocks))?;
+            }
+            Ok(usage)
+        })
     }
 
     /// Records that `ino` has no name but is open, so a mount after a power cut deletes it.
@@ -378,4 +337,57 @@ impl<D: Segments> Fs<D> {
             .insert(&key_u64(layout::ORPHANS, item::ORPHAN, ino), &[])?;
         Ok(())
     }
+}
+
+/// Checks one item of the walk and notes what it uses; `max` is the largest file's size in
+/// bytes and in blocks.
+fn check_item(k: &[u8], v: &[u8], usage: &mut Usage, max: (u64, u64)) -> Result<()> {
+    let (max_size, max_blocks) = max;
+    let (ino, ty, rest) = layout::split_key(k)?;
+    usage.max_ino = usage.max_ino.max(ino);
+    match ty {
+        // Sizes and extents are bounded here, once, so that nothing after mount does
+        // arithmetic on a damaged value.
+        item::INODE => {
+            if Inode::decode(v)?.size > max_size {
+                return Err(Error::Corrupt("an inode larger than a file can be"));
+            }
+            usage.inodes += 1;
+        }
+        item::EXTENT => {
+            let first = layout::suffix_u64(rest)?;
+            let e = Extent::decode(v)?;
+            if first.checked_add(e.len).is_none_or(|end| end > max_blocks) {
+                return Err(Error::Corrupt("an extent past the largest file"));
+            }
+            usage.mark(e.start, e.len)?;
+            if e.unwritten {
+                usage.unwritten.push((ino, first, e));
+            }
+        }
+        item::DIRENT => {
+            layout::dirent_name(rest)?;
+            layout::decode_dirent(v)?;
+        }
+        item::ORPHAN if ino == layout::ORPHANS => {
+            usage.orphans.push(layout::suffix_u64(rest)?);
+        }
+        item::XATTR => {}
+        item::RECORDS => {
+            layout::RecordHead::decode(v)?;
+        }
+        item::RECORD => {
+            layout::record_suffix(rest)?;
+        }
+        item::INT_DIRENT => {
+            layout::int_dirent_name(rest)?;
+            layout::decode_dirent(v)?;
+        }
+        item::FLAT_NAME if ino == layout::FLAT => {
+            layout::flat_name(rest)?;
+            layout::decode_dirent(v)?;
+        }
+        _ => return Err(Error::Corrupt("unknown item type in the index")),
+    }
+    Ok(())
 }

@@ -349,6 +349,17 @@ impl<S: NodeStore> Tree<S> {
         self.note_ram();
     }
 
+    /// Runs `f` with the clean-node cache held to `budget` bytes (never more than its own):
+    /// a walk over the whole tree reads every node once, and keeping them would fill the
+    /// cache, and the heap, with nodes no later operation needs more than any other.
+    pub fn with_cache_budget<R>(&mut self, budget: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let own = self.cache.budget();
+        self.cache.set_budget(budget.min(own));
+        let r = f(self);
+        self.cache.set_budget(own);
+        r
+    }
+
     /// Unloads every clean node (dirty ones stay), e.g. to measure cold lookups.
     pub fn drop_cache(&mut self) {
         self.cache.clear();

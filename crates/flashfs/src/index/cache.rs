@@ -94,6 +94,25 @@ impl Cache {
         self.ram = 0;
     }
 
+    /// Bytes it may hold.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Holds it to `budget` bytes from now on, unloading the least recently used nodes
+    /// beyond it at once.
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+        while self.ram > self.budget {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            if let Some(c) = self.map.remove(&victim) {
+                self.ram -= c.ram;
+            }
+        }
+    }
+
     /// Estimated RAM of the cached nodes.
     pub fn ram(&self) -> usize {
         self.ram
@@ -108,6 +127,22 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_smaller_budget_unloads_at_once_and_a_larger_one_keeps() {
+        let one = Node::empty_leaf(0).ram();
+        let mut c = Cache::new(3 * one);
+        for p in 1..=3 {
+            c.insert(NodePtr(p), Node::empty_leaf(p as u32));
+        }
+        assert!(c.get(NodePtr(1)).is_some()); // 2 is now the oldest
+        c.set_budget(2 * one);
+        assert_eq!(c.len(), 2);
+        assert!(c.contains(NodePtr(1)) && c.contains(NodePtr(3)));
+        c.set_budget(3 * one);
+        c.insert(NodePtr(4), Node::empty_leaf(4));
+        assert_eq!((c.len(), c.ram(), c.budget()), (3, 3 * one, 3 * one));
+    }
 
     #[test]
     fn evicts_least_recently_used() {
