@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flashfs::index::{inspect_node, MemStore, NodePtr, NodeStore, Tree, TreeConfig};
+use flashfs::index::{inspect_node, MemStore, NodePtr, NodeStore, Tree, TreeConfig, Visit};
 use flashfs::Error;
 use proptest::prelude::*;
 
@@ -535,6 +535,52 @@ fn the_cache_stays_within_its_budget() {
         "{s:?}"
     );
     assert!(dirty_peak > s.high_water);
+}
+
+#[test]
+fn a_walk_of_the_committed_version_reads_each_node_once_and_gives_every_item_in_order() {
+    let mut t = Tree::open_with(MemStore::new(512), None, config(None, 256 * 1024)).unwrap();
+    for n in 0..3000u32 {
+        t.insert(&n.to_be_bytes(), &value(20 + (n % 30) as usize, n as u8))
+            .unwrap();
+    }
+    t.commit().unwrap();
+    let items = contents(&mut t);
+    let mut nodes = Vec::new();
+    t.committed_nodes(|p| nodes.push(p)).unwrap();
+    assert!(nodes.len() > 100, "{} nodes", nodes.len());
+
+    // Walked with a cache of a few nodes: every node read once, however the cache fares.
+    t.drop_cache();
+    let reads = t.store().stats().reads;
+    let (mut walked_nodes, mut walked_items) = (Vec::new(), Vec::new());
+    t.with_cache_budget(2 * 1024, |t| {
+        t.walk_committed(|v| {
+            match v {
+                Visit::Node(p) => walked_nodes.push(p),
+                Visit::Item(k, v) => walked_items.push((k.to_vec(), v.to_vec())),
+            }
+            Ok(())
+        })
+    })
+    .unwrap();
+    assert_eq!(t.store().stats().reads - reads, nodes.len() as u64);
+    assert_eq!(walked_nodes, nodes);
+    assert_eq!(walked_items, items.into_iter().collect::<Vec<_>>());
+    assert!(t.stats().cache_bytes <= 3 * 1024, "{:?}", t.stats());
+
+    // An error from the visitor stops the walk and comes back.
+    let mut seen = 0;
+    let r = t.walk_committed(|v| {
+        if let Visit::Item(..) = v {
+            seen += 1;
+            if seen == 10 {
+                return Err(Error::Corrupt("stop"));
+            }
+        }
+        Ok(())
+    });
+    assert_eq!((r, seen), (Err(Error::Corrupt("stop")), 10));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ use super::txn::TxTree;
 use super::{Fs, FsConfig};
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
-use crate::index::{NodePtr, Tree, TreeConfig, MIN_NODE_SIZE};
+use crate::index::{NodePtr, Tree, TreeConfig, Visit, MIN_NODE_SIZE};
 use crate::log::tag::FORMAT_FILE_SYSTEM;
 use crate::media::Segments;
 
@@ -311,24 +311,19 @@ impl<D: Segments> Fs<D> {
         Ok(())
     }
 
-    /// Walks the committed index: every node, then every item.
+    /// Walks the committed index once: every node, and each leaf's items right after it.
     pub(super) fn walk(&mut self) -> Result<Usage> {
         let max_size = self.max_file_size();
         let max_blocks = max_size / self.bs();
         let mut usage = Usage::new(self.sb.sectors);
         usage.mark(0, 1 + u64::from(self.sb.journal_blocks))?;
         self.tree.with_cache_budget(WALK_CACHE_BYTES, |tree| {
-            let mut nodes = Vec::new();
-            tree.committed_nodes(|p| nodes.push(p))?;
-            for p in nodes {
-                usage.mark(p.0, 1)?;
-            }
-            for entry in tree.iter() {
-                let (k, v) = entry?;
-                check_item(&k, &v, &mut usage, (max_size, max_blocks))?;
-            }
-            Ok(usage)
-        })
+            tree.walk_committed(|v| match v {
+                Visit::Node(p) => usage.mark(p.0, 1),
+                Visit::Item(k, v) => check_item(k, v, &mut usage, (max_size, max_blocks)),
+            })
+        })?;
+        Ok(usage)
     }
 
     /// Records that `ino` has no name but is open, so a mount after a power cut deletes it.

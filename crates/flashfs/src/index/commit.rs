@@ -286,13 +286,26 @@ impl<S: NodeStore> Tree<S> {
     /// damaged tree whose pointers share a subtree fails here after visiting each node at
     /// most once, instead of being walked over and over.
     pub fn committed_nodes(&mut self, mut f: impl FnMut(NodePtr)) -> Result<()> {
+        self.walk_committed(|v| {
+            if let Visit::Node(p) = v {
+                f(p);
+            }
+            Ok(())
+        })
+    }
+
+    /// Visits the last committed version as [`Tree::committed_nodes`] does, and each leaf's
+    /// items (key, value) right after the leaf, so the items come in key order: one read of
+    /// each node where a walk over the nodes and then over the items reads every leaf twice.
+    /// An error from `f` stops the walk.
+    pub fn walk_committed(&mut self, mut f: impl FnMut(Visit<'_>) -> Result<()>) -> Result<()> {
         let Some(root) = self.committed else {
             return Ok(());
         };
         let mut stack = vec![(root, Expect::ROOT)];
         let mut last_key: Option<Box<[u8]>> = None;
         while let Some((p, exp)) = stack.pop() {
-            f(p);
+            f(Visit::Node(p))?;
             let node = self.node(Ref::Disk(p), exp)?;
             match &node.body {
                 Body::Branch(es) => {
@@ -314,10 +327,22 @@ impl<S: NodeStore> Tree<S> {
                         return Err(Error::Corrupt("index leaves out of key order"));
                     }
                     last_key = Some(last.key.clone());
+                    for e in es {
+                        f(Visit::Item(&e.key, &e.val))?;
+                    }
                 }
             }
         }
         self.scanned = true;
         Ok(())
     }
+}
+
+/// What [`Tree::walk_committed`] visits.
+#[derive(Debug, Clone, Copy)]
+pub enum Visit<'a> {
+    /// A node, before its children (and before its items, if a leaf).
+    Node(NodePtr),
+    /// An item of the leaf visited last: key and value.
+    Item(&'a [u8], &'a [u8]),
 }

@@ -25,6 +25,7 @@ mod split;
 mod store;
 
 pub use btree::{Tree, TreeConfig, TreeStats};
+pub use commit::Visit;
 pub use cursor::Range;
 pub use node::{inspect_node, NodeInfo, SpareInfo, MAX_KEY_LEN, MAX_NODE_SIZE, MIN_NODE_SIZE};
 pub use store::{MemStore, MemStoreStats};
