@@ -389,3 +389,25 @@ fn mlc_survivors_of_a_retired_block_are_safe_from_a_torn_program() {
         assert!(outcome.violations.is_empty(), "{:?}", outcome.violations[0]);
     }
 }
+
+/// A checkpoint's directory page on a NAND part whose compact tags keep 24 bits of the key
+/// must read back as a directory page, or the cleaner drops it as dead and the next checkpoint
+/// kills whatever took its slot (found by flashfs torture: this case lost a flushed sector
+/// under wear-out once the cleaner chose its victims by age to the millisecond).
+#[test]
+fn directory_pages_survive_the_cleaner_on_compact_tags() {
+    let opts = TortureOptions {
+        presets: vec!["nand-128m".into()],
+        targets: vec![TargetKind::Ftl],
+        faults: vec![Fault::WearOut],
+        workloads: vec![Workload::KawaguchiRandom],
+        cuts: 1,
+        seed: 12,
+        cut: Some(93),
+        torn: true,
+        ..TortureOptions::default()
+    };
+    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+    assert_eq!(outcome.reports[0].cases, 1);
+    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations[0]);
+}

@@ -28,8 +28,11 @@ pub(crate) const ANCHOR_HEAD: u8 = 5;
 /// A directory entry for a body page the checkpoint does not hold.
 pub(crate) const ABSENT: u32 = u32::MAX;
 
-/// Key of the first directory page (body pages are keyed from 0).
-pub(crate) const DIR_KEY: u32 = 0x8000_0000;
+/// Key of the first directory page (body pages are keyed from 0, below it). Under 2²⁴, so
+/// that a compact tag entry, which keeps 24 bits of the key (SPEC §2.4), tells a directory
+/// page from a body page: with a key of 2³¹ a directory page read back as body page 0, and
+/// the cleaner dropped it as dead (format 3, NAND with 12 spare bytes).
+pub(crate) const DIR_KEY: u32 = 0x00F0_0000;
 
 /// Segments a device needs before its volumes keep checkpoints by default: on smaller ones a
 /// scan is cheap, and two anchor segments are more than a hundredth of the device.
@@ -327,6 +330,36 @@ impl Anchors {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::tag::{Kind, Tag, TagLayout, TagState};
+
+    #[test]
+    fn every_tag_layout_tells_directory_pages_from_body_pages() {
+        // The largest body and directory keys of a compact volume come back whole.
+        for layout in [TagLayout::Wide, TagLayout::Compact] {
+            for key in [
+                0,
+                DIR_KEY - 1,
+                DIR_KEY,
+                DIR_KEY + 7,
+                layout.max_key().min(u32::MAX),
+            ] {
+                let tag = Tag {
+                    key,
+                    seq: 544,
+                    kind: Kind::Page,
+                    copy: true,
+                };
+                let mut entry = [0u8; 16];
+                layout.encode(&tag, &[0; 512], &mut entry);
+                assert_eq!(
+                    layout.decode(&entry),
+                    TagState::Valid(tag),
+                    "{layout:?} {key:#x}"
+                );
+            }
+        }
+        assert!(DIR_KEY < TagLayout::Compact.max_key());
+    }
 
     fn pack(a: SlotAddr) -> u32 {
         a.seg * 100 + a.slot

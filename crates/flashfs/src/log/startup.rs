@@ -454,6 +454,13 @@ impl<D: Segments> Log<D> {
         let total = log_pages as usize + owner_pages as usize;
         let per_dir = pay / 4;
         let ndirs = total.div_ceil(per_dir);
+        if total >= DIR_KEY as usize
+            || DIR_KEY as u64 + ndirs as u64 > u64::from(self.dev.tag_layout().max_key())
+        {
+            // Page keys that would reach the directory's, or directory keys its tags cannot
+            // carry: the volume is mounted by a scan.
+            return Ok(());
+        }
         // Each segment the table and the directory may open goes in the root too.
         let usable = self
             .geo
