@@ -22,7 +22,7 @@ use flashfs::{Fs, FsConfig, NandSegments, NorSegments};
 use serde::Serialize;
 
 use crate::error::{BenchError, Context, Result};
-use crate::heap::HeapMeter;
+use crate::heap::{uncounted, HeapMeter};
 use crate::peers::meter::SimSegments;
 use crate::tffs::device::{Uncounted, NOR_BLOCK_BYTES};
 use rand_core::{RngCore, SeedableRng};
@@ -210,6 +210,17 @@ pub struct SmallWritesRow {
     pub heap_bytes: u64,
     /// The most bytes the write-back buffers held at once.
     pub buffer_bytes: u64,
+    /// Commits the file system made (those of the syncs and those it made on its own).
+    pub commits: u64,
+    /// Index nodes the commits wrote.
+    pub index_nodes: u64,
+    /// Superblocks written as a whole block (others were appended in place).
+    pub superblocks: u64,
+    /// Slots the log wrote for the block device: data blocks, index nodes and whole
+    /// superblocks.
+    pub log_slots: u64,
+    /// Slots the log wrote for its own checkpoints (the block device's map).
+    pub checkpoint_slots: u64,
 }
 
 /// Runs every combination; `progress` hears the label and the count of runs done and to do.
@@ -302,38 +313,46 @@ impl Run<'_> {
             write_buffers: self.buffers,
             ..FsConfig::default()
         };
+        let w = self.write_bytes as u64;
+        // The bench's own bookkeeping (the writes, what the file must hold, the latencies,
+        // the simulator's counters) stays out of the heap figure: made before the meter
+        // starts, or made inside `uncounted`.
+        let (mut model, offsets): (Vec<u8>, Vec<u64>) = match self.pattern {
+            Pattern::Append => (
+                Vec::with_capacity(opts.append_bytes as usize),
+                (0..opts.append_bytes / w).map(|i| i * w).collect(),
+            ),
+            Pattern::Random => {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed ^ w);
+                let slots = opts.random_file / w;
+                let offsets = (0..opts.random_bytes / w)
+                    .map(|_| ((u128::from(rng.next_u64()) * u128::from(slots)) >> 64) as u64 * w)
+                    .collect();
+                (chunk(0, opts.random_file as usize, 0), offsets)
+            }
+        };
+        let mut data = vec![0u8; self.write_bytes];
+        let mut latency = Histogram::default();
         let heap = HeapMeter::start();
         let mut fs = Fs::format(dev, config).context(|| "format".into())?;
         let ino = fs
             .create(ROOT_INO, b"file", 0o644, 0, 0)
             .context(|| "create".into())?
             .ino;
-        let w = self.write_bytes as u64;
-        // What the file must hold at the end, and the writes: (offset, version).
-        let (mut model, offsets): (Vec<u8>, Vec<u64>) = match self.pattern {
-            Pattern::Append => (
-                Vec::new(),
-                (0..opts.append_bytes / w).map(|i| i * w).collect(),
-            ),
-            Pattern::Random => {
-                let whole = chunk(0, opts.random_file as usize, 0);
-                fs.write(ino, 0, &whole)
-                    .context(|| "the random file's first writing".into())?;
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed ^ w);
-                let slots = opts.random_file / w;
-                let offsets = (0..opts.random_bytes / w)
-                    .map(|_| ((u128::from(rng.next_u64()) * u128::from(slots)) >> 64) as u64 * w)
-                    .collect();
-                (whole, offsets)
-            }
-        };
+        if self.pattern == Pattern::Random {
+            fs.write(ino, 0, &model)
+                .context(|| "the random file's first writing".into())?;
+        }
         fs.sync().context(|| "sync".into())?;
         let t0 = now(&fs);
-        let s0 = stats(&fs);
-        let mut latency = Histogram::default();
+        let (s0, f0, l0) = (
+            uncounted(|| stats(&fs)),
+            fs.stats(),
+            *fs.ftl().log().stats(),
+        );
         let (mut syncs, mut since_sync) = (0u64, 0u64);
         for (i, &off) in offsets.iter().enumerate() {
-            let data = chunk(off, self.write_bytes, i as u64 + 1);
+            fill_chunk(&mut data, off, i as u64 + 1);
             let t = now(&fs);
             fs.write(ino, off, &data)
                 .context(|| format!("write at {off}"))?;
@@ -348,20 +367,25 @@ impl Run<'_> {
                 syncs += 1;
                 since_sync = 0;
             }
-            latency.record(now(&fs).saturating_sub(t));
-            let end = (off + w) as usize;
-            if model.len() < end {
-                model.resize(end, 0);
-            }
-            model[off as usize..end].copy_from_slice(&data);
+            let took = now(&fs).saturating_sub(t);
+            uncounted(|| {
+                latency.record(took);
+                let end = (off + w) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].copy_from_slice(&data);
+            });
         }
         if since_sync > 0 {
             fs.fsync(ino, false).context(|| "fsync".into())?;
             syncs += 1;
         }
         let elapsed = now(&fs).saturating_sub(t0);
-        let work = stats(&fs).since(&s0);
         let heap_bytes = heap.peak();
+        drop(heap);
+        let work = stats(&fs).since(&s0);
+        let (f1, l1) = (fs.stats(), *fs.ftl().log().stats());
         let buffer_bytes = fs.write_back_stats().high_water as u64;
         let block_bytes = fs.block_size();
         // What a mount after the last sync finds: all of it.
@@ -396,6 +420,11 @@ impl Run<'_> {
             max_write_us: us(latency.max()),
             heap_bytes,
             buffer_bytes,
+            commits: f1.commits - f0.commits,
+            index_nodes: f1.node_writes - f0.node_writes,
+            superblocks: f1.superblock_writes - f0.superblock_writes,
+            log_slots: l1.user_slots - l0.user_slots,
+            checkpoint_slots: l1.checkpoint_slots - l0.checkpoint_slots,
         })
     }
 }
@@ -412,17 +441,22 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// `len` bytes written at `off` by write number `version` (0: the first writing): every
-/// write's bytes differ from the ones before.
+/// `len` bytes written at `off` by write number `version` (0: the first writing).
 fn chunk(off: u64, len: usize, version: u64) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| {
-            let x = (off + i)
-                .wrapping_mul(0x9E37_79B9)
-                .wrapping_add(version.wrapping_mul(0x85EB_CA6B));
-            (x >> 7) as u8
-        })
-        .collect()
+    let mut v = vec![0; len];
+    fill_chunk(&mut v, off, version);
+    v
+}
+
+/// Fills `buf` with the bytes write number `version` puts at `off`: every write's bytes
+/// differ from the ones before.
+fn fill_chunk(buf: &mut [u8], off: u64, version: u64) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        let x = (off + i as u64)
+            .wrapping_mul(0x9E37_79B9)
+            .wrapping_add(version.wrapping_mul(0x85EB_CA6B));
+        *b = (x >> 7) as u8;
+    }
 }
 
 /// The rows as a table.
