@@ -63,6 +63,13 @@ impl<D: Segments> Fs<D> {
 
     /// Writes `data` at `off` (past the end leaves a hole that reads as zeros); returns the
     /// bytes written, all of them.
+    ///
+    /// Reads, sizes and times show the write at once; it is durable once a commit covers
+    /// it ([`Fs::fsync`], [`Fs::sync`], a transaction's commit, or one the file system makes
+    /// on its own). The block the write ends inside may wait in RAM until then
+    /// ([`FsConfig::write_buffers`](super::FsConfig)): a power cut before the commit may
+    /// lose the write, whole, with every write after it, and never loses or tears a write a
+    /// commit covered.
     pub fn write(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut inode = self.regular(ino)?;
         self.refuse_records(ino)?;

@@ -13,6 +13,10 @@
 //! make everything before them durable. Commits also happen on their own when the dirty
 //! nodes reach a budget, and before space runs out.
 //!
+//! The block a small write ends inside is mapped at once but programmed later
+//! (`writeback`, [`FsConfig::write_buffers`]): when full, closed, evicted, or before the
+//! next commit, whatever starts it — so every commit still holds all the data before it.
+//!
 //! On reprogrammable NOR a commit of record operations only is instead an entry in the
 //! `journal`, programmed in place: the operations themselves, replayed by the next mount,
 //! while the index stays dirty in RAM until a checkpoint (an ordinary commit) writes it.
