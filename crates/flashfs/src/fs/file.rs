@@ -348,11 +348,18 @@ impl<D: Segments> Fs<D> {
         let old = self.mapping(ino, b0, b1)?;
         if let (true, 1, Some((s, false))) = (defer, old.len(), old[0]) {
             // Its sector is not programmed yet, so no version on flash uses it: the block
-            // changes in place, and goes out once written to its end.
+            // changes in place, and goes out once written to its end (all or nothing: a
+            // failed program leaves it as it was).
             let store = self.tree.store_mut();
-            if store.wb.write(s, (off - b0 * bs) as usize, data) {
+            let at = (off - b0 * bs) as usize;
+            if let Some(buffered) = store.wb.get(s) {
                 if end % bs == 0 {
-                    store.write_back(s)?;
+                    let mut block = buffered.to_vec();
+                    block[at..at + data.len()].copy_from_slice(data);
+                    store.write_data(s, &block)?;
+                    store.wb.take(s);
+                } else {
+                    store.wb.write(s, at, data);
                 }
                 inode.size = inode.size.max(end);
                 return Ok(());

@@ -771,13 +771,14 @@ impl<D: Segments> Fs<D> {
             return Ok(());
         }
         self.open.remove(&ino);
-        self.tree.store_mut().write_back_all(Some(ino))?;
         match self.inode(ino) {
+            // Its blocks are freed: what waits in RAM is dropped, never programmed.
             Ok(inode) if inode.nlink == 0 => {
                 self.purge(ino)?;
                 self.maybe_commit()
             }
-            Ok(_) | Err(Error::NotFound) => Ok(()),
+            Ok(_) => self.tree.store_mut().write_back_all(Some(ino)),
+            Err(Error::NotFound) => Ok(()),
             Err(e) => Err(e),
         }
     }
