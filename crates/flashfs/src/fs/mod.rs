@@ -527,6 +527,8 @@ impl<D: Segments> Fs<D> {
     pub fn checkpoint(&mut self) -> Result<()> {
         let space = &self.tree.store().space;
         if !self.tree.is_dirty() && space.pending() == 0 {
+            // A block waits in RAM only with the uncommitted change that mapped it.
+            debug_assert_eq!(self.tree.store().wb.stats().blocks, 0);
             return Ok(());
         }
         let result = self.write_commit();
