@@ -292,3 +292,21 @@ fn no_buffers_means_every_write_programs_at_once() {
     assert_eq!(fs.write_back_stats().blocks, 0);
     assert_eq!(slots(&fs), before + 1);
 }
+
+#[test]
+fn a_write_over_several_blocks_starting_in_a_buffered_one_keeps_its_bytes() {
+    let mut fs = Fs::format(nor(false), fs_config()).unwrap();
+    let f = file(&mut fs, b"f");
+    let bs = fs.block_size() as usize;
+    fs.write(f, 0, &data(1, 100)).unwrap();
+    // Over the buffered block's tail and two more: its first 50 bytes come from RAM.
+    fs.write(f, 50, &data(2, 2 * bs)).unwrap();
+    let mut want = data(1, 50);
+    want.extend(data(2, 2 * bs));
+    assert_eq!(content(&mut fs, f), want);
+    // The block this write ended inside waits; the one it started in was programmed anew.
+    assert_eq!(fs.write_back_blocks().len(), 1);
+    fs.sync().unwrap();
+    let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+    assert_eq!(content(&mut fs, f), want);
+}

@@ -33,23 +33,20 @@ impl<D: Segments> Store<D> {
         if sector.checked_add(n).is_none_or(|e| e > self.ftl.sectors()) {
             return Err(Error::Corrupt("file-system pointer beyond the volume"));
         }
-        self.ftl.read(sector, buf)?;
-        self.overlay_buffered(sector, buf);
-        Ok(())
-    }
-
-    /// Copies the buffered content of the sectors `buf` covers from `sector` over it.
-    fn overlay_buffered(&self, sector: u64, buf: &mut [u8]) {
-        let ss = self.ftl.sector_size();
-        let n = (buf.len() / ss) as u64;
         if !self.wb.holds_any(sector, n) {
-            return;
+            return self.ftl.read(sector, buf);
         }
+        // Sector by sector: a buffered one is not on the block device yet (what it holds
+        // there is a former owner's).
+        let ss = self.ftl.sector_size();
         for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
-            if let Some(data) = self.wb.get(sector + i as u64) {
-                chunk.copy_from_slice(data);
+            let k = sector + i as u64;
+            match self.wb.get(k) {
+                Some(data) => chunk.copy_from_slice(data),
+                None => self.ftl.read(k, chunk)?,
             }
         }
+        Ok(())
     }
 
     /// Reads whole sectors of file data mapped by a written extent: a sector the block
