@@ -594,16 +594,22 @@ pub enum FsWorkload {
     /// Record files as a phone or an event recorder keeps them (TFFS §5.1): records added
     /// to cyclic logs, updated and removed, most operations committed on their own.
     Records,
+    /// Small writes (at most 256 bytes) between syncs, about seven operations apart: appends to three
+    /// files and overwrites inside them, so most writes end inside a block that waits in RAM
+    /// ([`flashfs::FsConfig::write_buffers`]) until the next sync, an eviction or the block's
+    /// end; files truncated to nothing when they reach their bound.
+    SmallWrites,
 }
 
 impl FsWorkload {
     /// Every workload.
-    pub const ALL: [FsWorkload; 5] = [
+    pub const ALL: [FsWorkload; 6] = [
         FsWorkload::Mixed,
         FsWorkload::MailSpool,
         FsWorkload::AppendLog,
         FsWorkload::Database,
         FsWorkload::Records,
+        FsWorkload::SmallWrites,
     ];
 
     /// Its name on the command line.
@@ -614,6 +620,7 @@ impl FsWorkload {
             FsWorkload::AppendLog => "fs-append-log",
             FsWorkload::Database => "fs-database",
             FsWorkload::Records => "fs-records",
+            FsWorkload::SmallWrites => "fs-small-writes",
         }
     }
 
@@ -822,6 +829,43 @@ impl FsWorkload {
                     if next(3) > 0 {
                         ops.push(FsOp::Sync);
                     }
+                }
+            }
+            FsWorkload::SmallWrites => {
+                let small = u64::from(max_write).clamp(1, 256);
+                let bound = max_file.max(2 * small);
+                // Where each file ends, as the writes leave it.
+                let mut size = [0u64; 3];
+                while ops.len() < n {
+                    let f = next(3) as usize;
+                    let path = format!("s{f}");
+                    let len = 1 + next(small);
+                    let op = match next(14) {
+                        0..=6 if size[f] + len > bound => {
+                            size[f] = 0;
+                            FsOp::Truncate { path, size: 0 }
+                        }
+                        0..=6 => {
+                            size[f] += len;
+                            FsOp::Append {
+                                path,
+                                len: len as u32,
+                                seed: v(),
+                            }
+                        }
+                        7..=11 => {
+                            let off = next(size[f].max(1));
+                            size[f] = size[f].max(off + len);
+                            FsOp::Write {
+                                path,
+                                off,
+                                len: len as u32,
+                                seed: v(),
+                            }
+                        }
+                        _ => FsOp::Sync,
+                    };
+                    ops.push(op);
                 }
             }
         }
@@ -1179,6 +1223,36 @@ mod cut_tests {
             assert!(r.cuts >= 6, "{}: only {} cuts", w.name(), r.cuts);
             assert!(r.bytes_verified > 0 && r.remounts > 0);
         }
+    }
+
+    /// The small-write workload is what brings write-back of partial blocks into the
+    /// torture: its writes wait in RAM between syncs.
+    #[test]
+    fn the_small_write_workload_leaves_blocks_in_ram_between_syncs() {
+        let spec = crate::torture::fs_torture_device("w25q64jv").unwrap().spec;
+        let flash::DeviceSpec::Nor(spec) = spec else {
+            panic!("NOR preset")
+        };
+        let dev =
+            NorSegments::new(NorSim::new(spec, ImageMeta::new("t", 1)).unwrap(), 512).unwrap();
+        let mut fs = Fs::format(dev, FsConfig::default()).unwrap();
+        let ops = FsWorkload::SmallWrites.ops(5, 300, 256, 8192);
+        let mut model = Tree::new();
+        let mut waiting = 0;
+        for op in &ops {
+            assert_eq!(
+                apply_fs(&mut fs, op).is_ok(),
+                apply_model(&mut model, op),
+                "{op:?}"
+            );
+            waiting += usize::from(fs.write_back_stats().blocks > 0);
+        }
+        assert!(
+            waiting > ops.len() / 2,
+            "blocks waited after {waiting} operations"
+        );
+        let mut fs = Fs::mount(fs.unmount().unwrap(), FsConfig::default()).unwrap();
+        assert_eq!(snapshot(&mut fs).unwrap().0, model);
     }
 
     /// The record workload is what brings the journal (SPEC.md §8.5b) into the torture: on

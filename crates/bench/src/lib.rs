@@ -17,6 +17,10 @@
 //!   own benchmark workloads.
 //! - [`mount`]: mount time, page reads and heap from the checkpoint beside the full scan,
 //!   as the volume fills and the device grows (Ryu & Park, FRASH).
+//! - [`small_writes`]: writes much smaller than a block on the native file system, appended
+//!   or at random places, synced at the end, every 4 KiB or after each write, with and
+//!   without write-back of partial blocks: bytes programmed per user byte, programs per
+//!   sync, device time, latency and heap.
 //! - [`heap`]: a counting global allocator, for the heap figures.
 //! - [`torture`]: power cuts at device operations of block-device workloads, checked after
 //!   every remount against a model of what may survive.
@@ -39,6 +43,7 @@ pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod scale;
+pub mod small_writes;
 pub mod tffs;
 pub mod torture;
 mod workers;

@@ -305,6 +305,7 @@ fn every_command_has_help_with_an_example() {
         &["bench", "tffs"][..],
         &["bench", "peers"][..],
         &["bench", "mount"][..],
+        &["bench", "small-writes"][..],
     ] {
         flashfs()
             .args(args)
@@ -466,6 +467,55 @@ fn bench_tffs_prints_measured_rows_as_json() {
     }
     assert_eq!(rows[0]["workload"], "fax");
     assert_eq!(rows[1]["workload"], "recorder");
+}
+
+#[test]
+fn bench_small_writes_quick_rows_as_json() {
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "small-writes", "--quick", "--pattern", "append"])
+            .args(["--sync", "end", "--json"]),
+    );
+    // Two parts, two write sizes, write-back on and off.
+    assert_eq!(rows.len(), 8);
+    for r in &rows {
+        has_keys(
+            r,
+            &[
+                "device",
+                "pattern",
+                "write_bytes",
+                "sync",
+                "write_buffers",
+                "prog_per_user_byte",
+                "programs_per_sync",
+                "device_s",
+                "p99_write_us",
+                "heap_bytes",
+            ],
+        );
+        assert_eq!(r["pattern"], "append");
+        assert_eq!(r["sync"], "end");
+        assert!(r["device_s"].as_f64().unwrap() > 0.0, "{r}");
+        // The binary counts the heap.
+        assert!(r["heap_bytes"].as_u64().unwrap() > 0, "{r}");
+    }
+    // Write-back of the partial block: 64-byte appends program about a byte per byte;
+    // without it, a block per append.
+    let ppb = |dev: &str, buffers: u64| {
+        rows.iter()
+            .find(|r| r["device"] == dev && r["write_bytes"] == 64 && r["write_buffers"] == buffers)
+            .unwrap()["prog_per_user_byte"]
+            .as_f64()
+            .unwrap()
+    };
+    for dev in ["w25q64jv", "w25n01gv"] {
+        let (on, off) = (ppb(dev, 4), ppb(dev, 0));
+        assert!(
+            on < 1.5 && on * 4.0 < off,
+            "{dev}: {on} with, {off} without"
+        );
+    }
 }
 
 #[test]

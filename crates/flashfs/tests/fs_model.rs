@@ -165,6 +165,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (i(), name_s(), 1..1500u16).prop_map(|(dir, name, len)| Op::Symlink { dir, name, len }),
         10 => (i(), 0..48_000u32, 1..16_000u16, any::<u8>())
             .prop_map(|(file, off, len, seed)| Op::Write { file, off, len, seed }),
+        // Small writes: most end inside a block, which then waits in RAM (write-back).
+        6 => (i(), 0..48_000u32, 1..300u16, any::<u8>())
+            .prop_map(|(file, off, len, seed)| Op::Write { file, off, len, seed }),
         2 => (i(), 0..40_000u32, 1..6000u16).prop_map(|(file, off, len)| Op::Read { file, off, len }),
         3 => (i(), 0..50_000u32).prop_map(|(file, size)| Op::Truncate { file, size }),
         4 => (i(), old_name_s()).prop_map(|(dir, name)| Op::Unlink { dir, name }),
@@ -534,10 +537,12 @@ fn remount<D: Segments>(fs: Fs<D>, config: FsConfig) -> Result<Fs<D>, TestCaseEr
 
 /// Settings that change how the index and commits behave, none of them on flash: the
 /// default; commits after almost every operation; and a narrow, deep index with a cache too
-/// small to hold it.
+/// small to hold it. With each, blocks left in RAM by writes: the default bound, one (every
+/// other block written evicts one), or none.
 fn config_s() -> impl Strategy<Value = FsConfig> {
-    (0..3u8).prop_map(|k| {
+    (0..3u8, prop_oneof![Just(4usize), Just(1), Just(0)]).prop_map(|(k, buffers)| {
         let mut c = fs_config();
+        c.write_buffers = buffers;
         match k {
             0 => {}
             1 => c.dirty_limit = Some(1),

@@ -504,6 +504,41 @@ fn create_write_fsync() {
     on_every_device(&steps, fs_config());
 }
 
+/// Small writes between syncs wait in RAM (`FsConfig::write_buffers`): a cut keeps every
+/// synced one and a prefix of the rest, never a torn or lost synced write. With one buffer
+/// every other file written evicts a block; with eager commits every operation's commit
+/// takes the buffered blocks along.
+#[test]
+fn small_writes_between_syncs() {
+    let mut steps = vec![Step::Create(s("/a")), Step::Create(s("/b")), Step::Sync];
+    for i in 0..12u8 {
+        let at = u64::from(i) * 70;
+        steps.push(Step::Write(s("/a"), at, 70, i));
+        steps.push(Step::Write(s("/b"), u64::from(i) * 3, 40, i + 100));
+        if i % 4 == 3 {
+            steps.push(Step::Fsync(s("/a")));
+        }
+    }
+    steps.extend([
+        Step::Truncate(s("/a"), 300),
+        Step::Write(s("/a"), 290, 20, 50),
+        Step::Open(s("/b"), 0),
+        Step::WriteOpen(0, 600, 30, 51),
+        Step::Release(0),
+        Step::Unlink(s("/b")),
+        Step::Write(s("/a"), 1000, 10, 52),
+        Step::Sync,
+        Step::Write(s("/a"), 5, 5, 53),
+    ]);
+    on_every_device(&steps, fs_config());
+    let one = FsConfig {
+        write_buffers: 1,
+        ..fs_config()
+    };
+    every_cut(nand(), one, &steps);
+    every_cut(nor(true), eager(), &steps);
+}
+
 #[test]
 fn rename_over_an_existing_file() {
     let steps = [

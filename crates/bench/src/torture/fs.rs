@@ -166,6 +166,8 @@ pub fn fs_ops<D: SimSegments>(
         }
         // Records of up to 160 bytes, about 120 of them kept at most.
         FsWorkload::Records => ((free / 150).clamp(20, 160), 0),
+        // Three files of at most max_file bytes, written 256 bytes at most at a time.
+        FsWorkload::SmallWrites => (256, (free / 40).clamp(2 * bs, 16 * 1024)),
     };
     w.ops(seed, n, max_write.max(1) as u32, max_file)
 }

@@ -10,6 +10,9 @@ use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::mount::{run_mount, Experiment, FileSet, Mode, MountOptions, Part};
 use flashfs_bench::peers::{run_littlefs_cuts, run_peers, PeerDevice, PeersOptions};
 use flashfs_bench::scale::{run_scale, ScaleOptions};
+use flashfs_bench::small_writes::{
+    run_small_writes, Pattern as WritePattern, SmallWritesOptions, SyncEvery,
+};
 use flashfs_bench::tffs::{self, run_tffs, DeviceKind, TffsOptions, Variant, WorkloadKind};
 use flashfs_bench::workload::Pattern;
 use flashfs_bench::{plot, report};
@@ -31,6 +34,9 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench mount --quick                   mount from the checkpoint beside the full scan (seconds)
   flashfs bench mount --json                    Ryu & Park, FRASH and the flat-cost rows (minutes)
   flashfs bench mount --experiment frash        FRASH's partitions of 10 to 100 MiB only
+  flashfs bench small-writes --quick            16- to 1,024-byte writes, with and without write-back (seconds)
+  flashfs bench small-writes --json             1 MiB appends and random writes on three parts (minutes)
+  flashfs bench small-writes --device w25n01gv --sync end --write-buffers 4
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -68,6 +74,13 @@ pub enum Command {
     /// NAND) and the same fill on parts of growing size.
     #[command(after_help = EXAMPLES)]
     Mount(MountArgs),
+    /// Writes much smaller than a block on the native file system: 16, 64, 256 and
+    /// 1,024 bytes appended to a 1 MiB file and at random places in a 32 KiB file, synced
+    /// at the end, every 4 KiB or after each write, with write-back of partial blocks on
+    /// (the default bound) and off, on the w25q64jv, w25n01gv and nand-1g: bytes programmed
+    /// per user byte, programs per sync, device time, p99 write latency and heap.
+    #[command(after_help = EXAMPLES)]
+    SmallWrites(SmallWritesArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
     /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
     /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
@@ -97,6 +110,35 @@ pub struct PeersArgs {
     /// littlefs's synced random writes on each part, and report what it mounts afterwards.
     #[arg(long, value_name = "N")]
     cuts: Option<u64>,
+    /// Seed of the random offsets and of the simulated parts.
+    #[arg(long, default_value_t = 2019)]
+    seed: u64,
+}
+
+/// Options of `flashfs bench small-writes`.
+#[derive(Debug, Args)]
+pub struct SmallWritesArgs {
+    /// The two SPI parts, 64- and 1,024-byte writes, 16 KiB per run (seconds).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per run instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Only these parts (repeatable; default: w25q64jv, w25n01gv, nand-1g).
+    #[arg(long, value_parser = ["w25q64jv", "w25n01gv", "nand-1g"])]
+    device: Vec<String>,
+    /// Only this pattern.
+    #[arg(long, value_parser = ["append", "random"])]
+    pattern: Option<String>,
+    /// Only this sync setting.
+    #[arg(long, value_parser = ["end", "4k", "each"])]
+    sync: Option<String>,
+    /// Only writes of these sizes, bytes (repeatable).
+    #[arg(long, value_name = "BYTES")]
+    write_bytes: Vec<usize>,
+    /// Only this write-back bound (blocks; 0: off) instead of the default and 0.
+    #[arg(long, value_name = "N")]
+    write_buffers: Option<usize>,
     /// Seed of the random offsets and of the simulated parts.
     #[arg(long, default_value_t = 2019)]
     seed: u64,
@@ -248,6 +290,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
         Command::Tffs(args) => tffs_bench(args, global, out),
         Command::Peers(args) => peers(args, global, out),
         Command::Mount(args) => mount(args, global, out),
+        Command::SmallWrites(args) => small_writes(args, global, out),
         Command::Fuse(args) => super::fusebench::run(args, global, out),
     }
 }
@@ -501,6 +544,41 @@ fn kawaguchi(args: &KawaguchiArgs, global: Global, out: &mut dyn Write) -> Resul
     let failed: Vec<&str> = rows.iter().filter_map(|r| r.error.as_deref()).collect();
     if let Some(first) = failed.first() {
         bail!("{} row(s) failed; the first: {first}", failed.len());
+    }
+    Ok(())
+}
+
+fn small_writes(args: &SmallWritesArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        SmallWritesOptions::quick()
+    } else {
+        SmallWritesOptions::default()
+    };
+    opts.seed = args.seed;
+    if !args.device.is_empty() {
+        opts.devices = args.device.clone();
+    }
+    match args.pattern.as_deref() {
+        Some("append") => opts.patterns = vec![WritePattern::Append],
+        Some("random") => opts.patterns = vec![WritePattern::Random],
+        _ => {}
+    }
+    if let Some(s) = args.sync.as_deref().and_then(SyncEvery::from_name) {
+        opts.syncs = vec![s];
+    }
+    if !args.write_bytes.is_empty() {
+        opts.write_sizes = args.write_bytes.clone();
+    }
+    if let Some(n) = args.write_buffers {
+        opts.write_buffers = vec![n];
+    }
+    let rows = with_progress(global, "{msg:>40} [{bar:40}] {pos}/{len} {eta}", |p| {
+        run_small_writes(&opts, p)
+    })?;
+    if args.json {
+        out.write_all(report::json_lines(&rows)?.as_bytes())?;
+    } else {
+        out.write_all(flashfs_bench::small_writes::table(&rows).as_bytes())?;
     }
     Ok(())
 }

@@ -65,9 +65,9 @@ pub struct Args {
     #[arg(long, value_name = "T", value_parser = ["ftl", "fs"])]
     target: Vec<String>,
     /// Workloads: mixed, append-log, database, kawaguchi-random on the block device;
-    /// fs-mixed, mail-spool, fs-append-log, fs-database, fs-records on the file system (repeatable)
+    /// fs-mixed, mail-spool, fs-append-log, fs-database, fs-records, fs-small-writes on the file system (repeatable)
     /// [default: all of the selected targets'].
-    #[arg(long, value_name = "W", value_parser = ["mixed", "append-log", "database", "kawaguchi-random", "fs-mixed", "mail-spool", "fs-append-log", "fs-database", "fs-records"])]
+    #[arg(long, value_name = "W", value_parser = ["mixed", "append-log", "database", "kawaguchi-random", "fs-mixed", "mail-spool", "fs-append-log", "fs-database", "fs-records", "fs-small-writes"])]
     workload: Vec<String>,
     /// Random cases per preset, fault kind and workload, each with a first and a chained
     /// second cut.

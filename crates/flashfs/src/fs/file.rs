@@ -63,6 +63,13 @@ impl<D: Segments> Fs<D> {
 
     /// Writes `data` at `off` (past the end leaves a hole that reads as zeros); returns the
     /// bytes written, all of them.
+    ///
+    /// Reads, sizes and times show the write at once; it is durable once a commit covers
+    /// it ([`Fs::fsync`], [`Fs::sync`], a transaction's commit, or one the file system makes
+    /// on its own). The block the write ends inside may wait in RAM until then
+    /// ([`FsConfig::write_buffers`](super::FsConfig)): a power cut before the commit may
+    /// lose the write, whole, with every write after it, and never loses or tears a write a
+    /// commit covered.
     pub fn write(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut inode = self.regular(ino)?;
         self.refuse_records(ino)?;
@@ -320,6 +327,10 @@ impl<D: Segments> Fs<D> {
 
     /// Writes `data` at `off` into new sectors (or unwritten ones in place) and remaps the
     /// blocks; `data` spans at most one piece. Updates the size and block count, not times.
+    ///
+    /// The block the write ends inside is not programmed but left in RAM (`writeback`),
+    /// outside transactions and where [`FsConfig::write_buffers`](super::FsConfig) allows;
+    /// a write within a block left there changes it in place.
     pub(super) fn write_inode_data(
         &mut self,
         ino: Ino,
@@ -333,7 +344,27 @@ impl<D: Segments> Fs<D> {
         }
         let bs = self.bs();
         let (b0, b1) = (off / bs, end.div_ceil(bs));
+        let defer = self.tree.store().wb.enabled() && !self.tree.tx.in_operation();
         let old = self.mapping(ino, b0, b1)?;
+        if let (true, 1, Some((s, false))) = (defer, old.len(), old[0]) {
+            // Its sector is not programmed yet, so no version on flash uses it: the block
+            // changes in place, and goes out once written to its end (all or nothing: a
+            // failed program leaves it as it was).
+            let store = self.tree.store_mut();
+            let at = (off - b0 * bs) as usize;
+            if let Some(buffered) = store.wb.get(s) {
+                if end % bs == 0 {
+                    let mut block = buffered.to_vec();
+                    block[at..at + data.len()].copy_from_slice(data);
+                    store.write_data(s, &block)?;
+                    store.wb.take(s);
+                } else {
+                    store.wb.write(s, at, data);
+                }
+                inode.size = inode.size.max(end);
+                return Ok(());
+            }
+        }
         let fresh = old.iter().filter(|m| !matches!(m, Some((_, true)))).count() as u64;
         self.ensure_free(fresh)?;
         // The new content of every block: partial blocks keep their other bytes.
@@ -371,16 +402,28 @@ impl<D: Segments> Fs<D> {
             new.extend(start..start + got);
             i += got as usize;
         }
-        // Consecutive sectors go down in one call.
+        // Consecutive sectors go down in one call; the block the write ends inside waits
+        // in RAM where it may.
+        let programmed = new.len() - usize::from(defer && end % bs != 0);
         let mut i = 0;
-        while i < new.len() {
-            let run = 1 + new[i..].windows(2).take_while(|w| w[1] == w[0] + 1).count();
+        while i < programmed {
+            let run = 1 + new[i..programmed]
+                .windows(2)
+                .take_while(|w| w[1] == w[0] + 1)
+                .count();
             let bytes = &content[i * bs as usize..(i + run) * bs as usize];
             if let Err(e) = self.tree.store_mut().write_data(new[i], bytes) {
                 self.undo_alloc(&allocated);
                 return Err(e);
             }
             i += run;
+        }
+        if programmed < new.len() {
+            let last = content[programmed * bs as usize..].to_vec();
+            if let Err(e) = self.tree.store_mut().defer_data(new[programmed], ino, last) {
+                self.undo_alloc(&allocated);
+                return Err(e);
+            }
         }
         // Remap: the old written sectors are released, the new ones mapped.
         self.unmap(ino, b0, b1)?;
@@ -413,6 +456,7 @@ impl<D: Segments> Fs<D> {
     pub(super) fn undo_alloc(&mut self, runs: &[(u64, u64)]) {
         let store = self.tree.store_mut();
         for &(a, n) in runs {
+            store.wb.drop_range(a, n);
             for k in a..a + n {
                 // Only spares the cleaner a copy (see `Fs::forget_freed`).
                 let _ = store.ftl.forget(k);
@@ -424,7 +468,10 @@ impl<D: Segments> Fs<D> {
     /// Releases sectors a file no longer uses (free at the next commit).
     pub(super) fn release_runs(&mut self, inode: &mut Inode, runs: &[(u64, u64)]) {
         for &(a, n) in runs {
-            self.tree.store_mut().space.release(a, n);
+            let store = self.tree.store_mut();
+            // A freed block waiting in RAM is never programmed.
+            store.wb.drop_range(a, n);
+            store.space.release(a, n);
             inode.blocks = inode.blocks.saturating_sub(n);
         }
     }

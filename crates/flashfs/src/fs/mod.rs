@@ -13,6 +13,10 @@
 //! make everything before them durable. Commits also happen on their own when the dirty
 //! nodes reach a budget, and before space runs out.
 //!
+//! The block a small write ends inside is mapped at once but programmed later
+//! (`writeback`, [`FsConfig::write_buffers`]): when full, closed, evicted, or before the
+//! next commit, whatever starts it — so every commit still holds all the data before it.
+//!
 //! On reprogrammable NOR a commit of record operations only is instead an entry in the
 //! `journal`, programmed in place: the operations themselves, replayed by the next mount,
 //! while the index stays dirty in RAM until a checkpoint (an ordinary commit) writes it.
@@ -36,6 +40,7 @@ mod record;
 mod space;
 mod store;
 mod txn;
+mod writeback;
 mod xattr;
 
 use alloc::collections::BTreeMap;
@@ -50,6 +55,7 @@ pub use namespace::{DirEntry, RenameFlags};
 pub use namespace::{NAME_MAX, TARGET_MAX};
 pub use record::{RecordFormat, RecordInfo, RECORD_MAX};
 pub use txn::Tid;
+pub use writeback::WriteBackStats;
 pub use xattr::XattrFlags;
 pub use xattr::XATTR_VALUE_MAX;
 
@@ -102,6 +108,16 @@ pub struct FsConfig {
     /// (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks; elsewhere none. A mount
     /// uses the volume's journal whatever this says.
     pub journal_blocks: Option<u16>,
+    /// File blocks a write may leave in RAM, at most (4 by default; 0: none, every write
+    /// programs its blocks at once). The block a write ends inside (an append's last,
+    /// partial block; a small write's block) waits there, so the next small writes to it
+    /// change RAM, not flash; it is programmed when written to its end, when its file is
+    /// closed ([`Fs::release`]), when the bound is passed (least recently written first),
+    /// and before every commit. Durability is unchanged: a power cut loses what no commit
+    /// (`fsync`, `sync`, a transaction's commit, or one the file system makes on its own)
+    /// covered, and never part of what one did. Each costs a block of heap
+    /// ([`Fs::write_back_stats`]).
+    pub write_buffers: usize,
 }
 
 impl Default for FsConfig {
@@ -119,6 +135,7 @@ impl Default for FsConfig {
             tid_window: 64,
             extent_maps: extents::FILES,
             journal_blocks: None,
+            write_buffers: 4,
         }
     }
 }
@@ -226,6 +243,8 @@ pub struct FsStats {
     pub superblock_appends: u64,
     /// File bytes written by callers.
     pub bytes_written: u64,
+    /// Bytes of file blocks waiting in RAM to be programmed ([`FsConfig::write_buffers`]).
+    pub write_buffer_bytes: u64,
 }
 
 /// A mounted file system on a flash device.
@@ -325,7 +344,20 @@ impl<D: Segments> Fs<D> {
             superblock_writes: self.commits - self.sb_appends,
             superblock_appends: self.sb_appends,
             bytes_written: self.bytes_written,
+            write_buffer_bytes: self.tree.store().wb.bytes() as u64,
         }
+    }
+
+    /// What the write-back buffers ([`FsConfig::write_buffers`]) hold now and held at most
+    /// since mount.
+    pub fn write_back_stats(&self) -> WriteBackStats {
+        self.tree.store().wb.stats()
+    }
+
+    /// The files with blocks waiting in RAM, oldest write first, with the sectors those
+    /// blocks will go to.
+    pub fn write_back_blocks(&self) -> Vec<(Ino, u64)> {
+        self.tree.store().wb.by_age()
     }
 
     /// The block device and log underneath (space and wear statistics).
@@ -365,13 +397,17 @@ impl<D: Segments> Fs<D> {
         self.tree.into_store().ftl.into_device()
     }
 
-    /// Makes every change so far durable.
+    /// Makes every change so far durable, the file blocks waiting in RAM
+    /// ([`FsConfig::write_buffers`]) with it.
     pub fn sync(&mut self) -> Result<()> {
         self.commit()
     }
 
     /// Makes the file's data and attributes durable (with everything before them: a commit
-    /// is all or nothing).
+    /// is all or nothing), its blocks waiting in RAM ([`FsConfig::write_buffers`]) and
+    /// every other file's with them. Once it returns, a power cut keeps every write before
+    /// it; before, it may lose any write since the last commit, but never part of one
+    /// a commit covered.
     pub fn fsync(&mut self, ino: Ino, _datasync: bool) -> Result<()> {
         self.inode(ino)?;
         self.commit()
@@ -412,6 +448,12 @@ impl<D: Segments> Fs<D> {
     /// Makes the working version durable: as a journal entry if it can be one, otherwise
     /// as a checkpoint.
     fn commit(&mut self) -> Result<()> {
+        // The data of the operations the commit covers must be on flash before it.
+        if let Err(e) = self.tree.store_mut().write_back_all(None) {
+            self.journal.must_checkpoint = true;
+            self.reload()?;
+            return Err(e);
+        }
         let settled = self.tree.store().space.pending() == 0 && !self.tree.is_dirty();
         // Dirty nodes whose every change a journal entry already holds are durable; the
         // sectors those changes released stay reserved until the next checkpoint.
@@ -485,6 +527,8 @@ impl<D: Segments> Fs<D> {
     pub fn checkpoint(&mut self) -> Result<()> {
         let space = &self.tree.store().space;
         if !self.tree.is_dirty() && space.pending() == 0 {
+            // A block waits in RAM only with the uncommitted change that mapped it.
+            debug_assert_eq!(self.tree.store().wb.stats().blocks, 0);
             return Ok(());
         }
         let result = self.write_commit();
@@ -498,6 +542,9 @@ impl<D: Segments> Fs<D> {
     }
 
     fn write_commit(&mut self) -> Result<()> {
+        // Whatever starts it (a sync, the dirty nodes' budget, space running out), the
+        // commit covers every operation before it, so their data goes to flash first.
+        self.tree.store_mut().write_back_all(None)?;
         self.pack_records()?;
         // A spare pointer whose program failed counts as torn: the index retries the
         // commit by copying that node instead. New nodes never fail here (the log moves a
@@ -578,6 +625,8 @@ impl<D: Segments> Fs<D> {
         // Not `abort`: the tree's own last commit may be the one whose superblock failed.
         self.tree.tx.invalidate_all();
         self.tails.clear();
+        // Their sectors belong to the working version being dropped.
+        self.tree.store_mut().wb.clear();
         self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
         let found = self.rescan()?;
         let must = self.journal.must_checkpoint;
@@ -712,7 +761,9 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Closes an inode opened with [`Fs::open`]; the last close of an inode without a name
-    /// deletes it.
+    /// deletes it. The last close programs the file's blocks waiting in RAM
+    /// ([`FsConfig::write_buffers`]) but does not commit: as with POSIX `close`, only
+    /// [`Fs::fsync`] or [`Fs::sync`] makes the writes durable.
     pub fn release(&mut self, ino: Ino) -> Result<()> {
         let Some(n) = self.open.get_mut(&ino) else {
             return Err(Error::BadHandle);
@@ -723,11 +774,13 @@ impl<D: Segments> Fs<D> {
         }
         self.open.remove(&ino);
         match self.inode(ino) {
+            // Its blocks are freed: what waits in RAM is dropped, never programmed.
             Ok(inode) if inode.nlink == 0 => {
                 self.purge(ino)?;
                 self.maybe_commit()
             }
-            Ok(_) | Err(Error::NotFound) => Ok(()),
+            Ok(_) => self.tree.store_mut().write_back_all(Some(ino)),
+            Err(Error::NotFound) => Ok(()),
             Err(e) => Err(e),
         }
     }

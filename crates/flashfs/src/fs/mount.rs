@@ -14,6 +14,7 @@ use super::layout::{self, item, key, key_u64, Extent, Inode, Superblock, FIRST_I
 use super::space::Space;
 use super::store::Store;
 use super::txn::TxTree;
+use super::writeback::WriteBack;
 use super::{Fs, FsConfig};
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
@@ -133,6 +134,7 @@ impl<D: Segments> Fs<D> {
             space,
             node_writes: 0,
             node_patches: 0,
+            wb: WriteBack::new(config.write_buffers),
         };
         let tree = TxTree::new(
             Tree::open_at(store, None, 0, tree_config)?,
@@ -203,6 +205,7 @@ impl<D: Segments> Fs<D> {
             space: Space::default(),
             node_writes: 0,
             node_patches: 0,
+            wb: WriteBack::new(config.write_buffers),
         };
         store.read(0, &mut buf)?;
         // The newest of the superblocks block 0 holds. The first commit after the mount

@@ -429,7 +429,9 @@ impl<D: Segments> Fs<D> {
         for (k, v) in items {
             if k[8] == item::EXTENT {
                 let e = layout::Extent::decode(&v)?;
-                self.tree.store_mut().space.release(e.start, e.len);
+                let store = self.tree.store_mut();
+                store.wb.drop_range(e.start, e.len);
+                store.space.release(e.start, e.len);
             }
             self.tree.remove(&k)?;
         }

@@ -2,7 +2,9 @@
 
 use alloc::vec::Vec;
 
+use super::layout::Ino;
 use super::space::Space;
+use super::writeback::WriteBack;
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
 use crate::index::{NodePtr, NodeStore};
@@ -20,6 +22,8 @@ pub struct Store<D> {
     pub node_writes: u64,
     /// Index nodes changed in place (spare pointers set).
     pub node_patches: u64,
+    /// File blocks whose program waits (`writeback`): reads see them.
+    pub wb: WriteBack,
 }
 
 impl<D: Segments> Store<D> {
@@ -29,7 +33,20 @@ impl<D: Segments> Store<D> {
         if sector.checked_add(n).is_none_or(|e| e > self.ftl.sectors()) {
             return Err(Error::Corrupt("file-system pointer beyond the volume"));
         }
-        self.ftl.read(sector, buf)
+        if !self.wb.holds_any(sector, n) {
+            return self.ftl.read(sector, buf);
+        }
+        // Sector by sector: a buffered one is not on the block device yet (what it holds
+        // there is a former owner's).
+        let ss = self.ftl.sector_size();
+        for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
+            let k = sector + i as u64;
+            match self.wb.get(k) {
+                Some(data) => chunk.copy_from_slice(data),
+                None => self.ftl.read(k, chunk)?,
+            }
+        }
+        Ok(())
     }
 
     /// Reads whole sectors of file data mapped by a written extent: a sector the block
@@ -39,12 +56,61 @@ impl<D: Segments> Store<D> {
         if sector.checked_add(n).is_none_or(|e| e > self.ftl.sectors()) {
             return Err(Error::Corrupt("file-system pointer beyond the volume"));
         }
-        self.ftl.read_sectors(sector, buf, true)
+        if !self.wb.holds_any(sector, n) {
+            return self.ftl.read_sectors(sector, buf, true);
+        }
+        // Sector by sector: the buffered ones are not on the block device yet.
+        let ss = self.ftl.sector_size();
+        for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
+            let k = sector + i as u64;
+            match self.wb.get(k) {
+                Some(data) => chunk.copy_from_slice(data),
+                None => self.ftl.read_sectors(k, chunk, true)?,
+            }
+        }
+        Ok(())
     }
 
     /// Writes file data.
     pub fn write_data(&mut self, sector: u64, data: &[u8]) -> Result<()> {
         self.ftl.write_to(sector, data, None)
+    }
+
+    /// Keeps `data`, the whole block of file `ino` at `sector`, in RAM instead of
+    /// programming it, and programs the least recently written buffered blocks beyond the
+    /// bound.
+    pub fn defer_data(&mut self, sector: u64, ino: Ino, data: Vec<u8>) -> Result<()> {
+        self.wb.insert(sector, ino, data);
+        while let Some(k) = self.wb.over_limit() {
+            self.write_back(k)?;
+        }
+        Ok(())
+    }
+
+    /// Programs buffered `sector` and drops it from the buffers (nothing if not buffered);
+    /// on failure it stays buffered.
+    pub fn write_back(&mut self, sector: u64) -> Result<()> {
+        let Some(ino) = self.wb.owner(sector) else {
+            return Ok(());
+        };
+        let Some(data) = self.wb.take(sector) else {
+            return Ok(());
+        };
+        match self.ftl.write_to(sector, &data, None) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.wb.put_back(sector, ino, data);
+                Err(e)
+            }
+        }
+    }
+
+    /// Programs every buffered block, of file `ino` only if given.
+    pub fn write_back_all(&mut self, ino: Option<Ino>) -> Result<()> {
+        for k in self.wb.sectors(ino) {
+            self.write_back(k)?;
+        }
+        Ok(())
     }
 
     /// Writes file data that dies young (a cyclic record file's block): the log keeps it

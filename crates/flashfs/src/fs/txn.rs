@@ -164,6 +164,11 @@ impl Txns {
         self.open.get(&tid).map(|t| &t.overlay)
     }
 
+    /// Whether an operation of a transaction runs now.
+    pub fn in_operation(&self) -> bool {
+        self.active.is_some()
+    }
+
     fn new(window: u32) -> Txns {
         Txns {
             window: window.max(1),
@@ -712,6 +717,13 @@ impl<D: Segments> Fs<D> {
         if t.doomed {
             return Err(Error::Conflict);
         }
+        // Blocks waiting in RAM go out first: an operation in a transaction programs its
+        // blocks at once, and may free or read the working version's, whose buffers an
+        // abort must not have dropped.
+        self.tree.store_mut().write_back_all(None)?;
+        let Some(t) = self.tree.tx.open.get_mut(&tid) else {
+            return Err(Error::BadHandle);
+        };
         t.undo.clear();
         let space = core::mem::take(&mut t.space);
         let marks = (space.allocated.len(), space.released.len());
@@ -766,6 +778,7 @@ impl<D: Segments> Fs<D> {
     fn give_back(&mut self, runs: &[(u64, u64)]) {
         let store = self.tree.store_mut();
         for &(a, n) in runs {
+            store.wb.drop_range(a, n);
             for k in a..a + n {
                 // Only spares the cleaner a copy (see `Fs::forget_freed`).
                 let _ = store.ftl.forget(k);
@@ -823,7 +836,9 @@ impl<D: Segments> Fs<D> {
             return Err(e);
         }
         for (a, n) in space.released {
-            self.tree.store_mut().space.release(a, n);
+            let store = self.tree.store_mut();
+            store.wb.drop_range(a, n);
+            store.space.release(a, n);
         }
         self.commit()
     }

@@ -1,0 +1,312 @@
+//! Write-back of partial blocks (`FsConfig::write_buffers`): reads and sizes see the blocks
+//! waiting in RAM, the bound evicts the least recently written, frees drop them, commits
+//! and transactions take them along, and a power cut loses only what no sync covered.
+
+mod common;
+
+use common::{fs_config, nand, nor};
+use flashfs::fs::{Ino, SetAttr, ROOT_INO};
+use flashfs::{Fs, FsConfig, Segments};
+
+fn data(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+        .collect()
+}
+
+fn file<D: Segments>(fs: &mut Fs<D>, name: &[u8]) -> Ino {
+    fs.create(ROOT_INO, name, 0o644, 0, 0).unwrap().ino
+}
+
+fn content<D: Segments>(fs: &mut Fs<D>, ino: Ino) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().inode.size as usize;
+    let mut buf = vec![0xEE; size + 10];
+    let n = fs.read(ino, 0, &mut buf).unwrap();
+    assert_eq!(n, size, "read stops at the size");
+    buf.truncate(n);
+    buf
+}
+
+/// Slots the log has programmed for callers so far.
+fn slots<D: Segments>(fs: &Fs<D>) -> u64 {
+    fs.ftl().log().stats().user_slots
+}
+
+fn buffered(n: usize) -> FsConfig {
+    FsConfig {
+        write_buffers: n,
+        ..fs_config()
+    }
+}
+
+#[test]
+fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() {
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let f = file(&mut fs, b"f");
+    fs.sync().unwrap();
+    let before = slots(&fs);
+    fs.write(f, 0, &data(1, 100)).unwrap();
+    fs.write(f, 100, &data(2, 50)).unwrap();
+    fs.write(f, 20, &data(3, 10)).unwrap();
+    let mut want = data(1, 100);
+    want.extend(data(2, 50));
+    want[20..30].copy_from_slice(&data(3, 10));
+    assert_eq!(slots(&fs), before, "small writes wait in RAM");
+    assert_eq!(fs.getattr(f).unwrap().inode.size, 150);
+    assert_eq!(content(&mut fs, f), want);
+    let bs = u64::from(fs.block_size());
+    assert_eq!(fs.stats().write_buffer_bytes, bs);
+    assert_eq!(fs.write_back_stats().blocks, 1);
+    fs.fsync(f, false).unwrap();
+    assert_eq!(fs.stats().write_buffer_bytes, 0);
+    assert!(slots(&fs) > before, "the sync programmed the block");
+    assert_eq!(fs.write_back_stats().high_water, bs as usize);
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    assert_eq!(content(&mut fs, f), want);
+}
+
+#[test]
+fn a_block_written_to_its_end_goes_out_at_once() {
+    let mut fs = Fs::format(nor(false), fs_config()).unwrap();
+    let f = file(&mut fs, b"f");
+    let bs = fs.block_size() as usize;
+    for i in 0..bs / 64 - 1 {
+        fs.write(f, (i * 64) as u64, &data(i as u8, 64)).unwrap();
+    }
+    assert_eq!(fs.write_back_stats().blocks, 1);
+    fs.write(f, (bs - 64) as u64, &data(9, 64)).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 0, "the full block went out");
+    fs.write(f, bs as u64, &data(10, 1)).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 1, "the next block waits");
+}
+
+#[test]
+fn the_least_recently_written_block_is_evicted_first() {
+    let mut fs = Fs::format(nand(), buffered(2)).unwrap();
+    let (a, b, c) = (
+        file(&mut fs, b"a"),
+        file(&mut fs, b"b"),
+        file(&mut fs, b"c"),
+    );
+    fs.write(a, 0, &data(1, 10)).unwrap();
+    fs.write(b, 0, &data(2, 10)).unwrap();
+    // `a` is written again: `b` is now the least recently written.
+    fs.write(a, 10, &data(3, 10)).unwrap();
+    let files = |fs: &Fs<_>| {
+        fs.write_back_blocks()
+            .iter()
+            .map(|&(ino, _)| ino)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(files(&fs), vec![b, a]);
+    let before = slots(&fs);
+    fs.write(c, 0, &data(4, 10)).unwrap();
+    assert_eq!(files(&fs), vec![a, c], "b was evicted");
+    assert_eq!(slots(&fs), before + 1, "the eviction programmed one block");
+    assert_eq!(content(&mut fs, b), data(2, 10));
+    fs.sync().unwrap();
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    let mut want_a = data(1, 10);
+    want_a.extend(data(3, 10));
+    assert_eq!(content(&mut fs, a), want_a);
+    assert_eq!(content(&mut fs, b), data(2, 10));
+    assert_eq!(content(&mut fs, c), data(4, 10));
+}
+
+#[test]
+fn truncate_and_unlink_drop_or_keep_buffered_data() {
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let t = file(&mut fs, b"t");
+    fs.write(t, 0, &data(1, 300)).unwrap();
+    // Down inside the buffered block, then up again: zeros past the cut.
+    fs.setattr(
+        t,
+        SetAttr {
+            size: Some(120),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    fs.setattr(
+        t,
+        SetAttr {
+            size: Some(400),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let mut want = data(1, 120);
+    want.resize(400, 0);
+    assert_eq!(content(&mut fs, t), want);
+    // Down to nothing: the block is freed, its buffer dropped.
+    fs.setattr(
+        t,
+        SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 0);
+    assert_eq!(content(&mut fs, t), Vec::<u8>::new());
+    // An unlinked file's buffered block is dropped, never programmed.
+    let u = file(&mut fs, b"u");
+    fs.write(u, 0, &data(2, 77)).unwrap();
+    fs.write(t, 0, &data(3, 33)).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 2);
+    let before = slots(&fs);
+    fs.unlink(ROOT_INO, b"u").unwrap();
+    assert_eq!(fs.write_back_blocks().len(), 1);
+    assert_eq!(fs.write_back_blocks()[0].0, t);
+    fs.sync().unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 0);
+    assert!(slots(&fs) > before);
+    let report = fs.check(false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    assert_eq!(content(&mut fs, t), data(3, 33));
+    assert!(fs.lookup(ROOT_INO, b"u").is_err());
+}
+
+#[test]
+fn a_punched_hole_and_a_rename_over_a_file_see_the_buffered_block() {
+    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+    let p = file(&mut fs, b"p");
+    fs.write(p, 0, &data(1, 400)).unwrap();
+    fs.fallocate(
+        p,
+        flashfs::fs::FALLOC_FL_PUNCH_HOLE | flashfs::fs::FALLOC_FL_KEEP_SIZE,
+        100,
+        50,
+    )
+    .unwrap();
+    let mut want = data(1, 400);
+    want[100..150].fill(0);
+    assert_eq!(content(&mut fs, p), want);
+    let q = file(&mut fs, b"q");
+    fs.write(q, 0, &data(2, 40)).unwrap();
+    // `p` replaces `q`: q's buffered block is dropped with it.
+    fs.rename(ROOT_INO, b"p", ROOT_INO, b"q", Default::default())
+        .unwrap();
+    assert!(fs.write_back_blocks().iter().all(|&(ino, _)| ino != q));
+    fs.sync().unwrap();
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    let q = fs.lookup(ROOT_INO, b"q").unwrap().ino;
+    assert_eq!(content(&mut fs, q), want);
+    let report = fs.check(false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+#[test]
+fn a_power_cut_loses_only_the_writes_no_sync_covered() {
+    for dev in [nor(true), nor(false)] {
+        let mut fs = Fs::format(dev, fs_config()).unwrap();
+        let f = file(&mut fs, b"f");
+        fs.write(f, 0, &data(1, 100)).unwrap();
+        fs.fsync(f, false).unwrap();
+        fs.write(f, 100, &data(2, 100)).unwrap();
+        fs.write(f, 10, &data(3, 5)).unwrap();
+        assert!(fs.write_back_stats().blocks > 0);
+        let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+        assert_eq!(content(&mut fs, f), data(1, 100), "the synced write, alone");
+    }
+}
+
+#[test]
+fn close_programs_the_block_but_only_a_sync_makes_it_durable() {
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let f = file(&mut fs, b"f");
+    fs.sync().unwrap();
+    fs.open(f).unwrap();
+    fs.write(f, 0, &data(1, 60)).unwrap();
+    let before = slots(&fs);
+    fs.release(f).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 0);
+    assert_eq!(slots(&fs), before + 1, "the close programmed the block");
+    let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+    assert_eq!(content(&mut fs, f), Vec::<u8>::new(), "nothing synced it");
+}
+
+#[test]
+fn transactions_take_the_buffered_data_along() {
+    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    let (a, b) = (file(&mut fs, b"a"), file(&mut fs, b"b"));
+    fs.sync().unwrap();
+    fs.write(a, 0, &data(1, 70)).unwrap();
+    let tid = fs.begin().unwrap();
+    // An operation in a transaction programs what waits first, and its own blocks at once.
+    fs.in_tx(tid, |fs| fs.write(b, 0, &data(2, 30))).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 0);
+    fs.write(a, 70, &data(3, 10)).unwrap();
+    fs.abort(tid).unwrap();
+    let mut want = data(1, 70);
+    want.extend(data(3, 10));
+    assert_eq!(content(&mut fs, a), want, "an abort keeps other writes");
+    let tid = fs.begin().unwrap();
+    fs.in_tx(tid, |fs| fs.write(b, 0, &data(4, 30))).unwrap();
+    fs.write(a, 80, &data(5, 20)).unwrap();
+    fs.commit_tx(tid).unwrap();
+    want.extend(data(5, 20));
+    let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+    assert_eq!(
+        content(&mut fs, a),
+        want,
+        "the commit covered the buffered write"
+    );
+    assert_eq!(content(&mut fs, b), data(4, 30));
+}
+
+#[test]
+fn buffering_cuts_the_programs_of_small_appends() {
+    let appends = |n: usize| {
+        let mut fs = Fs::format(nand(), buffered(n)).unwrap();
+        let f = file(&mut fs, b"f");
+        fs.sync().unwrap();
+        let before = slots(&fs);
+        for i in 0..128u64 {
+            fs.write(f, i * 64, &data(i as u8, 64)).unwrap();
+        }
+        fs.sync().unwrap();
+        let programmed = slots(&fs) - before;
+        let mut fs = Fs::mount(fs.unmount().unwrap(), fs_config()).unwrap();
+        assert_eq!(fs.getattr(f).unwrap().inode.size, 128 * 64);
+        programmed
+    };
+    let (off, on) = (appends(0), appends(4));
+    // 8 KiB in 512-byte blocks: 16 blocks, plus the sync's index nodes and superblock;
+    // without buffers every append programs one.
+    assert!(off >= 128, "without buffers: {off} slots");
+    assert!(on <= 16 + 4, "with buffers: {on} slots");
+}
+
+#[test]
+fn no_buffers_means_every_write_programs_at_once() {
+    let mut fs = Fs::format(nand(), buffered(0)).unwrap();
+    let f = file(&mut fs, b"f");
+    let before = slots(&fs);
+    fs.write(f, 0, &data(1, 10)).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 0);
+    assert_eq!(slots(&fs), before + 1);
+}
+
+#[test]
+fn a_write_over_several_blocks_starting_in_a_buffered_one_keeps_its_bytes() {
+    let mut fs = Fs::format(nor(false), fs_config()).unwrap();
+    let f = file(&mut fs, b"f");
+    let bs = fs.block_size() as usize;
+    fs.write(f, 0, &data(1, 100)).unwrap();
+    // Over the buffered block's tail and two more: its first 50 bytes come from RAM.
+    fs.write(f, 50, &data(2, 2 * bs)).unwrap();
+    let mut want = data(1, 50);
+    want.extend(data(2, 2 * bs));
+    assert_eq!(content(&mut fs, f), want);
+    // The block this write ended inside waits; the one it started in was programmed anew.
+    assert_eq!(fs.write_back_blocks().len(), 1);
+    fs.sync().unwrap();
+    let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+    assert_eq!(content(&mut fs, f), want);
+}
