@@ -35,6 +35,7 @@ mod layout;
 mod mount;
 mod names;
 mod namespace;
+mod op;
 mod path;
 mod record;
 mod space;

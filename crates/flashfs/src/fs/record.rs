@@ -34,10 +34,10 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::journal::{Op, OpKind};
 use super::layout::{
     item, key, record_key, record_suffix, split_key, Extent, FileType, Ino, Inode, RecordHead,
 };
+use super::op::{Op, OpKind};
 use super::{Attr, Fs};
 use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;

@@ -46,8 +46,8 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::journal::{Op, OpKind};
 use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, Ino, RecordHead};
+use super::op::{Op, OpKind};
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;
