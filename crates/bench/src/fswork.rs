@@ -973,7 +973,7 @@ pub struct CutPlan {
 /// Formats `dev`, runs `ops` under power cuts ([`run_with_cuts`]), then checks a clean
 /// remount ([`check_clean_remount`]) and that deleting everything gives back all the space
 /// ([`check_no_leak`]).
-pub fn torture_fs<D: crate::torture::SimSegments>(
+pub fn torture_fs<D: crate::torture::sim::SimSegments>(
     dev: D,
     config: flashfs::FsConfig,
     ops: &[FsOp],
@@ -993,7 +993,7 @@ pub fn torture_fs<D: crate::torture::SimSegments>(
 /// remounts (sometimes cut again during the mount), checks the volume with fsck and compares
 /// it with the model. Returns the file system and what the model says it holds now.
 /// `progress` hears each operation's index.
-pub fn run_with_cuts<D: crate::torture::SimSegments>(
+pub fn run_with_cuts<D: crate::torture::sim::SimSegments>(
     mut fs: Fs<D>,
     base: Tree,
     config: flashfs::FsConfig,
@@ -1129,7 +1129,7 @@ pub fn check_no_leak<D: Segments>(
 /// scheduled a few device operations into the recovery: if the mount reaches it, the mount
 /// is retried; if not, it stays armed and falls in the first operations after (returned
 /// `true`).
-fn recover<D: crate::torture::SimSegments>(
+fn recover<D: crate::torture::sim::SimSegments>(
     mut dev: D,
     config: flashfs::FsConfig,
     durable: &mut Durable,
