@@ -218,3 +218,24 @@ fn a_file_system_that_acknowledges_syncs_it_did_not_make_is_caught() {
     assert_eq!(run_with(false), 0);
     assert!(run_with(true) > 0, "lost syncs went unnoticed");
 }
+
+/// Anchors dropped after their records failed must hold no root, even where an erase
+/// reports success and does nothing: a root left behind sent the next mount rolling forward
+/// through a set the log no longer kept to, and the volume came up on a superblock fourteen
+/// commits old whose blocks later commits had freed (found by flashfs torture: both cases).
+#[test]
+fn dropped_anchors_leave_no_root_under_silent_erases() {
+    for (seed, cut, torn) in [(53, 1268, false), (312, 965, true)] {
+        let opts = TortureOptions {
+            fs_workloads: vec![FsWorkload::Database],
+            cut: Some(cut),
+            torn,
+            seed,
+            ops: TortureOptions::default().ops,
+            ..fs_opts(&["nand-128m"], vec![Fault::Silent], 1)
+        };
+        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+        assert_eq!(outcome.reports[0].cases, 1);
+        assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    }
+}

@@ -829,16 +829,45 @@ impl<D: Segments> Log<D> {
         let Some(a) = self.anchors.take() else {
             return Ok(());
         };
-        let segs = a.segs;
+        // The older anchor first: a cut between the two leaves the newest root, whose set
+        // the log still keeps to. The other way round a mount would roll forward from the
+        // older root, blind to what was written since in the newer one's set.
+        let order = [a.segs[1 - a.current], a.segs[a.current]];
         self.retired = Some(a);
-        for seg in segs {
+        for seg in order {
+            self.wipe_anchor(seg)?;
+        }
+        Ok(())
+    }
+
+    /// Leaves anchor `seg` holding no root a mount would read: erased, or marked bad where
+    /// the erase fails. Where programs are verified, an erase or a mark that reports success
+    /// and does nothing is caught and tried again: a root left behind would send the next
+    /// mount rolling forward through a set the log no longer keeps to.
+    fn wipe_anchor(&mut self, seg: u32) -> Result<()> {
+        for _ in 0..4 {
             match self.dev.erase(seg, false) {
                 Ok(()) => {}
                 Err(Error::Flash(FlashError::EraseFailed { .. })) => self.dev.mark_bad(seg)?,
                 Err(e) => return Err(e),
             }
+            if !self.config.verify_programs || self.holds_no_root(seg)? {
+                return Ok(());
+            }
+            self.dev.mark_bad(seg)?;
+            if self.holds_no_root(seg)? {
+                return Ok(());
+            }
         }
-        Ok(())
+        Err(Error::Flash(FlashError::EraseFailed { block: seg }))
+    }
+
+    /// Whether a mount would find no record in anchor `seg` ([`Log::read_anchors`] reads
+    /// only behind an anchor's header).
+    fn holds_no_root(&mut self, seg: u32) -> Result<bool> {
+        Ok(self.dev.is_bad(seg)?
+            || !matches!(self.dev.read_header(seg)?,
+                HeaderState::Valid(h) if h.head == ANCHOR_HEAD))
     }
 
     pub(super) fn pack(&self, a: SlotAddr) -> u32 {
