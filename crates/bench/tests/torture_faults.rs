@@ -411,3 +411,27 @@ fn directory_pages_survive_the_cleaner_on_compact_tags() {
     assert_eq!(outcome.reports[0].cases, 1);
     assert!(outcome.violations.is_empty(), "{:?}", outcome.violations[0]);
 }
+
+/// A record that does not read in the anchor started after the newest readable one (its
+/// header is newer) may be a newer root: the mount must scan, not roll forward from the
+/// older root, which would miss the segments the newer one's set opened (found by flashfs
+/// torture on MLC NAND under ECC failures: a flushed sector came back at an old version).
+#[test]
+fn an_unreadable_record_in_the_newer_anchor_sends_the_mount_to_a_scan() {
+    for (seed, cut, torn) in [(21, 404, false), (312, 189, true)] {
+        let opts = TortureOptions {
+            presets: vec!["mlc-flexfs".into()],
+            targets: vec![TargetKind::Ftl],
+            faults: vec![Fault::EccBeyond],
+            workloads: vec![Workload::AppendLog],
+            cuts: 1,
+            seed,
+            cut: Some(cut),
+            torn,
+            ..TortureOptions::default()
+        };
+        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+        assert_eq!(outcome.reports[0].cases, 1);
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    }
+}

@@ -35,8 +35,9 @@ impl<D: Segments> Log<D> {
         let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
         let mut newest: Option<(u64, usize, u32)> = None;
         let mut trusted = true;
-        // Per anchor: the last slot holding anything.
+        // Per anchor: the last slot holding anything, and when its header was written.
         let mut ends = [0u32; 2];
+        let mut opened = [0u64; 2];
         for (i, &seg) in segs.iter().enumerate() {
             let header = match self.dev.read_header(seg)? {
                 HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => h,
@@ -48,6 +49,7 @@ impl<D: Segments> Log<D> {
                 }
             };
             self.segs[seg as usize].erase_count = header.erase_count;
+            opened[i] = header.open_seq;
             match self.dev.read_tags(seg, &mut tags) {
                 Ok(()) => {}
                 Err(Error::Io) => {
@@ -79,7 +81,10 @@ impl<D: Segments> Log<D> {
         }
         records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
         if let Some(&(_, at)) = records.first() {
-            if ends[(at.seg == segs[1]) as usize] > at.slot + 1 {
+            let i = (at.seg == segs[1]) as usize;
+            // Unreadable slots after it in its anchor, or in the other anchor if that one
+            // was started later (its header is newer): either may be a newer record.
+            if ends[i] > at.slot + 1 || (opened[1 - i] > opened[i] && ends[1 - i] > 0) {
                 trusted = false;
             }
         }
