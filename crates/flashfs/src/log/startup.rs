@@ -496,13 +496,16 @@ impl<D: Segments> Log<D> {
         self.make_room_for(owner, owner_pages)?;
         self.checkpointing = true;
         let r = self.write_checkpoint(owner, log_pages, owner_pages, ndirs, set);
-        owner.checkpoint_ended(r.is_ok());
+        owner.checkpoint_ended(matches!(r, Ok(true)));
         self.checkpointing = false;
         self.opened = None;
-        r
+        r.map(|_| ())
     }
 
-    /// Writes a checkpoint's pages and root, once room is made.
+    /// Writes a checkpoint's pages and root, once room is made. False if the anchors
+    /// failed meanwhile: checkpoints stop, and the pages written since went into none, so
+    /// the owner's must stay changed (in RAM) rather than be read back from the last
+    /// checkpoint the log keeps.
     fn write_checkpoint(
         &mut self,
         owner: &mut dyn Owner,
@@ -510,7 +513,7 @@ impl<D: Segments> Log<D> {
         owner_pages: u32,
         ndirs: usize,
         set: usize,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let slot = self.geo.slot_size as usize;
         let pay = payload(slot);
         let total = log_pages as usize + owner_pages as usize;
@@ -524,7 +527,9 @@ impl<D: Segments> Log<D> {
             }
             buf.fill(0xFF);
             if owner.encode_page(i, &mut buf[..pay], &mut self.checkpoint_pages())? {
-                self.put_page(log_pages + i, &mut buf)?;
+                if !self.put_page(log_pages + i, &mut buf)? {
+                    return Ok(false);
+                }
             } else {
                 self.drop_page(log_pages + i);
             }
@@ -548,14 +553,16 @@ impl<D: Segments> Log<D> {
             }
             let sum = page_crc(p as u32, &buf[..pay]);
             let Some(a) = &mut self.anchors else {
-                return Ok(());
+                return Ok(false);
             };
             if a.pages[p].is_some() && a.table_sums.get(p) == Some(&sum) {
                 continue;
             }
             a.table_sums.resize(log_pages as usize, 0);
             a.table_sums[p] = sum;
-            self.put_page(p as u32, &mut buf)?;
+            if !self.put_page(p as u32, &mut buf)? {
+                return Ok(false);
+            }
         }
         let mut dirs = Vec::with_capacity(ndirs);
         for d in 0..ndirs {
@@ -573,7 +580,8 @@ impl<D: Segments> Log<D> {
         let late = self.opened.take().unwrap_or_default();
         // Anchors that failed while the pages were written stop checkpoints for good.
         let Some(a) = &mut self.anchors else {
-            return Ok(());
+            dirs.into_iter().for_each(|at| self.kill(at));
+            return Ok(false);
         };
         for at in core::mem::replace(&mut a.dirs, dirs) {
             self.kill(at);
@@ -585,7 +593,7 @@ impl<D: Segments> Log<D> {
             *h = seg.map(|s| (s, self.segs[s as usize].used()));
         }
         let Some(a) = &self.anchors else {
-            return Ok(());
+            return Ok(false);
         };
         let root = Root {
             // The root's own record takes the next number.
@@ -599,14 +607,15 @@ impl<D: Segments> Log<D> {
         };
         let set = root.set.clone();
         self.append_record(&Record::Root(root))?;
+        let Some(a) = &mut self.anchors else {
+            return Ok(false);
+        };
+        a.log_pages = log_pages;
+        a.current_root = true;
+        a.rolling = true;
+        a.set = set;
         self.stats.checkpoints += 1;
-        if let Some(a) = &mut self.anchors {
-            a.log_pages = log_pages;
-            a.current_root = true;
-            a.rolling = true;
-            a.set = set;
-        }
-        Ok(())
+        Ok(true)
     }
 
     fn page_at(&self, i: usize) -> Option<SlotAddr> {
@@ -623,17 +632,19 @@ impl<D: Segments> Log<D> {
         }
     }
 
-    /// Seals and writes body page `key`, killing its previous version.
-    fn put_page(&mut self, key: u32, buf: &mut [u8]) -> Result<()> {
+    /// Seals and writes body page `key`, killing its previous version; false if the
+    /// anchors failed meanwhile (the page is in no checkpoint).
+    fn put_page(&mut self, key: u32, buf: &mut [u8]) -> Result<bool> {
         seal_page(key, buf);
         let at = self.write_page(key, buf)?;
         let Some(a) = &mut self.anchors else {
-            return Ok(());
+            self.kill(at);
+            return Ok(false);
         };
         if let Some(old) = a.pages[key as usize].replace(at) {
             self.kill(old);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn write_page(&mut self, key: u32, buf: &[u8]) -> Result<SlotAddr> {
