@@ -239,3 +239,20 @@ fn dropped_anchors_leave_no_root_under_silent_erases() {
         assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
     }
 }
+
+/// A volume whose only segment header was damaged at rest is damaged, not blank: the
+/// mount says so with a corrupt-volume error, not "not a flashfs volume" (found by flashfs
+/// torture on a 7-segment NOR part where one segment held a header).
+#[test]
+fn a_volume_whose_headers_are_all_damaged_is_reported_damaged() {
+    let opts = TortureOptions {
+        fs_workloads: vec![FsWorkload::Mixed],
+        cut: Some(177),
+        seed: 162,
+        ops: TortureOptions::default().ops,
+        ..fs_opts(&["st10f280"], vec![Fault::AtRest], 1)
+    };
+    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    assert_eq!(outcome.reports[0].mount_errors, 1, "{:?}", outcome.reports);
+}

@@ -577,10 +577,14 @@ impl<D: Segments> Log<D> {
                 HeaderState::Erased => log.set_state(seg, SegState::Dirty),
             }
         }
-        let newest = headers
-            .iter()
-            .max_by_key(|(_, h)| h.open_seq)
-            .ok_or(Error::NotFormatted("no segment header"))?;
+        // Headers that do not read whole say a volume was there: damage, not a blank part.
+        let newest = headers.iter().max_by_key(|(_, h)| h.open_seq).ok_or(
+            if log.stats.unreadable_headers > 0 {
+                Error::Corrupt("no segment header reads whole (the headers are damaged)")
+            } else {
+                Error::NotFormatted("no segment header")
+            },
+        )?;
         log.volume = newest.1.volume;
         if 1u32.checked_shl(log.volume.slot_shift as u32) != Some(log.geo.slot_size) {
             return Err(Error::NotFormatted("slot size differs from the device's"));
