@@ -256,3 +256,23 @@ fn a_volume_whose_headers_are_all_damaged_is_reported_damaged() {
     assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
     assert_eq!(outcome.reports[0].mount_errors, 1, "{:?}", outcome.reports);
 }
+
+/// An in-place mark that did not take (a silent program failure) must stop the program in
+/// place below the written length: programmed anyway, the slot failed its checksum and its
+/// append block's earlier records were lost (found by flashfs torture on both NOR presets).
+#[test]
+fn an_in_place_mark_that_did_not_take_leaves_the_slot_sound() {
+    for preset in ["28f008sa", "m29dw640d"] {
+        let opts = TortureOptions {
+            fs_workloads: vec![FsWorkload::Records],
+            cut: Some(177),
+            torn: true,
+            seed: 34,
+            ops: TortureOptions::default().ops,
+            ..fs_opts(&[preset], vec![Fault::Silent], 1)
+        };
+        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+        assert_eq!(outcome.reports[0].cases, 1);
+        assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    }
+}

@@ -484,6 +484,9 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         }
         // A patch inside the written length would fail the data checksum: the entry is
         // marked first (a cut between leaves a marked slot with its old data, still sound).
+        // A mark that does not read back (a program that reported success and did nothing)
+        // stops the patch there: the slot keeps its old data, still sound, rather than
+        // taking new data its checksum does not cover.
         let mut entry = alloc::vec![0u8; self.tag_stride as usize];
         let e = self.entry_at(seg, slot);
         self.read_at(e, &mut entry)?;
@@ -493,7 +496,13 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             let mut mark = [0u8; WRITTEN_LEN];
             mark.copy_from_slice(&entry[ENTRY_LEN..ENTRY_LEN + WRITTEN_LEN]);
             mark[3] = 0;
-            self.program(e + ENTRY_LEN as u64, &mark)?;
+            let at_mark = e + ENTRY_LEN as u64;
+            self.program(at_mark, &mark)?;
+            let mut back = [0u8; WRITTEN_LEN];
+            self.read_at(at_mark, &mut back)?;
+            if back[3] != 0 {
+                return Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
+            }
         }
         self.program(at, bytes)
     }
