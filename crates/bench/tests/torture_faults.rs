@@ -361,6 +361,29 @@ fn factory_bad_blocks_are_never_touched() {
     );
 }
 
+/// Replays one case of the block device's torture, as `flashfs torture --preset P --target
+/// ftl --fault F --workload W --seed S --cut K [--torn]` does, and asserts it runs clean.
+fn replay(preset: &str, fault: Fault, workload: Workload, seed: u64, cut: u64, torn: bool) {
+    let opts = TortureOptions {
+        presets: vec![preset.into()],
+        targets: vec![TargetKind::Ftl],
+        faults: vec![fault],
+        workloads: vec![workload],
+        cuts: 1,
+        seed,
+        cut: Some(cut),
+        torn,
+        ..TortureOptions::default()
+    };
+    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+    assert_eq!(outcome.reports[0].cases, 1);
+    assert!(
+        outcome.violations.is_empty(),
+        "{preset} seed {seed} cut {cut}: {:?}",
+        outcome.violations
+    );
+}
+
 /// On MLC NAND, the survivors the cleaner copies out of a block whose program failed become
 /// the only copies when that block is retired, as when a block is erased: the cleaner's head
 /// must not leave them in an LSB page whose MSB partner a torn program could still spoil.
@@ -373,20 +396,7 @@ fn mlc_survivors_of_a_retired_block_are_safe_from_a_torn_program() {
         (Workload::Database, 22234, 160),
         (Workload::KawaguchiRandom, 22091, 185),
     ] {
-        let opts = TortureOptions {
-            presets: vec!["mlc-flexfs".into()],
-            targets: vec![TargetKind::Ftl],
-            faults: vec![Fault::Silent],
-            workloads: vec![workload],
-            cuts: 1,
-            seed,
-            cut: Some(cut),
-            torn: true,
-            ..TortureOptions::default()
-        };
-        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-        assert_eq!(outcome.reports[0].cases, 1);
-        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations[0]);
+        replay("mlc-flexfs", Fault::Silent, workload, seed, cut, true);
     }
 }
 
@@ -396,20 +406,14 @@ fn mlc_survivors_of_a_retired_block_are_safe_from_a_torn_program() {
 /// under wear-out once the cleaner chose its victims by age to the millisecond).
 #[test]
 fn directory_pages_survive_the_cleaner_on_compact_tags() {
-    let opts = TortureOptions {
-        presets: vec!["nand-128m".into()],
-        targets: vec![TargetKind::Ftl],
-        faults: vec![Fault::WearOut],
-        workloads: vec![Workload::KawaguchiRandom],
-        cuts: 1,
-        seed: 12,
-        cut: Some(93),
-        torn: true,
-        ..TortureOptions::default()
-    };
-    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-    assert_eq!(outcome.reports[0].cases, 1);
-    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations[0]);
+    replay(
+        "nand-128m",
+        Fault::WearOut,
+        Workload::KawaguchiRandom,
+        12,
+        93,
+        true,
+    );
 }
 
 /// A record that does not read in the anchor started after the newest readable one (its
@@ -419,20 +423,14 @@ fn directory_pages_survive_the_cleaner_on_compact_tags() {
 #[test]
 fn an_unreadable_record_in_the_newer_anchor_sends_the_mount_to_a_scan() {
     for (seed, cut, torn) in [(21, 404, false), (312, 189, true)] {
-        let opts = TortureOptions {
-            presets: vec!["mlc-flexfs".into()],
-            targets: vec![TargetKind::Ftl],
-            faults: vec![Fault::EccBeyond],
-            workloads: vec![Workload::AppendLog],
-            cuts: 1,
+        replay(
+            "mlc-flexfs",
+            Fault::EccBeyond,
+            Workload::AppendLog,
             seed,
-            cut: Some(cut),
+            cut,
             torn,
-            ..TortureOptions::default()
-        };
-        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-        assert_eq!(outcome.reports[0].cases, 1);
-        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+        );
     }
 }
 
@@ -443,18 +441,12 @@ fn an_unreadable_record_in_the_newer_anchor_sends_the_mount_to_a_scan() {
 /// flushed sector read as never written).
 #[test]
 fn map_pages_stay_in_ram_when_the_anchors_fail_during_a_checkpoint() {
-    let opts = TortureOptions {
-        presets: vec!["nand-128m".into()],
-        targets: vec![TargetKind::Ftl],
-        faults: vec![Fault::WearOut],
-        workloads: vec![Workload::KawaguchiRandom],
-        cuts: 1,
-        seed: 106,
-        cut: Some(928),
-        torn: true,
-        ..TortureOptions::default()
-    };
-    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-    assert_eq!(outcome.reports[0].cases, 1);
-    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    replay(
+        "nand-128m",
+        Fault::WearOut,
+        Workload::KawaguchiRandom,
+        106,
+        928,
+        true,
+    );
 }

@@ -219,6 +219,31 @@ fn a_file_system_that_acknowledges_syncs_it_did_not_make_is_caught() {
     assert!(run_with(true) > 0, "lost syncs went unnoticed");
 }
 
+/// Replays one case of the file system's torture as the command line does (its 200
+/// operations), and returns its report after asserting it ran clean.
+fn replay(
+    preset: &str,
+    fault: Fault,
+    workload: FsWorkload,
+    (seed, cut, torn): (u64, u64, bool),
+) -> flashfs_bench::torture::Report {
+    let opts = TortureOptions {
+        fs_workloads: vec![workload],
+        cut: Some(cut),
+        torn,
+        seed,
+        ops: TortureOptions::default().ops,
+        ..fs_opts(&[preset], vec![fault], 1)
+    };
+    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+    assert!(
+        outcome.violations.is_empty(),
+        "{preset} seed {seed} cut {cut}: {:#?}",
+        outcome.violations
+    );
+    outcome.reports[0].clone()
+}
+
 /// Anchors dropped after their records failed must hold no root, even where an erase
 /// reports success and does nothing: a root left behind sent the next mount rolling forward
 /// through a set the log no longer kept to, and the volume came up on a superblock fourteen
@@ -226,22 +251,12 @@ fn a_file_system_that_acknowledges_syncs_it_did_not_make_is_caught() {
 /// (found by flashfs torture: the three cases).
 #[test]
 fn dropped_anchors_leave_no_root_under_silent_erases() {
-    for (preset, workload, seed, cut, torn) in [
-        ("nand-128m", FsWorkload::Database, 53, 1268, false),
-        ("nand-128m", FsWorkload::Database, 312, 965, true),
-        ("m29dw640d", FsWorkload::AppendLog, 161, 759, false),
+    for (preset, workload, case) in [
+        ("nand-128m", FsWorkload::Database, (53, 1268, false)),
+        ("nand-128m", FsWorkload::Database, (312, 965, true)),
+        ("m29dw640d", FsWorkload::AppendLog, (161, 759, false)),
     ] {
-        let opts = TortureOptions {
-            fs_workloads: vec![workload],
-            cut: Some(cut),
-            torn,
-            seed,
-            ops: TortureOptions::default().ops,
-            ..fs_opts(&[preset], vec![Fault::Silent], 1)
-        };
-        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-        assert_eq!(outcome.reports[0].cases, 1);
-        assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+        assert_eq!(replay(preset, Fault::Silent, workload, case).cases, 1);
     }
 }
 
@@ -250,16 +265,13 @@ fn dropped_anchors_leave_no_root_under_silent_erases() {
 /// torture on a 7-segment NOR part where one segment held a header).
 #[test]
 fn a_volume_whose_headers_are_all_damaged_is_reported_damaged() {
-    let opts = TortureOptions {
-        fs_workloads: vec![FsWorkload::Mixed],
-        cut: Some(177),
-        seed: 162,
-        ops: TortureOptions::default().ops,
-        ..fs_opts(&["st10f280"], vec![Fault::AtRest], 1)
-    };
-    let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
-    assert_eq!(outcome.reports[0].mount_errors, 1, "{:?}", outcome.reports);
+    let report = replay(
+        "st10f280",
+        Fault::AtRest,
+        FsWorkload::Mixed,
+        (162, 177, false),
+    );
+    assert_eq!(report.mount_errors, 1, "{report:?}");
 }
 
 /// An in-place mark that did not take (a silent program failure) must stop the program in
@@ -268,16 +280,7 @@ fn a_volume_whose_headers_are_all_damaged_is_reported_damaged() {
 #[test]
 fn an_in_place_mark_that_did_not_take_leaves_the_slot_sound() {
     for preset in ["28f008sa", "m29dw640d"] {
-        let opts = TortureOptions {
-            fs_workloads: vec![FsWorkload::Records],
-            cut: Some(177),
-            torn: true,
-            seed: 34,
-            ops: TortureOptions::default().ops,
-            ..fs_opts(&[preset], vec![Fault::Silent], 1)
-        };
-        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-        assert_eq!(outcome.reports[0].cases, 1);
-        assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+        let report = replay(preset, Fault::Silent, FsWorkload::Records, (34, 177, true));
+        assert_eq!(report.cases, 1);
     }
 }
