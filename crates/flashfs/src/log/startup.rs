@@ -35,9 +35,11 @@ impl<D: Segments> Log<D> {
         let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
         let mut newest: Option<(u64, usize, u32)> = None;
         let mut trusted = true;
-        // Per anchor: the last slot holding anything, and when its header was written.
+        // Per anchor: the last slot holding anything, when its header was written, and
+        // whether its header or tags do not read.
         let mut ends = [0u32; 2];
         let mut opened = [0u64; 2];
+        let mut unreadable = [false; 2];
         for (i, &seg) in segs.iter().enumerate() {
             let header = match self.dev.read_header(seg)? {
                 HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => h,
@@ -45,6 +47,7 @@ impl<D: Segments> Log<D> {
                 HeaderState::Erased => continue,
                 _ => {
                     trusted = false;
+                    unreadable[i] = true;
                     continue;
                 }
             };
@@ -54,6 +57,7 @@ impl<D: Segments> Log<D> {
                 Ok(()) => {}
                 Err(Error::Io) => {
                     trusted = false;
+                    unreadable[i] = true;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -80,15 +84,27 @@ impl<D: Segments> Log<D> {
             }
         }
         records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
+        let mut suspect = None;
         if let Some(&(_, at)) = records.first() {
             let i = (at.seg == segs[1]) as usize;
             // Unreadable slots after it in its anchor, or in the other anchor if that one
             // was started later (its header is newer): either may be a newer record.
-            if ends[i] > at.slot + 1 || (opened[1 - i] > opened[i] && ends[1 - i] > 0) {
+            let later = opened[1 - i] > opened[i] && ends[1 - i] > 0;
+            if ends[i] > at.slot + 1 || later {
                 trusted = false;
             }
+            if later || unreadable[1 - i] {
+                suspect = Some(1 - i);
+            }
         }
-        if let Some((_, i, used)) = newest {
+        if let Some(j) = suspect {
+            // What may be newer than the newest readable record is in the other anchor: it
+            // must outlive that record, which may now be a stale root. The next record
+            // rotates into the readable one's anchor (erasing it first), never the other
+            // way round, so that no mount meanwhile trusts the stale root.
+            a.current = j;
+            a.next = self.geo.slots;
+        } else if let Some((_, i, used)) = newest {
             a.current = i;
             // A cut between a NOR slot's data and its tag leaves bytes under an erased tag:
             // records go on past them, as a resumed head does (SPEC §4.2).
