@@ -458,5 +458,12 @@ fn map_pages_stay_in_ram_when_the_anchors_fail_during_a_checkpoint() {
 /// under damage at rest: a flushed sector came back at an old version).
 #[test]
 fn the_record_after_an_untrusted_mount_keeps_the_unreadable_anchor() {
-    replay("mlc-flexfs", Fault::AtRest, Workload::AppendLog, 770, 595, false);
+    replay(
+        "mlc-flexfs",
+        Fault::AtRest,
+        Workload::AppendLog,
+        770,
+        595,
+        false,
+    );
 }
