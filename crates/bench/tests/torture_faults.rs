@@ -452,10 +452,10 @@ fn map_pages_stay_in_ram_when_the_anchors_fail_during_a_checkpoint() {
 }
 
 /// After a mount that could not trust its anchors because the other anchor's header or
-/// records do not read, the first record rotates into the anchor of the newest readable
-/// record, erasing it first: rotating the other way erased the unreadable (newer) root, and
-/// a cut before the mark was down left the older root trusted (found by flashfs torture
-/// under damage at rest: a flushed sector came back at an old version).
+/// records do not read, the first record erases the anchor of the newest readable record
+/// before anything else: rotating straight away erased the unreadable (newer) root, and a
+/// cut before the mark was down left the older root trusted (found by flashfs torture under
+/// damage at rest: a flushed sector came back at an old version).
 #[test]
 fn the_record_after_an_untrusted_mount_keeps_the_unreadable_anchor() {
     replay(

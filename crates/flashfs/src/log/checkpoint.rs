@@ -255,6 +255,10 @@ pub(crate) struct Anchors {
     /// Whether the newest record is a root that a program would put out of date: a mark
     /// must go first.
     pub needs_mark: bool,
+    /// Whether the current anchor's newest root may be stale (the other anchor holds what
+    /// does not read, perhaps newer): it is erased before the next record, which then goes
+    /// to the other anchor.
+    pub stale: bool,
     /// Whether nothing was programmed since the newest root, which this session mounted
     /// from or wrote: a checkpoint now would say nothing new.
     pub current_root: bool,
@@ -282,6 +286,7 @@ impl Anchors {
             current: 0,
             next: u32::MAX,
             needs_mark: false,
+            stale: false,
             current_root: false,
             pages: Vec::new(),
             dirs: Vec::new(),

@@ -84,7 +84,6 @@ impl<D: Segments> Log<D> {
             }
         }
         records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
-        let mut suspect = None;
         if let Some(&(_, at)) = records.first() {
             let i = (at.seg == segs[1]) as usize;
             // Unreadable slots after it in its anchor, or in the other anchor if that one
@@ -93,16 +92,13 @@ impl<D: Segments> Log<D> {
             if ends[i] > at.slot + 1 || later {
                 trusted = false;
             }
-            if later || unreadable[1 - i] {
-                suspect = Some(1 - i);
-            }
+            // What may be newer sits in the other anchor: that one must not be erased
+            // while this root, perhaps stale, still reads. This anchor goes first.
+            a.stale = later || unreadable[1 - i];
         }
-        if let Some(j) = suspect {
-            // What may be newer than the newest readable record is in the other anchor: it
-            // must outlive that record, which may now be a stale root. The next record
-            // rotates into the readable one's anchor (erasing it first), never the other
-            // way round, so that no mount meanwhile trusts the stale root.
-            a.current = j;
+        if a.stale {
+            let i = (records[0].1.seg == segs[1]) as usize;
+            a.current = i;
             a.next = self.geo.slots;
         } else if let Some((_, i, used)) = newest {
             a.current = i;
@@ -761,6 +757,14 @@ impl<D: Segments> Log<D> {
     /// it durable. If the anchors fail, checkpoints stop for the session and both anchors
     /// are emptied, so that no root outlives the state it describes.
     fn append_record(&mut self, rec: &Record) -> Result<()> {
+        // A root that may be stale goes before anything else is erased: then the rotation
+        // below takes the other anchor. A cut between leaves no record that reads, or
+        // the unreadable ones that send a mount to a scan.
+        if let Some(a) = self.anchors.as_mut().filter(|a| a.stale) {
+            a.stale = false;
+            let seg = a.segs[a.current];
+            self.wipe_anchor(seg)?;
+        }
         let slots = self.geo.slots;
         let data = rec.encode(self.geo.slot_size as usize, |a| self.pack(a));
         for _ in 0..8 {
