@@ -577,10 +577,13 @@ impl<D: Segments> Log<D> {
                 HeaderState::Erased => log.set_state(seg, SegState::Dirty),
             }
         }
-        // Headers that do not read whole say a volume was there: damage, not a blank part.
+        // Headers that do not read whole most likely say a volume was there: damage, not
+        // a blank part (a part holding something else reads the same, hence the message).
         let newest = headers.iter().max_by_key(|(_, h)| h.open_seq).ok_or(
             if log.stats.unreadable_headers > 0 {
-                Error::Corrupt("no segment header reads whole (the headers are damaged)")
+                Error::Corrupt(
+                    "no segment header reads whole (damaged headers, or not a flashfs volume)",
+                )
             } else {
                 Error::NotFormatted("no segment header")
             },

@@ -84,6 +84,8 @@ impl<D: Segments> Log<D> {
             }
         }
         records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
+        // The anchor of a root that may be stale, if any.
+        let mut doubted = None;
         if let Some(&(_, at)) = records.first() {
             let i = (at.seg == segs[1]) as usize;
             // Unreadable slots after it in its anchor, or in the other anchor if that one
@@ -94,10 +96,12 @@ impl<D: Segments> Log<D> {
             }
             // What may be newer sits in the other anchor: that one must not be erased
             // while this root, perhaps stale, still reads. This anchor goes first.
-            a.stale = later || unreadable[1 - i];
+            if later || unreadable[1 - i] {
+                doubted = Some(i);
+            }
         }
-        if a.stale {
-            let i = (records[0].1.seg == segs[1]) as usize;
+        if let Some(i) = doubted {
+            a.stale = true;
             a.current = i;
             a.next = self.geo.slots;
         } else if let Some((_, i, used)) = newest {
