@@ -284,3 +284,17 @@ fn an_in_place_mark_that_did_not_take_leaves_the_slot_sound() {
         assert_eq!(report.cases, 1);
     }
 }
+
+/// Damage at rest brought back an older version of a file's last block (the newest
+/// version's tag was lost), with erased bytes past the file's end; the file then grew past
+/// them and showed them instead of zeros (found by flashfs torture on st10f280).
+#[test]
+fn a_file_grown_after_damage_shows_zeros_past_its_old_end() {
+    let report = replay(
+        "st10f280",
+        Fault::AtRest,
+        FsWorkload::SmallWrites,
+        (500016, 105, true),
+    );
+    assert_eq!(report.cases, 1);
+}

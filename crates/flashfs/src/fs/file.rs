@@ -205,9 +205,35 @@ impl<D: Segments> Fs<D> {
         if size < inode.size && size % bs != 0 {
             let block_end = (size / bs + 1) * bs;
             self.zero_range(ino, inode, size, block_end.min(inode.size))?;
+        } else if size > inode.size {
+            self.clear_past_end(ino, inode)?;
         }
         let freed = self.unmap(ino, size.div_ceil(bs), u64::MAX)?;
         self.release_runs(inode, &freed);
+        inode.size = size;
+        Ok(())
+    }
+
+    /// Makes sure the bytes of the file's last block past its end are zeros before the
+    /// file grows over them without writing there. Every write leaves them zero, so this
+    /// only reads; a block that damage replaced with older content of its sector (a scan
+    /// that lost the newest version's tag) is written again, so that growing the file
+    /// shows zeros there, as it must, rather than what damage left.
+    fn clear_past_end(&mut self, ino: Ino, inode: &mut Inode) -> Result<()> {
+        let bs = self.bs();
+        let (size, at) = (inode.size, (inode.size % bs) as usize);
+        if at == 0 {
+            return Ok(());
+        }
+        let Some((s, false)) = self.mapping(ino, size / bs, size / bs + 1)?[0] else {
+            return Ok(());
+        };
+        let mut block = vec![0u8; bs as usize];
+        self.tree.store_mut().read(s, &mut block)?;
+        if block[at..].iter().all(|&b| b == 0) {
+            return Ok(());
+        }
+        self.write_inode_data(ino, inode, size, &vec![0; bs as usize - at])?;
         inode.size = size;
         Ok(())
     }
@@ -365,6 +391,9 @@ impl<D: Segments> Fs<D> {
                 return Ok(());
             }
         }
+        if end > inode.size && inode.size / bs < b0 {
+            self.clear_past_end(ino, inode)?;
+        }
         let fresh = old.iter().filter(|m| !matches!(m, Some((_, true)))).count() as u64;
         self.ensure_free(fresh)?;
         // The new content of every block: partial blocks keep their other bytes.
@@ -378,6 +407,12 @@ impl<D: Segments> Fs<D> {
                     .store_mut()
                     .read(s, &mut content[at..at + bs as usize])?;
             }
+        }
+        // Past the file's end a block holds zeros: whatever else it holds is not the file's.
+        if let Some(past) = inode.size.checked_sub(b0 * bs).map_or(Some(0), |d| {
+            (d < content.len() as u64).then_some(d as usize)
+        }) {
+            content[past..].fill(0);
         }
         content[head..head + data.len()].copy_from_slice(data);
         // New sectors, in runs.
