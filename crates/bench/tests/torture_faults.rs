@@ -467,3 +467,19 @@ fn the_record_after_an_untrusted_mount_keeps_the_unreadable_anchor() {
         false,
     );
 }
+
+/// A read found a sector damaged on a full volume: its loss record met `NoSpace` (the cleaner
+/// could make no more room) and stayed in RAM, so after the next power cut the sector read as
+/// never written. A loss record now takes what its head's open segment has left (found by
+/// flashfs torture on st10f280 under damage at rest).
+#[test]
+fn a_loss_record_on_a_full_volume_takes_its_heads_room() {
+    replay(
+        "st10f280",
+        Fault::AtRest,
+        Workload::Database,
+        500039,
+        154,
+        false,
+    );
+}

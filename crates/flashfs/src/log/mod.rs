@@ -876,7 +876,15 @@ impl<D: Segments> Log<D> {
                 "key beyond what this medium's tags carry",
             ));
         }
-        self.make_room(owner)?;
+        match self.make_room(owner) {
+            Ok(()) => {}
+            // A loss record takes what its head's open segment has left even when the
+            // cleaner can make no more room: it stands for the slot whose data was lost
+            // (SPEC.md §4.1a), and without it the sector would read as never written after
+            // the next mount.
+            Err(Error::NoSpace) if kind == Kind::Lost && self.head_room(head) > 0 => {}
+            Err(e) => return Err(e),
+        }
         if self.seq > MAX_SEQ.min(self.dev.tag_layout().max_seq()) {
             return Err(Error::ReadOnly);
         }
@@ -996,6 +1004,12 @@ impl<D: Segments> Log<D> {
             self.config.clean_start,
             self.config.reserve,
         )
+    }
+
+    /// Slots left in the open segment of `head`.
+    fn head_room(&self, head: Head) -> u32 {
+        self.heads[self.head_index(head)]
+            .map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
     }
 
     /// Slots left in the cleaner's open segment.
