@@ -2,7 +2,8 @@
 //!
 //! Every failure ends the process with one line on stderr (`flashfs: <message>`) and a
 //! non-zero exit code: 1 for a failed command, 2 for a command line that does not parse
-//! (`fsck` has e2fsck's codes instead: 8 when it cannot check, 16 for its command line).
+//! (`fsck` has e2fsck's codes instead: 8 when it cannot check, 16 for its command line;
+//! `fsck` and `scrub` exit with 4 when data is lost).
 
 mod cmd;
 mod device;
@@ -75,6 +76,9 @@ enum Command {
     /// Check a volume and, with --repair, fix it (exit codes as e2fsck).
     #[command(after_help = cmd::fsck::EXAMPLES)]
     Fsck(cmd::fsck::Args),
+    /// Read back every live byte of a volume, move wearing data, report what was lost.
+    #[command(after_help = cmd::scrub::EXAMPLES)]
+    Scrub(cmd::scrub::Args),
     /// Serve a volume through FUSE: the native file system, or a block device as one file.
     #[command(after_help = mount::EXAMPLES)]
     Mount(mount::Args),
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
             failure = cmd::fsck::OPERATIONAL;
             cmd::fsck::run(&args, global, &mut out)
         }
+        Command::Scrub(args) => cmd::scrub::run(&args, &mut out),
         Command::Mount(args) => mount::run(&args, &mut out).map(done),
         Command::Ls(args) => cmd::files::ls(&args, &mut out).map(done),
         Command::Cat(args) => cmd::files::cat(&args, &mut out).map(done),

@@ -227,6 +227,12 @@ impl<S: Store> AnyFtl<S> {
         })
     }
 
+    /// Scrubs the block device ([`Ftl::scrub`]): what it found, and the sectors lost.
+    pub fn scrub(&mut self) -> anyhow::Result<(flashfs::log::ScrubReport, Vec<u64>)> {
+        let scrubbed = with_ftl!(self, f => f.scrub());
+        Ok(scrubbed?)
+    }
+
     /// Space and log usage now.
     pub fn usage(&self) -> (Space, LogUsage) {
         with_ftl!(self, f => ftl_usage(f))

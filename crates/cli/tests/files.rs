@@ -439,3 +439,57 @@ fn fsck_names_the_damaged_file_and_get_refuses_its_bytes() {
     );
     assert_eq!(raw(flashfs().arg("cat").arg(&img).arg("/src/b.bin")), b);
 }
+
+#[test]
+fn scrub_reads_everything_back_and_names_the_lost_file() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    mkfs(&img, "w25q64jv");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let a: Vec<u8> = (0..8192).map(|i| b'A' + (i % 7) as u8).collect();
+    let b: Vec<u8> = (0..8192).map(|i| b'a' + (i % 5) as u8).collect();
+    std::fs::write(src.join("a.bin"), &a).unwrap();
+    std::fs::write(src.join("b.bin"), &b).unwrap();
+    ok(flashfs().arg("put").arg(&img).arg(&src).arg("/").arg("-r"));
+    // An undamaged volume: everything read, nothing lost.
+    let out = flashfs().arg("scrub").arg(&img).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(" 0 slots lost"), "{text}");
+    // Bits flipped in a.bin's first block (NOR flash is stored inverted in the image).
+    let mut bytes = std::fs::read(&img).unwrap();
+    let inverted: Vec<u8> = a[..64].iter().map(|x| !x).collect();
+    let at = bytes
+        .windows(64)
+        .position(|w| w == inverted.as_slice())
+        .expect("a.bin's first block in the image");
+    for x in &mut bytes[at + 100..at + 104] {
+        *x ^= 0x10;
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    let out = flashfs().arg("scrub").arg(&img).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("dev.img: lost: /src/a.bin (inode ") && l.contains("bytes 0-511")),
+        "{text}"
+    );
+    assert!(
+        text.lines().last().unwrap().contains(" 1 slot lost"),
+        "{text}"
+    );
+    // The loss stays recorded: the file fails, the other reads whole, and fsck agrees.
+    fails(
+        flashfs()
+            .arg("get")
+            .arg(&img)
+            .arg("/src/a.bin")
+            .arg(dir.path().join("a.out")),
+        1,
+    );
+    assert_eq!(raw(flashfs().arg("cat").arg(&img).arg("/src/b.bin")), b);
+    let out = flashfs().arg("fsck").arg(&img).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+}

@@ -80,6 +80,16 @@ pub trait Segments {
         self.read_slot(seg, slot, buf)?;
         self.read_tag(seg, slot)
     }
+    /// Reads a slot's data as [`Segments::read_slot`] does, and returns the bit errors the
+    /// ECC corrected in it: rising counts warn that a block's data is wearing away before
+    /// the ECC can no longer hide it (0 where the medium has no ECC).
+    fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
+        self.read_slot(seg, slot, buf).map(|()| 0)
+    }
+    /// Bit errors one ECC codeword corrects (0: no ECC).
+    fn ecc_strength(&self) -> u32 {
+        0
+    }
     /// How tags and data checksums are laid out on this medium (SPEC.md §2.4).
     fn tag_layout(&self) -> TagLayout {
         TagLayout::Wide
@@ -681,6 +691,23 @@ impl<F: NandFlash> Segments for NandSegments<F> {
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
         self.read_slot_tag(seg, slot, buf).map(|_| ())
+    }
+
+    fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
+        let mut spare = [0u8; ENTRY_LEN];
+        let spare = &mut spare[..self.layout.entry_len()];
+        let status = self
+            .flash
+            .read_page(PageAddr::new(seg, slot + 1), buf, spare)?;
+        if buf.len() == self.flash.spec().page_size as usize && self.layout.data_ok(spare, buf) {
+            Ok(status.corrected_bits)
+        } else {
+            Err(Error::Io)
+        }
+    }
+
+    fn ecc_strength(&self) -> u32 {
+        self.flash.spec().ecc.correctable
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {

@@ -508,3 +508,63 @@ fn growing_a_file_shows_zeros_past_its_old_end_whatever_the_block_holds() {
         }
     }
 }
+
+/// A scrub reads every live slot back: a slot whose errors the ECC still corrects has its
+/// segment moved to a fresh one (the data reads back, the errors are gone); a slot that no
+/// longer reads back is reported lost, by sector, and keeps reading as lost after a remount;
+/// the file system names the file and range that lost it.
+#[test]
+fn a_scrub_moves_wearing_data_and_reports_what_was_lost() {
+    let mut ftl = Ftl::format(nand_preset("nand-128m", 64), ftl_config()).unwrap();
+    let ss = ftl.sector_size();
+    for k in 0..100 {
+        ftl.write(k, &pattern(k, 1, ss)).unwrap();
+    }
+    let mut dev = ftl.close().unwrap();
+    let (worn_seg, worn_slot) = newest_slot(&mut dev, 10);
+    let t = dev.flash().spec().ecc.correctable as u8;
+    dev.flash_mut()
+        .inject_bit_errors(PageAddr::new(worn_seg, worn_slot + 1), t)
+        .unwrap();
+    let (seg, slot) = newest_slot(&mut dev, 70);
+    dev.damage(seg, slot, How::Flip(3));
+    let mut ftl = Ftl::mount(dev, ftl_config()).unwrap();
+    let (report, lost) = ftl.scrub().unwrap();
+    assert_eq!(lost, [70]);
+    assert_eq!(report.lost_slots, 1);
+    assert!(report.corrected_bits >= u64::from(t), "{report:?}");
+    assert!(report.refreshed >= 1, "{report:?}");
+    assert!(report.slots >= 99, "{report:?}");
+    // Sector 10 moved: the slot with the errors no longer holds it.
+    let mut dev = ftl.close().unwrap();
+    assert_ne!(newest_slot(&mut dev, 10), (worn_seg, worn_slot));
+    let mut ftl = Ftl::mount(dev, ftl_config()).unwrap();
+    let mut buf = vec![0u8; ss];
+    for k in (0..100).filter(|&k| k != 70) {
+        ftl.read(k, &mut buf).unwrap();
+        assert_eq!(buf, pattern(k, 1, ss), "sector {k}");
+    }
+    assert_damaged(ftl.read(70, &mut buf), 70);
+    // A second scrub finds nothing more.
+    let (report, lost) = ftl.scrub().unwrap();
+    assert!(lost.is_empty());
+    assert_eq!((report.lost_slots, report.refreshed), (0, 0), "{report:?}");
+
+    // The file system names the file and range.
+    let mut fs = Fs::format(nand_preset("nand-128m", 64), fs_config()).unwrap();
+    let bs = fs.block_size() as u64;
+    let a = fs.create(ROOT_INO, b"victim", 0o644, 0, 0).unwrap();
+    fs.write(a.ino, 0, &pattern(9, 9, 4 * bs as usize)).unwrap();
+    let sector = fs.extents(a.ino).unwrap()[0].1.start + 1;
+    let mut dev = fs.unmount().unwrap();
+    let (seg, slot) = newest_slot(&mut dev, sector as u32);
+    dev.damage(seg, slot, How::Flip(11));
+    let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    let (report, problems) = fs.scrub().unwrap();
+    assert_eq!(report.lost_slots, 1);
+    assert!(
+        problems.iter().any(|p| p.path.as_deref() == Some("/victim")
+            && p.what.starts_with(&format!("bytes {}-{}", bs, 2 * bs - 1))),
+        "{problems:?}"
+    );
+}

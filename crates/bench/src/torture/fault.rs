@@ -256,6 +256,12 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<TagState> {
         self.access(|d| d.read_slot_tag(seg, slot, buf))
     }
+    fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<u32> {
+        self.access(|d| d.read_slot_corrected(seg, slot, buf))
+    }
+    fn ecc_strength(&self) -> u32 {
+        self.inner().ecc_strength()
+    }
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> flashfs::Result<()> {
         self.access(|d| d.write_slot(seg, slot, tag, data))
     }

@@ -8,6 +8,7 @@ pub mod fusebench;
 pub mod info;
 pub mod mkfs;
 pub mod presets;
+pub mod scrub;
 pub mod sim;
 pub mod torture;
 pub mod tx;

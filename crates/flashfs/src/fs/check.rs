@@ -20,6 +20,7 @@ use super::layout::{
 use super::{Fs, FsConfig};
 use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;
+use crate::log::ScrubReport;
 use crate::media::Segments;
 
 /// One problem found.
@@ -144,6 +145,19 @@ impl Census {
 }
 
 impl<D: Segments> Fs<D> {
+    /// Scrubs the volume ([`Ftl::scrub`](crate::Ftl::scrub)): reads back every block in use,
+    /// moves data the ECC corrects more and more while it still can, and, when some was
+    /// already lost, checks the volume to name it (each file and byte range, as
+    /// [`Fs::check`] does; the rest of the report's problems too).
+    pub fn scrub(&mut self) -> Result<(ScrubReport, Vec<Problem>)> {
+        self.sync()?;
+        let (report, lost) = self.tree.store_mut().ftl.scrub()?;
+        if lost.is_empty() {
+            return Ok((report, Vec::new()));
+        }
+        Ok((report, self.check(false)?.problems))
+    }
+
     /// Checks the mounted volume (its working version is committed first, so the check
     /// sees what a remount would); with `repair`, fixes what is safe to fix and commits.
     pub fn check(&mut self, repair: bool) -> Result<CheckReport> {

@@ -22,7 +22,7 @@ use alloc::collections::BTreeMap;
 use flash::FlashError;
 
 use crate::log::tag::TagState;
-use crate::log::{Head, Log, LogConfig, Restored, SlotAddr, Start};
+use crate::log::{Head, Log, LogConfig, Restored, ScrubReport, SlotAddr, Start};
 use crate::media::Segments;
 use map::{Record, SectorMap};
 use pages::{LOST, UNMAPPED};
@@ -646,6 +646,23 @@ impl<D: Segments> Ftl<D> {
         let used = self.log.idle(d, &mut self.map)?;
         self.record_losses()?;
         Ok(used)
+    }
+
+    /// Reads back every sector's data, checking it, and moves the segments whose data is
+    /// wearing away to fresh ones while the ECC still corrects it ([`Log::scrub`]). Returns
+    /// what the scrub found and the sectors whose data was already lost: from now on they
+    /// read as lost (EIO) until written again, after a remount too.
+    pub fn scrub(&mut self) -> Result<(ScrubReport, Vec<u64>)> {
+        let refresh = self.log.refresh_bits();
+        let known = self.map.lost.len();
+        let report = self.log.scrub(&mut self.map, refresh)?;
+        let lost = self.map.lost[known..]
+            .iter()
+            .map(|&k| u64::from(k))
+            .collect();
+        self.record_losses()?;
+        self.log.sync()?;
+        Ok((report, lost))
     }
 
     /// Cleans every segment holding dead data.

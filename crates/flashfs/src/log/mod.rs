@@ -7,6 +7,7 @@
 
 pub mod checkpoint;
 pub mod policy;
+mod scrub;
 pub mod segment;
 mod startup;
 pub use startup::CheckpointPages;
@@ -21,6 +22,7 @@ use crate::media::{HeaderState, SegGeometry, Segments};
 pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
 use policy::{threshold, Policy};
+pub use scrub::ScrubReport;
 use segment::{LiveMap, SegInfo, SegState};
 use tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
 

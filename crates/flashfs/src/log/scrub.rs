@@ -1,0 +1,137 @@
+//! Scrubbing: every live slot read back and checked, and segments whose data is wearing away
+//! moved to fresh ones while the ECC can still correct them.
+//!
+//! A read corrects bit errors silently until a codeword holds more than the ECC corrects;
+//! then the data is gone. Retention loss and read disturb grow slowly, so a slot that needed
+//! the ECC for half its strength is moved now, with its segment (the cleaner copies the
+//! segment's live slots and erases it), before the errors grow past it. A slot that no
+//! longer reads back is lost: the owner is told, as when the cleaner meets one.
+
+use alloc::vec;
+
+use super::segment::SegState;
+use super::tag::{Kind, TagState};
+use super::{Log, Owner, SlotAddr, Take, Victim};
+use crate::error::{Error, Result};
+use crate::media::Segments;
+
+/// What a scrub found and did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ScrubReport {
+    /// Live slots read back and checked.
+    pub slots: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Bit errors the ECC corrected in them.
+    pub corrected_bits: u64,
+    /// Segments whose live slots were moved to fresh segments, and the segments erased.
+    pub refreshed: u64,
+    /// Live slots that did not read back: their data is lost, and the owner was told.
+    pub lost_slots: u64,
+}
+
+impl<D: Segments> Log<D> {
+    /// The corrected bits in one slot at which its segment is moved: half the ECC's
+    /// strength (at least one); never on a medium without ECC.
+    pub fn refresh_bits(&self) -> u32 {
+        match self.dev.ecc_strength() {
+            0 => u32::MAX,
+            t => t.div_ceil(2),
+        }
+    }
+
+    /// Reads back every live slot, checking its data; moves the live slots of each segment
+    /// where a slot needed the ECC for `refresh_bits` bits or more, or did not read back
+    /// (the unreadable ones are reported to `owner` as lost). Slots of the segments the
+    /// heads are still filling are checked and reported where they are.
+    pub fn scrub(&mut self, owner: &mut dyn Owner, refresh_bits: u32) -> Result<ScrubReport> {
+        let mut rep = ScrubReport::default();
+        let ss = self.geo.slot_size as usize;
+        let mut buf = vec![0u8; ss];
+        for seg in 0..self.geo.segments {
+            let state = self.segs[seg as usize].state;
+            if !matches!(state, SegState::Full | SegState::Failing | SegState::Open) {
+                continue;
+            }
+            let (mut worst, mut unreadable) = (0, false);
+            let mut next = 0;
+            while let Some(slot) = self.live.next_live(seg, next) {
+                next = slot + 1;
+                match self.dev.read_slot_corrected(seg, slot, &mut buf) {
+                    Ok(bits) => {
+                        rep.slots += 1;
+                        rep.bytes += ss as u64;
+                        rep.corrected_bits += u64::from(bits);
+                        worst = worst.max(bits);
+                    }
+                    Err(Error::Io) => unreadable = true,
+                    Err(e) => return Err(e),
+                }
+            }
+            if worst < refresh_bits && !unreadable {
+                continue;
+            }
+            let lost = self.stats.lost_slots;
+            if self.segs[seg as usize].cleanable() {
+                self.relocate(owner, seg)?;
+                rep.refreshed += 1;
+            } else {
+                self.drop_unreadable(owner, seg)?;
+            }
+            rep.lost_slots += self.stats.lost_slots - lost;
+        }
+        Ok(rep)
+    }
+
+    /// Cleans `seg` now, whatever the policy would choose: its live slots are copied (the
+    /// unreadable ones reported lost) and it is erased.
+    fn relocate(&mut self, owner: &mut dyn Owner, seg: u32) -> Result<()> {
+        // A victim in progress is finished first: one victim at a time.
+        while self.victim.as_ref().is_some_and(|v| v.seg != seg) {
+            self.clean_step(owner, u32::MAX, Take::ANY)?;
+        }
+        if self.victim.is_none() {
+            if !self.segs[seg as usize].cleanable() {
+                return Ok(());
+            }
+            let mut tags = vec![TagState::Erased; self.geo.slots as usize];
+            self.dev.read_tags(seg, &mut tags)?;
+            self.victim = Some(Victim {
+                seg,
+                wear: false,
+                next: 0,
+                tags,
+            });
+        }
+        while self.victim.is_some() {
+            self.clean_step(owner, u32::MAX, Take::ANY)?;
+        }
+        Ok(())
+    }
+
+    /// Reports the live slots of `seg` that do not read back as lost, and kills them.
+    fn drop_unreadable(&mut self, owner: &mut dyn Owner, seg: u32) -> Result<()> {
+        let mut buf = vec![0u8; self.geo.slot_size as usize];
+        let mut next = 0;
+        while let Some(slot) = self.live.next_live(seg, next) {
+            next = slot + 1;
+            match self.dev.read_slot(seg, slot, &mut buf) {
+                Ok(()) => continue,
+                Err(Error::Io) => {}
+                Err(e) => return Err(e),
+            }
+            let at = SlotAddr { seg, slot };
+            let tag = match self.dev.read_tag(seg, slot)? {
+                TagState::Valid(t) => Some(t),
+                _ => None,
+            };
+            self.kill(at);
+            self.stats.lost_slots += 1;
+            match (self.anchors.as_mut().or(self.retired.as_mut()), tag) {
+                (Some(a), Some(t)) if t.kind == Kind::Page => a.lost(t.key, at),
+                _ => owner.lost(tag.as_ref(), at, &mut self.checkpoint_pages())?,
+            }
+        }
+        Ok(())
+    }
+}
