@@ -37,6 +37,7 @@
 mod error;
 pub mod fswork;
 pub mod heap;
+pub mod integrity;
 pub mod kawaguchi;
 pub mod mount;
 pub mod peers;

@@ -35,13 +35,13 @@ pub mod table;
 
 use serde::Serialize;
 
-pub use device::{too_big_for_ram, Dev, Part};
-pub use fill::FileSet;
+pub use device::{copy, now, reads, too_big_for_ram, Dev, Part};
+pub use fill::{FileSet, FsFill, Pattern};
 pub use probe::{fs_config, ftl_config, Measured, FIRST_WRITE_BYTES};
 
 use crate::error::{BenchError, Context, Result};
 use device::discard;
-use fill::{FsFill, FtlFill, Pattern};
+use fill::FtlFill;
 use flashfs::{BlockDevice, Fs, Ftl};
 
 /// An experiment of this benchmark.

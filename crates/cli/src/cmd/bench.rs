@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
+use flashfs_bench::integrity::{run_integrity, IntegrityOptions};
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::mount::{run_mount, Experiment, FileSet, Mode, MountOptions, Part};
 use flashfs_bench::peers::{run_littlefs_cuts, run_peers, PeerDevice, PeersOptions};
@@ -37,6 +38,8 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench small-writes --quick            16- to 1,024-byte writes, with and without write-back (seconds)
   flashfs bench small-writes --json             1 MiB appends and random writes on three parts (minutes)
   flashfs bench small-writes --device w25n01gv --sync end --write-buffers 4
+  flashfs bench integrity --quick               fsck and scrub of a half-full 128 MiB NAND (seconds)
+  flashfs bench integrity --json                fsck and scrub of the 1 GiB NAND 90% full (minutes)
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -67,6 +70,11 @@ pub enum Command {
     /// bytes programmed, erases, latency percentiles, RAM and used space, side by side.
     #[command(after_help = EXAMPLES)]
     Peers(PeersArgs),
+    /// What checking every live byte costs: fsck and a scrub over a volume filled with files,
+    /// and a scrub after bit errors the ECC corrects were planted (the segments it moves);
+    /// device time, page reads, MiB verified per second.
+    #[command(after_help = EXAMPLES)]
+    Integrity(IntegrityArgs),
     /// Mount time, page reads and heap of a mount from the checkpoint beside the full scan
     /// (the baseline), after a clean unmount and after a power cut, with the first write
     /// after it: Ryu & Park (the 1 GiB NAND 10 to 90% full, files of 359.5 KiB and of
@@ -186,6 +194,26 @@ pub struct MountArgs {
     seed: u64,
 }
 
+/// Options of `flashfs bench integrity`.
+#[derive(Debug, Args)]
+pub struct IntegrityArgs {
+    /// The 128 MiB NAND half full (seconds instead of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per row instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Device preset (NAND).
+    #[arg(long)]
+    preset: Option<String>,
+    /// How full the volume is, percent of its capacity.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=95))]
+    fill: Option<u64>,
+    /// Pages given bit errors within the ECC before the last scrub.
+    #[arg(long)]
+    worn_pages: Option<u32>,
+}
+
 /// Options of `flashfs bench scale`.
 #[derive(Debug, Args)]
 pub struct ScaleArgs {
@@ -287,6 +315,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
     match cmd {
         Command::Kawaguchi(args) => kawaguchi(args, global, out),
         Command::Scale(args) => scale(args, global, out),
+        Command::Integrity(args) => integrity(args, global, out),
         Command::Tffs(args) => tffs_bench(args, global, out),
         Command::Peers(args) => peers(args, global, out),
         Command::Mount(args) => mount(args, global, out),
@@ -322,6 +351,44 @@ fn write_plots(
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let files = draw(dir)?;
     eprintln!("wrote {} plot files to {}", files.len(), dir.display());
+    Ok(())
+}
+
+fn integrity(args: &IntegrityArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        IntegrityOptions::quick()
+    } else {
+        IntegrityOptions::default()
+    };
+    if let Some(p) = &args.preset {
+        opts.preset = p.clone();
+    }
+    if let Some(f) = args.fill {
+        opts.fill_percent = f;
+    }
+    if let Some(n) = args.worn_pages {
+        opts.worn_pages = n;
+    }
+    let rows = with_progress(global, "filling [{bar:40}] {pos}/{len} {eta}", |p| {
+        run_integrity(&opts, &mut |done, total| p("filling", done, total))
+    })?;
+    if args.json {
+        for r in &rows {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
+        }
+    } else {
+        writeln!(
+            out,
+            "preset {}, native file system {}% full of files of {} on average, default \
+             configuration; device time of each operation on a copy of the same state \
+             (scrub-worn: after {} written pages were given the bit errors the ECC corrects)",
+            opts.preset,
+            opts.fill_percent,
+            opts.file_set.label(),
+            opts.worn_pages
+        )?;
+        out.write_all(flashfs_bench::integrity::table(&rows).as_bytes())?;
+    }
     Ok(())
 }
 
