@@ -80,8 +80,8 @@ pub trait Segments {
         self.read_slot(seg, slot, buf)?;
         self.read_tag(seg, slot)
     }
-    /// Reads a slot's data as [`Segments::read_slot`] does, and returns the bit errors the
-    /// ECC corrected in it: rising counts warn that a block's data is wearing away before
+    /// Reads a slot's data as [`Segments::read_slot`] does (`buf` one slot long), and
+    /// returns the bit errors the ECC corrected in it: rising counts warn that a block's data is wearing away before
     /// the ECC can no longer hide it (0 where the medium has no ECC).
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
         self.read_slot(seg, slot, buf).map(|()| 0)
@@ -699,7 +699,8 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         let status = self
             .flash
             .read_page(PageAddr::new(seg, slot + 1), buf, spare)?;
-        if buf.len() == self.flash.spec().page_size as usize && self.layout.data_ok(spare, buf) {
+        // An erased spare never matches (SPEC.md §2.4).
+        if self.layout.data_ok(spare, buf) {
             Ok(status.corrected_bits)
         } else {
             Err(Error::Io)

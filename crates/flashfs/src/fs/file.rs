@@ -409,11 +409,8 @@ impl<D: Segments> Fs<D> {
             }
         }
         // Past the file's end a block holds zeros: whatever else it holds is not the file's.
-        if let Some(past) = inode.size.checked_sub(b0 * bs).map_or(Some(0), |d| {
-            (d < content.len() as u64).then_some(d as usize)
-        }) {
-            content[past..].fill(0);
-        }
+        let past = inode.size.saturating_sub(b0 * bs).min(content.len() as u64);
+        content[past as usize..].fill(0);
         content[head..head + data.len()].copy_from_slice(data);
         // New sectors, in runs.
         let mut new: Vec<u64> = Vec::with_capacity(old.len());
