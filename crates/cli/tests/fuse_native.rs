@@ -453,3 +453,61 @@ fn native_file_system_through_the_kernel_survives_unmount_fsck_and_remount() {
         "a read-only mount changed the image"
     );
 }
+
+/// `EIO`, as the kernel returns it.
+const EIO: i32 = 5;
+
+/// A file whose data was damaged on flash reads as EIO through the kernel, never as other
+/// bytes; the file beside it reads whole.
+#[test]
+fn damaged_data_reads_as_eio_through_the_kernel() {
+    require_fuse(&[]);
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args(["mkfs", "--preset", "w25q64jv"])
+        .arg(&img));
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let a: Vec<u8> = (0..8192).map(|i| b'A' + (i % 7) as u8).collect();
+    let b = data(8192, 5);
+    std::fs::write(src.join("a.bin"), &a).unwrap();
+    std::fs::write(src.join("b.bin"), &b).unwrap();
+    run(Command::new(flashfs_bin())
+        .arg("put")
+        .arg(&img)
+        .arg(src.join("a.bin"))
+        .arg("/a.bin"));
+    run(Command::new(flashfs_bin())
+        .arg("put")
+        .arg(&img)
+        .arg(src.join("b.bin"))
+        .arg("/b.bin"));
+    // Flip a few bits in a.bin's first block (NOR flash is stored inverted in the image).
+    let mut bytes = std::fs::read(&img).unwrap();
+    let inverted: Vec<u8> = a[..64].iter().map(|x| !x).collect();
+    let at = bytes
+        .windows(64)
+        .position(|w| w == inverted.as_slice())
+        .expect("a.bin's first block in the image");
+    for x in &mut bytes[at + 100..at + 104] {
+        *x ^= 0x10;
+    }
+    std::fs::write(&img, &bytes).unwrap();
+
+    let pid = mount(&img, &mnt, &[]);
+    let guard = Mounted(&mnt);
+    let err = std::fs::read(mnt.join("a.bin")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(EIO), "{err}");
+    // The kernel's page after the damaged block reads right; the other file reads whole.
+    let f = std::fs::File::open(mnt.join("a.bin")).unwrap();
+    let mut tail = vec![0u8; 4096];
+    f.read_exact_at(&mut tail, 4096).unwrap();
+    assert_eq!(tail, a[4096..]);
+    drop(f);
+    assert_eq!(std::fs::read(mnt.join("b.bin")).unwrap(), b);
+    unmount(&mnt, pid);
+    drop(guard);
+}
