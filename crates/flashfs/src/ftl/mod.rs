@@ -661,6 +661,8 @@ impl<D: Segments> Ftl<D> {
             .map(|&k| u64::from(k))
             .collect();
         self.record_losses()?;
+        // The segments it moved may have taken the log past its checkpoint's set.
+        self.checkpoint_if_due()?;
         self.log.sync()?;
         Ok((report, lost))
     }
