@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use assert_cmd::Command;
-use common::{data, fails, flashfs};
+use common::{data, fails, flashfs, flip_bits_in_block};
 use tempfile::TempDir;
 
 /// Runs a command that must succeed; returns its stdout.
@@ -402,18 +402,8 @@ fn fsck_names_the_damaged_file_and_get_refuses_its_bytes() {
     std::fs::write(src.join("a.bin"), &a).unwrap();
     std::fs::write(src.join("b.bin"), &b).unwrap();
     ok(flashfs().arg("put").arg(&img).arg(&src).arg("/").arg("-r"));
-    // Flip a few bits in a.bin's first block where it lies in the image (NOR flash is
-    // stored inverted there); nothing else is touched.
-    let mut bytes = std::fs::read(&img).unwrap();
-    let inverted: Vec<u8> = a[..64].iter().map(|x| !x).collect();
-    let at = bytes
-        .windows(64)
-        .position(|w| w == inverted.as_slice())
-        .expect("a.bin's first block in the image");
-    for x in &mut bytes[at + 100..at + 104] {
-        *x ^= 0x10;
-    }
-    std::fs::write(&img, &bytes).unwrap();
+    // Flip a few bits in a.bin's first block; nothing else is touched.
+    flip_bits_in_block(&img, &a);
 
     let out = flashfs().arg("fsck").arg(&img).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
@@ -457,17 +447,8 @@ fn scrub_reads_everything_back_and_names_the_lost_file() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains(" 0 slots lost"), "{text}");
-    // Bits flipped in a.bin's first block (NOR flash is stored inverted in the image).
-    let mut bytes = std::fs::read(&img).unwrap();
-    let inverted: Vec<u8> = a[..64].iter().map(|x| !x).collect();
-    let at = bytes
-        .windows(64)
-        .position(|w| w == inverted.as_slice())
-        .expect("a.bin's first block in the image");
-    for x in &mut bytes[at + 100..at + 104] {
-        *x ^= 0x10;
-    }
-    std::fs::write(&img, &bytes).unwrap();
+    // Bits flipped in a.bin's first block.
+    flip_bits_in_block(&img, &a);
     let out = flashfs().arg("scrub").arg(&img).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(4), "{text}");

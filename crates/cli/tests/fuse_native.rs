@@ -15,7 +15,10 @@ use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{data, flashfs_bin, is_mounted, mount_pid, require_fuse, run, wait_gone, Mounted};
+use common::{
+    data, flashfs_bin, flip_bits_in_block, is_mounted, mount_pid, require_fuse, run, wait_gone,
+    Mounted,
+};
 use tempfile::TempDir;
 
 /// Mounts in the background; returns the serving process.
@@ -485,17 +488,8 @@ fn damaged_data_reads_as_eio_through_the_kernel() {
         .arg(&img)
         .arg(src.join("b.bin"))
         .arg("/b.bin"));
-    // Flip a few bits in a.bin's first block (NOR flash is stored inverted in the image).
-    let mut bytes = std::fs::read(&img).unwrap();
-    let inverted: Vec<u8> = a[..64].iter().map(|x| !x).collect();
-    let at = bytes
-        .windows(64)
-        .position(|w| w == inverted.as_slice())
-        .expect("a.bin's first block in the image");
-    for x in &mut bytes[at + 100..at + 104] {
-        *x ^= 0x10;
-    }
-    std::fs::write(&img, &bytes).unwrap();
+    // Flip a few bits in a.bin's first block.
+    flip_bits_in_block(&img, &a);
 
     let pid = mount(&img, &mnt, &[]);
     let guard = Mounted(&mnt);

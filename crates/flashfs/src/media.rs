@@ -607,6 +607,32 @@ pub struct NandSegments<F> {
 }
 
 impl<F: NandFlash> NandSegments<F> {
+    /// Reads a slot's page, data and tag entry in one read, and checks the data against
+    /// the entry: the tag, and the bit errors the ECC corrected. An erased spare never
+    /// matches (SPEC.md §2.4): a page that reads as erased where the caller expects data is
+    /// damage.
+    fn read_checked(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<(TagState, u32)> {
+        let ps = self.flash.spec().page_size as usize;
+        let mut spare = [0u8; ENTRY_LEN];
+        let spare = &mut spare[..self.layout.entry_len()];
+        let at = PageAddr::new(seg, slot + 1);
+        let (status, ok) = if buf.len() == ps {
+            let status = self.flash.read_page(at, buf, spare)?;
+            (status, self.layout.data_ok(spare, buf))
+        } else {
+            let mut whole = alloc::vec![0u8; ps];
+            let status = self.flash.read_page(at, &mut whole, spare)?;
+            let n = buf.len().min(ps);
+            buf[..n].copy_from_slice(&whole[..n]);
+            (status, self.layout.data_ok(spare, &whole))
+        };
+        if ok {
+            Ok((self.layout.decode(spare), status.corrected_bits))
+        } else {
+            Err(Error::Io)
+        }
+    }
+
     /// Views `flash` as segments; its spare area must hold a tag (and the checksum of the
     /// page's data: [`TagLayout::Wide`] where 16 free bytes allow, else
     /// [`TagLayout::Compact`]).
@@ -694,17 +720,7 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
-        let mut spare = [0u8; ENTRY_LEN];
-        let spare = &mut spare[..self.layout.entry_len()];
-        let status = self
-            .flash
-            .read_page(PageAddr::new(seg, slot + 1), buf, spare)?;
-        // An erased spare never matches (SPEC.md §2.4).
-        if self.layout.data_ok(spare, buf) {
-            Ok(status.corrected_bits)
-        } else {
-            Err(Error::Io)
-        }
+        self.read_checked(seg, slot, buf).map(|(_, bits)| bits)
     }
 
     fn ecc_strength(&self) -> u32 {
@@ -712,27 +728,7 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        let ps = self.flash.spec().page_size as usize;
-        let mut spare = [0u8; ENTRY_LEN];
-        let spare = &mut spare[..self.layout.entry_len()];
-        let at = PageAddr::new(seg, slot + 1);
-        let ok = if buf.len() == ps {
-            self.flash.read_page(at, buf, spare)?;
-            self.layout.data_ok(spare, buf)
-        } else {
-            let mut whole = alloc::vec![0u8; ps];
-            self.flash.read_page(at, &mut whole, spare)?;
-            let n = buf.len().min(ps);
-            buf[..n].copy_from_slice(&whole[..n]);
-            self.layout.data_ok(spare, &whole)
-        };
-        // An erased spare never matches (SPEC.md §2.4): a page that reads as erased where
-        // the caller expects data is damage.
-        if ok {
-            Ok(self.layout.decode(spare))
-        } else {
-            Err(Error::Io)
-        }
+        self.read_checked(seg, slot, buf).map(|(tag, _)| tag)
     }
 
     fn tag_layout(&self) -> TagLayout {

@@ -159,3 +159,19 @@ pub fn mount_pid(stdout: &str) -> u32 {
         .and_then(|p| p.parse().ok())
         .expect("the mount process id")
 }
+
+/// Flips a few bits, at rest, in the stored block of a NOR image `img` that begins with the
+/// file data `first` (at least 64 bytes; NOR flash is stored inverted in the image), and
+/// nothing else.
+pub fn flip_bits_in_block(img: &Path, first: &[u8]) {
+    let mut bytes = std::fs::read(img).unwrap();
+    let inverted: Vec<u8> = first[..64].iter().map(|x| !x).collect();
+    let at = bytes
+        .windows(64)
+        .position(|w| w == inverted.as_slice())
+        .expect("the block in the image");
+    for x in &mut bytes[at + 100..at + 104] {
+        *x ^= 0x10;
+    }
+    std::fs::write(img, &bytes).unwrap();
+}

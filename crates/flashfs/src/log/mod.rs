@@ -1008,16 +1008,19 @@ impl<D: Segments> Log<D> {
         )
     }
 
+    /// Slots left in the open segment of head `i` (an index into the heads).
+    fn room(&self, i: usize) -> u32 {
+        self.heads[i].map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
+    }
+
     /// Slots left in the open segment of `head`.
     fn head_room(&self, head: Head) -> u32 {
-        self.heads[self.head_index(head)]
-            .map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
+        self.room(self.head_index(head))
     }
 
     /// Slots left in the cleaner's open segment.
     fn cleaner_room(&self) -> u32 {
-        self.heads[self.survivor_head().1]
-            .map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
+        self.room(self.survivor_head().1)
     }
 
     /// The head survivors of cleaning go to, and its index. Normally the cold head; with no
@@ -1026,16 +1029,13 @@ impl<D: Segments> Log<D> {
     /// original, so only the separation of cold data suffers, and only until the next victim.
     fn survivor_head(&self) -> (Head, usize) {
         let cold = self.head_index(Head::Cold);
-        let room = |i: usize| {
-            self.heads[i].map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
-        };
-        if self.free > 0 || room(cold) > 0 {
+        if self.free > 0 || self.room(cold) > 0 {
             return (Head::Cold, cold);
         }
         Head::ALL
             .into_iter()
             .map(|h| (h, self.head_index(h)))
-            .max_by_key(|&(_, i)| room(i))
+            .max_by_key(|&(_, i)| self.room(i))
             .unwrap_or((Head::Cold, cold))
     }
 
@@ -1086,9 +1086,7 @@ impl<D: Segments> Log<D> {
             let from = SlotAddr { seg, slot };
             let TagState::Valid(tag) = tag_state else {
                 // The slot was readable when it was found live; its page has since decayed.
-                self.kill(from);
-                self.stats.lost_slots += 1;
-                owner.lost(None, from, &mut self.checkpoint_pages())?;
+                self.lose(owner, None, from)?;
                 continue;
             };
             let oldest = if tag.kind.is_tombstone() {
@@ -1151,18 +1149,25 @@ impl<D: Segments> Log<D> {
                         self.stats.wear_copied_slots += 1;
                     }
                 }
-                None => {
-                    self.kill(from);
-                    match self.anchors.as_mut().or(self.retired.as_mut()) {
-                        Some(a) if tag.kind == Kind::Page => a.lost(tag.key, from),
-                        _ => owner.lost(Some(&tag), from, &mut self.checkpoint_pages())?,
-                    }
-                    self.stats.lost_slots += 1;
-                }
+                None => self.lose(owner, Some(&tag), from)?,
             }
             copied += 1;
         }
         Ok(true)
+    }
+
+    /// The live slot `at` no longer reads back: it dies, counted as lost, and whoever keeps
+    /// it — the anchors for a checkpoint page, else the owner — is told its data is gone.
+    fn lose(&mut self, owner: &mut dyn Owner, tag: Option<&Tag>, at: SlotAddr) -> Result<()> {
+        self.kill(at);
+        self.stats.lost_slots += 1;
+        match (self.anchors.as_mut().or(self.retired.as_mut()), tag) {
+            (Some(a), Some(t)) if t.kind == Kind::Page => {
+                a.lost(t.key, at);
+                Ok(())
+            }
+            _ => owner.lost(tag, at, &mut self.checkpoint_pages()),
+        }
     }
 
     /// The victim's slot `slot` is still live: the next cleaning step starts there.

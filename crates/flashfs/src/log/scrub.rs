@@ -10,7 +10,7 @@
 use alloc::vec;
 
 use super::segment::SegState;
-use super::tag::{Kind, TagState};
+use super::tag::TagState;
 use super::{Log, Owner, SlotAddr, Take, Victim};
 use crate::error::{Error, Result};
 use crate::media::Segments;
@@ -53,7 +53,8 @@ impl<D: Segments> Log<D> {
             if !matches!(state, SegState::Full | SegState::Failing | SegState::Open) {
                 continue;
             }
-            let (mut worst, mut unreadable) = (0, false);
+            let mut worst = 0;
+            let mut unreadable = Vec::new();
             let mut next = 0;
             while let Some(slot) = self.live.next_live(seg, next) {
                 next = slot + 1;
@@ -64,11 +65,11 @@ impl<D: Segments> Log<D> {
                         rep.corrected_bits += u64::from(bits);
                         worst = worst.max(bits);
                     }
-                    Err(Error::Io) => unreadable = true,
+                    Err(Error::Io) => unreadable.push(slot),
                     Err(e) => return Err(e),
                 }
             }
-            if worst < refresh_bits && !unreadable {
+            if worst < refresh_bits && unreadable.is_empty() {
                 continue;
             }
             let lost = self.stats.lost_slots;
@@ -76,7 +77,15 @@ impl<D: Segments> Log<D> {
                 self.relocate(owner, seg)?;
                 rep.refreshed += 1;
             } else {
-                self.drop_unreadable(owner, seg)?;
+                // A head's open segment cannot be cleaned: its unreadable slots are reported
+                // where they are.
+                for slot in unreadable {
+                    let tag = match self.dev.read_tag(seg, slot)? {
+                        TagState::Valid(t) => Some(t),
+                        _ => None,
+                    };
+                    self.lose(owner, tag.as_ref(), SlotAddr { seg, slot })?;
+                }
             }
             rep.lost_slots += self.stats.lost_slots - lost;
         }
@@ -105,32 +114,6 @@ impl<D: Segments> Log<D> {
         }
         while self.victim.is_some() {
             self.clean_step(owner, u32::MAX, Take::ANY)?;
-        }
-        Ok(())
-    }
-
-    /// Reports the live slots of `seg` that do not read back as lost, and kills them.
-    fn drop_unreadable(&mut self, owner: &mut dyn Owner, seg: u32) -> Result<()> {
-        let mut buf = vec![0u8; self.geo.slot_size as usize];
-        let mut next = 0;
-        while let Some(slot) = self.live.next_live(seg, next) {
-            next = slot + 1;
-            match self.dev.read_slot(seg, slot, &mut buf) {
-                Ok(()) => continue,
-                Err(Error::Io) => {}
-                Err(e) => return Err(e),
-            }
-            let at = SlotAddr { seg, slot };
-            let tag = match self.dev.read_tag(seg, slot)? {
-                TagState::Valid(t) => Some(t),
-                _ => None,
-            };
-            self.kill(at);
-            self.stats.lost_slots += 1;
-            match (self.anchors.as_mut().or(self.retired.as_mut()), tag) {
-                (Some(a), Some(t)) if t.kind == Kind::Page => a.lost(t.key, at),
-                _ => owner.lost(tag.as_ref(), at, &mut self.checkpoint_pages())?,
-            }
         }
         Ok(())
     }
