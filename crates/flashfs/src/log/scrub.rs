@@ -8,6 +8,7 @@
 //! longer reads back is lost: the owner is told, as when the cleaner meets one.
 
 use alloc::vec;
+use alloc::vec::Vec;
 
 use super::segment::SegState;
 use super::tag::TagState;
