@@ -571,3 +571,42 @@ fn a_scrub_moves_wearing_data_and_reports_what_was_lost() {
         "{problems:?}"
     );
 }
+
+/// A damaged block of the saved free-space map (SPEC.md §8.5) costs the mount its shortcut,
+/// never a file: the mount walks the index instead, the next commit writes a new map and
+/// frees the damaged one, and the mount after that reads the new map.
+#[test]
+fn a_damaged_free_space_map_makes_the_mount_walk() {
+    let mut config = fs_config();
+    config.ftl.log.checkpoint_min_segments = 4;
+    for how in CASES {
+        let mut fs = Fs::format(nand_preset("w25n01gv", 32), config).unwrap();
+        let bs = fs.block_size() as usize;
+        let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+        fs.write(a, 0, &pattern(5, 1, 5 * bs)).unwrap();
+        let map = fs.space_map().expect("a map");
+        let mut dev = fs.unmount().unwrap();
+        let (seg, slot) = newest_slot(&mut dev, map.start as u32);
+        dev.damage(seg, slot, how);
+        let mut fs = Fs::mount(dev, config).unwrap();
+        assert!(
+            !fs.stats().mounted_from_map,
+            "{how:?}: the damaged map was read"
+        );
+        let mut buf = vec![0u8; 5 * bs];
+        assert_eq!(fs.read(a, 0, &mut buf).unwrap(), 5 * bs);
+        assert_eq!(buf, pattern(5, 1, 5 * bs), "{how:?}");
+        // Still in use until a commit names another map: nothing else takes it.
+        assert_eq!(fs.space_map(), Some(map.clone()));
+        let b = fs.create(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino;
+        fs.write(b, 0, b"after").unwrap();
+        fs.sync().unwrap();
+        assert_ne!(fs.space_map(), Some(map.clone()), "{how:?}");
+        let r = fs.check(false).unwrap();
+        assert!(r.is_clean(), "{how:?}: {:?}", r.problems);
+        let mut fs = Fs::mount(fs.unmount().unwrap(), config).unwrap();
+        assert!(fs.stats().mounted_from_map, "{how:?}: the new map");
+        assert_eq!(fs.read(a, 0, &mut buf).unwrap(), 5 * bs);
+        assert_eq!(buf, pattern(5, 1, 5 * bs), "{how:?}");
+    }
+}

@@ -180,6 +180,19 @@ impl<D: Segments> Fs<D> {
         self.check_extents(&census, &mut report, &mut fixes);
         self.check_records(&census, &mut report);
         self.check_space(&usage, &census, &mut report)?;
+        // The count the superblock keeps (the mount from the saved free-space map reads it).
+        if self.committed_inodes() != usage.inodes {
+            report.problems.push(Problem {
+                ino: None,
+                path: None,
+                what: format!(
+                    "inode count: {} kept, {} in the index",
+                    self.committed_inodes(),
+                    usage.inodes
+                ),
+                repaired: false,
+            });
+        }
         if repair && !fixes.is_empty() {
             self.apply(fixes)?;
             self.checkpoint()?;
@@ -595,6 +608,11 @@ impl<D: Segments> Fs<D> {
         for k in 0..sectors {
             if !usage.is_used(k) {
                 continue;
+            }
+            // Free space read from the saved map must agree with the walk block by block:
+            // a block in use taken as free would be given to another file.
+            if self.tree.store().space.is_free(k) {
+                problem(None, format!("block {k} is in use but counted free"));
             }
             if !mapped.contains(&k) {
                 // A journal block is written when an epoch first needs it.

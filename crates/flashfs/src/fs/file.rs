@@ -520,7 +520,8 @@ impl<D: Segments> Fs<D> {
             }
             let (k, v) = entry?;
             let (_, _, rest) = split_key(&k)?;
-            map.insert(suffix_u64(rest)?, Extent::decode(&v)?);
+            let first = suffix_u64(rest)?;
+            map.insert(first, Extent::decode_at(first, &v, self.sb.sectors)?);
         }
         self.extent_cache.load(ino, fits.then_some(map));
         Ok(())
@@ -568,7 +569,7 @@ impl<D: Segments> Fs<D> {
             let (i, ty, rest) = split_key(&k)?;
             if i == ino && ty == item::EXTENT {
                 let b = suffix_u64(rest)?;
-                let e = Extent::decode(&v)?;
+                let e = Extent::decode_at(b, &v, self.sb.sectors)?;
                 if b < b0 && b + e.len > b0 {
                     out.push((b, e));
                 }
@@ -583,7 +584,8 @@ impl<D: Segments> Fs<D> {
         for entry in self.tree.range(lo..hi) {
             let (k, v) = entry?;
             let (_, _, rest) = split_key(&k)?;
-            out.push((suffix_u64(rest)?, Extent::decode(&v)?));
+            let first = suffix_u64(rest)?;
+            out.push((first, Extent::decode_at(first, &v, self.sb.sectors)?));
         }
         Ok(out)
     }
@@ -631,7 +633,7 @@ impl<D: Segments> Fs<D> {
                 let (i, ty, rest) = split_key(&k)?;
                 if i == ino && ty == item::EXTENT {
                     let lb = suffix_u64(rest)?;
-                    let l = Extent::decode(&v)?;
+                    let l = Extent::decode_at(lb, &v, self.sb.sectors)?;
                     if lb + l.len == b
                         && l.start + l.len == e.start
                         && l.unwritten == e.unwritten
@@ -651,7 +653,7 @@ impl<D: Segments> Fs<D> {
         }
         let right = key_u64(ino, item::EXTENT, b + e.len);
         if let Some(v) = self.tree.get(&right)? {
-            let r = Extent::decode(&v)?;
+            let r = Extent::decode_at(b + e.len, &v, self.sb.sectors)?;
             if e.start + e.len == r.start
                 && r.unwritten == e.unwritten
                 && !r.continued

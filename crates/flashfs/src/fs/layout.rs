@@ -474,6 +474,24 @@ impl Extent {
             continued: b[8] == 2,
         })
     }
+
+    /// Decodes the extent mapping a file's blocks from `first` on a volume of `sectors`
+    /// blocks, bounded as the mount's walk bounds it (a mount from the saved free-space map
+    /// has not walked the index): it ends within the largest file (2³² − 1 blocks) and
+    /// within the volume.
+    pub fn decode_at(first: u64, b: &[u8], sectors: u64) -> Result<Extent> {
+        let e = Extent::decode(b)?;
+        if first
+            .checked_add(e.len)
+            .is_none_or(|end| end > u64::from(u32::MAX))
+            || e.start + e.len > sectors
+        {
+            return Err(Error::Corrupt(
+                "an extent past the largest file or the volume",
+            ));
+        }
+        Ok(e)
+    }
 }
 
 /// The superblock: sector 0 of the volume, rewritten by every commit. The block device
@@ -504,7 +522,45 @@ pub struct Superblock {
     pub flash_slots: u64,
     /// Blocks of the journal (blocks 1..=N; 0 for none), fixed at format.
     pub journal_blocks: u16,
+    /// Inodes of this commit (version 8; before it, only a walk of the index counts them).
+    pub inodes: u64,
+    /// The saved free-space map this commit names (version 8; none before).
+    pub space: SpaceRef,
 }
+
+/// Where a commit's free space is written down (SPEC.md §8.5): a saved map of every block
+/// (written at some earlier commit) and, after the superblock record in block 0, the
+/// blocks whose state changed since that map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpaceRef {
+    /// No map: the mount walks the index.
+    None,
+    /// The map at this block (its first) plus `delta` runs after the record describe this
+    /// commit exactly.
+    Current {
+        /// The map's first block; it takes [`space_map_blocks`] consecutive blocks.
+        at: u64,
+        /// Runs of the delta after the record in block 0.
+        delta: u16,
+    },
+    /// The map at this block is still in use (a later commit will name it with a delta)
+    /// but does not describe this commit: the mount walks the index. An appended record
+    /// has no room for a delta.
+    Stale(u64),
+}
+
+impl SpaceRef {
+    /// The map's first block, if the commit keeps one.
+    pub fn map(self) -> Option<u64> {
+        match self {
+            SpaceRef::None => None,
+            SpaceRef::Current { at, .. } | SpaceRef::Stale(at) => Some(at),
+        }
+    }
+}
+
+/// `delta` of a record whose map does not describe it.
+const DELTA_STALE: u16 = u16::MAX;
 
 /// The superblock's magic: "FFS1".
 const SB_MAGIC: [u8; 4] = *b"FFS1";
@@ -517,12 +573,26 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// version 5 would miss the records they hold), 7 since append blocks pack frames without
 /// padding, span, link and remove, and the journal has operations 10 to 12 (a reader of
 /// version 6 would misread them). Versions 1 to 6, which have none of these, are read too.
-pub const FS_VERSION: u8 = 7;
+/// 8 since the superblock counts inodes and names a saved free-space map (a reader of
+/// version 7 would misread its records, 96 bytes apart).
+pub const FS_VERSION: u8 = 8;
 /// Bytes of an encoded superblock record.
-pub const SB_LEN: usize = 68;
+pub const SB_LEN: usize = 88;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
 /// part); the rest of the block is erased.
-pub const SB_STRIDE: usize = 72;
+pub const SB_STRIDE: usize = 96;
+/// Bytes of a record and the distance between records before version 8.
+const SB_LEN_V7: usize = 68;
+const SB_STRIDE_V7: usize = 72;
+
+/// Distance between the superblock records of a block 0 of version `version`.
+fn stride(version: u8) -> usize {
+    if version >= 8 {
+        SB_STRIDE
+    } else {
+        SB_STRIDE_V7
+    }
+}
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -550,14 +620,23 @@ impl Superblock {
         b[44..48].copy_from_slice(&self.index_gen.to_le_bytes());
         b[48..56].copy_from_slice(&self.user_bytes.to_le_bytes());
         b[56..64].copy_from_slice(&self.flash_slots.to_le_bytes());
-        let crc = CRC32.checksum(&b[..64]);
-        b[64..68].copy_from_slice(&crc.to_le_bytes());
+        b[64..72].copy_from_slice(&self.inodes.to_le_bytes());
+        let (map, delta) = match self.space {
+            SpaceRef::None => (0, 0),
+            SpaceRef::Current { at, delta } => (at, delta),
+            SpaceRef::Stale(at) => (at, DELTA_STALE),
+        };
+        b[72..80].copy_from_slice(&map.to_le_bytes());
+        b[80..82].copy_from_slice(&delta.to_le_bytes());
+        b[82..84].fill(0);
+        let crc = CRC32.checksum(&b[..84]);
+        b[84..88].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes and checks the first superblock record of a sector.
     pub fn decode(sector: &[u8]) -> Result<Superblock> {
         let b = sector
-            .get(..SB_LEN)
+            .get(..SB_LEN_V7)
             .ok_or(Error::Corrupt("sector too small for a superblock"))?;
         // Only read once the log's header said the volume is a file system: a block 0
         // without the magic is damage (or a format that never finished), not another kind
@@ -568,9 +647,31 @@ impl Superblock {
         if !(1..=FS_VERSION).contains(&b[4]) {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
-        if CRC32.checksum(&b[..64]).to_le_bytes() != b[64..68] {
+        let version = b[4];
+        let b = if version >= 8 {
+            sector
+                .get(..SB_LEN)
+                .ok_or(Error::Corrupt("sector too small for a superblock"))?
+        } else {
+            b
+        };
+        let crc_at = b.len() - 4;
+        if CRC32.checksum(&b[..crc_at]).to_le_bytes() != b[crc_at..] {
             return Err(Error::Corrupt("superblock checksum mismatch"));
         }
+        let (inodes, space) = if version >= 8 {
+            let mut r = Reader(&b[64..82]);
+            let (inodes, at) = (r.u64(), r.u64());
+            let delta = u16::from_le_bytes([b[80], b[81]]);
+            let space = match (at, delta) {
+                (0, _) => SpaceRef::None,
+                (at, DELTA_STALE) => SpaceRef::Stale(at),
+                (at, delta) => SpaceRef::Current { at, delta },
+            };
+            (inodes, space)
+        } else {
+            (0, SpaceRef::None)
+        };
         let journal_blocks = if b[4] >= 3 {
             u16::from_le_bytes([b[6], b[7]])
         } else {
@@ -587,6 +688,8 @@ impl Superblock {
             user_bytes: r.u64(),
             flash_slots: r.u64(),
             journal_blocks,
+            inodes,
+            space,
         })
     }
 
@@ -602,7 +705,10 @@ impl Superblock {
         if version < 2 {
             return Ok((sb, 0));
         }
-        while let Some(rec) = sector.get((at + 1) * SB_STRIDE..(at + 2) * SB_STRIDE) {
+        let stride = stride(version);
+        // Records end where the first record's delta begins.
+        let end = sector.len().saturating_sub(sb.delta_bytes());
+        while let Some(rec) = sector[..end].get((at + 1) * stride..(at + 2) * stride) {
             if rec.iter().all(|&b| b == 0xFF) || rec[4] != version {
                 break;
             }
@@ -621,6 +727,152 @@ impl Superblock {
         }
         Ok((sb, at))
     }
+
+    /// Bytes at the end of block 0 that this record's delta takes (0 unless it is the
+    /// first record and names a current map).
+    pub fn delta_bytes(&self) -> usize {
+        match self.space {
+            SpaceRef::Current { delta, .. } => DELTA_HEADER + usize::from(delta) * RUN_BYTES,
+            _ => 0,
+        }
+    }
+}
+
+/// A run of blocks in the same state: in use or free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceRun {
+    /// First block.
+    pub start: u64,
+    /// Blocks.
+    pub len: u64,
+    /// In use (not free).
+    pub used: bool,
+}
+
+/// The saved free-space map's block magic: "FSPM".
+const MAP_MAGIC: [u8; 4] = *b"FSPM";
+/// Bytes before a map block's bits: magic, the commit that wrote the map, the block's index
+/// in the map, CRC-32C.
+const MAP_HEADER: usize = 20;
+/// Bytes before the runs of a delta: the map's commit and a CRC-32C.
+const DELTA_HEADER: usize = 12;
+/// Bytes of a delta's run: first block (u32) and length (u32, top bit: in use).
+const RUN_BYTES: usize = 8;
+/// Volumes with more blocks than this keep no saved map (a run's fields are 31 bits).
+pub const MAP_MAX_BLOCKS: u64 = 1 << 31;
+
+/// Volume blocks one block of the saved map covers.
+pub fn map_bits(block_size: usize) -> u64 {
+    (block_size.saturating_sub(MAP_HEADER) * 8) as u64
+}
+
+/// Blocks a saved map of a volume of `sectors` blocks takes.
+pub fn space_map_blocks(sectors: u64, block_size: usize) -> u64 {
+    sectors.div_ceil(map_bits(block_size).max(1))
+}
+
+/// Runs a delta can hold in block 0 beside the first superblock record.
+pub fn delta_capacity(block_size: usize) -> usize {
+    block_size.saturating_sub(SB_STRIDE + DELTA_HEADER) / RUN_BYTES
+}
+
+/// Encodes block `index` of the map written by commit `commit`: `used(k)` says whether
+/// volume block `k` (of `sectors`) is in use.
+pub fn encode_map_block(
+    block: &mut [u8],
+    commit: u64,
+    index: u32,
+    sectors: u64,
+    used: impl Fn(u64) -> bool,
+) {
+    let bits = map_bits(block.len());
+    block.fill(0);
+    block[0..4].copy_from_slice(&MAP_MAGIC);
+    block[4..12].copy_from_slice(&commit.to_le_bytes());
+    block[12..16].copy_from_slice(&index.to_le_bytes());
+    let first = u64::from(index) * bits;
+    for k in first..(first + bits).min(sectors) {
+        if used(k) {
+            let i = (k - first) as usize;
+            block[MAP_HEADER + i / 8] |= 1 << (i % 8);
+        }
+    }
+    let crc = map_crc(block);
+    block[16..20].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The bits of block `index` of the map written by commit `commit`; damage, or a block of
+/// another map, is an error.
+pub fn decode_map_block(block: &[u8], commit: u64, index: u32) -> Result<&[u8]> {
+    if block.len() <= MAP_HEADER
+        || block[0..4] != MAP_MAGIC
+        || block[4..12] != commit.to_le_bytes()
+        || block[12..16] != index.to_le_bytes()
+    {
+        return Err(Error::Corrupt("not a block of the free-space map"));
+    }
+    if map_crc(block).to_le_bytes() != block[16..20] {
+        return Err(Error::Corrupt("free-space map checksum mismatch"));
+    }
+    Ok(&block[MAP_HEADER..])
+}
+
+fn map_crc(block: &[u8]) -> u32 {
+    let mut d = CRC32.digest();
+    d.update(&block[..16]);
+    d.update(&block[MAP_HEADER..]);
+    d.finalize()
+}
+
+/// Writes the delta of superblock `sb_commit` over the map of commit `map_commit` at the end
+/// of block 0 (`runs` at most [`delta_capacity`], each under [`MAP_MAX_BLOCKS`]).
+pub fn encode_delta(block: &mut [u8], sb_commit: u64, map_commit: u64, runs: &[SpaceRun]) {
+    let at = block.len() - DELTA_HEADER - runs.len() * RUN_BYTES;
+    let b = &mut block[at..];
+    b[0..8].copy_from_slice(&map_commit.to_le_bytes());
+    for (r, out) in runs
+        .iter()
+        .zip(b[DELTA_HEADER..].chunks_exact_mut(RUN_BYTES))
+    {
+        out[0..4].copy_from_slice(&(r.start as u32).to_le_bytes());
+        let len = r.len as u32 | if r.used { 1 << 31 } else { 0 };
+        out[4..8].copy_from_slice(&len.to_le_bytes());
+    }
+    let crc = delta_crc(b, sb_commit);
+    b[8..12].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The map's commit and the runs of the delta `sb` names at the end of block 0.
+pub fn decode_delta(block: &[u8], sb: &Superblock) -> Result<(u64, Vec<SpaceRun>)> {
+    let n = sb.delta_bytes();
+    let Some(b) = block.len().checked_sub(n).and_then(|at| block.get(at..)) else {
+        return Err(Error::Corrupt("free-space delta beyond block 0"));
+    };
+    if n < DELTA_HEADER || delta_crc(b, sb.commit).to_le_bytes() != b[8..12] {
+        return Err(Error::Corrupt("free-space delta checksum mismatch"));
+    }
+    let map_commit = Reader(&b[0..8]).u64();
+    let runs = b[DELTA_HEADER..]
+        .chunks_exact(RUN_BYTES)
+        .map(|r| {
+            let mut r = Reader(r);
+            let (start, len) = (r.u32(), r.u32());
+            SpaceRun {
+                start: u64::from(start),
+                len: u64::from(len & !(1 << 31)),
+                used: len >> 31 == 1,
+            }
+        })
+        .collect();
+    Ok((map_commit, runs))
+}
+
+fn delta_crc(b: &[u8], sb_commit: u64) -> u32 {
+    let mut d = CRC32.digest();
+    d.update(&sb_commit.to_le_bytes());
+    d.update(&b[..8]);
+    d.update(&b[DELTA_HEADER..]);
+    d.finalize()
 }
 
 #[cfg(test)]
@@ -665,6 +917,8 @@ mod tests {
             user_bytes: 1 << 40,
             flash_slots: 77,
             journal_blocks: 5,
+            inodes: 6,
+            space: SpaceRef::Stale(40),
         };
         let mut s = [0u8; 512];
         sb.encode(&mut s);
@@ -698,6 +952,8 @@ mod tests {
         v1[64..68].copy_from_slice(&crc.to_le_bytes());
         let v1_sb = Superblock {
             journal_blocks: 0,
+            inodes: 0,
+            space: SpaceRef::None,
             ..sb
         };
         assert_eq!(Superblock::decode_newest(&v1), Ok((v1_sb, 0)));
@@ -721,6 +977,67 @@ mod tests {
         let k = int_dirent_key(3, 77);
         let (_, _, rest) = split_key(&k).unwrap();
         assert_eq!(int_dirent_name(rest), Ok(77));
+    }
+
+    #[test]
+    fn space_maps_and_deltas_round_trip_and_reject_damage_and_strangers() {
+        let used = |k: u64| k % 3 == 0 || (100..200).contains(&k);
+        let sectors = 5000;
+        let mut block = [0u8; 512];
+        assert_eq!(space_map_blocks(sectors, 512), 2);
+        encode_map_block(&mut block, 7, 1, sectors, used);
+        let bits = decode_map_block(&block, 7, 1).unwrap();
+        let first = map_bits(512);
+        for k in first..sectors {
+            let i = (k - first) as usize;
+            assert_eq!(bits[i / 8] & (1 << (i % 8)) != 0, used(k), "block {k}");
+        }
+        // Another commit's map, another block of it, or a flipped bit: refused.
+        assert!(decode_map_block(&block, 8, 1).is_err());
+        assert!(decode_map_block(&block, 7, 0).is_err());
+        let mut bad = block;
+        bad[300] ^= 4;
+        assert!(decode_map_block(&bad, 7, 1).is_err());
+        // A delta at the end of block 0, bound to its superblock's commit; appended records
+        // stop before it.
+        let sb = Superblock {
+            commit: 9,
+            root: NodePtr(3),
+            next_ino: 4,
+            sectors,
+            block_size: 512,
+            index_gen: 1,
+            user_bytes: 0,
+            flash_slots: 0,
+            journal_blocks: 0,
+            inodes: 2,
+            space: SpaceRef::Current { at: 40, delta: 2 },
+        };
+        let runs = [
+            SpaceRun {
+                start: 5,
+                len: 3,
+                used: true,
+            },
+            SpaceRun {
+                start: 4999,
+                len: 1,
+                used: false,
+            },
+        ];
+        let mut b0 = [0u8; 512];
+        sb.encode(&mut b0);
+        encode_delta(&mut b0, sb.commit, 6, &runs);
+        assert_eq!(Superblock::decode_newest(&b0), Ok((sb, 0)));
+        assert_eq!(decode_delta(&b0, &sb), Ok((6, runs.to_vec())));
+        let other = Superblock { commit: 10, ..sb };
+        assert!(decode_delta(&b0, &other).is_err());
+        b0[511] ^= 1;
+        assert!(decode_delta(&b0, &sb).is_err());
+        assert_eq!(
+            delta_capacity(512),
+            (512 - SB_STRIDE - DELTA_HEADER) / RUN_BYTES
+        );
     }
 
     #[test]

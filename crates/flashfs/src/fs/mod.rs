@@ -39,6 +39,7 @@ mod op;
 mod path;
 mod record;
 mod space;
+mod space_map;
 mod store;
 mod txn;
 mod writeback;
@@ -65,7 +66,7 @@ use crate::ftl::{BlockDevice, Ftl, FtlConfig};
 use crate::index::TreeConfig;
 use crate::log::Head;
 use crate::media::Segments;
-use layout::{item, key, Superblock};
+use layout::{item, key, SpaceRef, Superblock};
 
 /// When reads update the access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,6 +247,10 @@ pub struct FsStats {
     pub bytes_written: u64,
     /// Bytes of file blocks waiting in RAM to be programmed ([`FsConfig::write_buffers`]).
     pub write_buffer_bytes: u64,
+    /// Blocks of saved free-space maps written (SPEC.md §8.5).
+    pub space_map_writes: u64,
+    /// Whether the mount read its free space from the saved map (not walking the index).
+    pub mounted_from_map: bool,
 }
 
 /// A mounted file system on a flash device.
@@ -275,8 +280,15 @@ pub struct Fs<D: Segments> {
     /// append after them; 0 when it must write block 0 afresh (after a mount, a failure, or
     /// on media that cannot append).
     sb_records: usize,
+    /// Bytes at the end of block 0 its first record's free-space delta takes: appended
+    /// records stop before them.
+    sb_tail: usize,
     /// Commits since mount that appended their superblock.
     sb_appends: u64,
+    /// Whether the mount read the saved free-space map.
+    mapped_mount: bool,
+    /// Whether [`Fs::unmount`] runs: its commit names a current free-space map.
+    closing: bool,
     /// The journal (SPEC.md §8.5b).
     journal: journal::Journal,
     /// The time of the operation running under [`Fs::journaled`] (or being replayed):
@@ -346,6 +358,8 @@ impl<D: Segments> Fs<D> {
             superblock_appends: self.sb_appends,
             bytes_written: self.bytes_written,
             write_buffer_bytes: self.tree.store().wb.bytes() as u64,
+            space_map_writes: self.tree.store().map_writes,
+            mounted_from_map: self.mapped_mount,
         }
     }
 
@@ -386,10 +400,18 @@ impl<D: Segments> Fs<D> {
         self.tree.drop_cache();
     }
 
-    /// Commits (a checkpoint: the journal is left empty), writes the block device's
-    /// checkpoint of its map so the next mount need not scan, and gives the device back.
+    /// Commits (a checkpoint: the journal is left empty) with a free-space map the next
+    /// mount reads instead of walking the index, writes the block device's checkpoint of
+    /// its map so that mount need not scan either, and gives the device back.
     pub fn unmount(mut self) -> Result<D> {
+        // The last commit writes block 0 anew, where a current map fits.
+        self.closing = true;
+        self.sb_records = 0;
         self.checkpoint()?;
+        if !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0 {
+            // Nothing to commit, but the superblock names no current map.
+            self.write_commit()?;
+        }
         self.tree.into_store().ftl.close()
     }
 
@@ -412,6 +434,11 @@ impl<D: Segments> Fs<D> {
     pub fn fsync(&mut self, ino: Ino, _datasync: bool) -> Result<()> {
         self.inode(ino)?;
         self.commit()
+    }
+
+    /// Inodes of the version a commit writes now: open transactions' are not in it.
+    fn committed_inodes(&self) -> u64 {
+        (self.inodes as i64 - self.tree.tx.inode_delta()).max(0) as u64
     }
 
     /// Space and inode counts.
@@ -543,6 +570,15 @@ impl<D: Segments> Fs<D> {
     }
 
     fn write_commit(&mut self) -> Result<()> {
+        // Where superblocks are appended, a delta would take the room of appended records
+        // and bring block 0 writes sooner: only the unmount names a current map there.
+        let current_map = self.closing || !self.tree.store().ftl.can_patch();
+        self.write_commit_with(current_map)
+    }
+
+    /// Writes the commit; `current_map`: a block 0 written anew names a current free-space
+    /// map (a delta or a new map), not a stale one.
+    fn write_commit_with(&mut self, current_map: bool) -> Result<()> {
         // Whatever starts it (a sync, the dirty nodes' budget, space running out), the
         // commit covers every operation before it, so their data goes to flash first.
         self.tree.store_mut().write_back_all(None)?;
@@ -562,24 +598,41 @@ impl<D: Segments> Fs<D> {
         let root = root?;
         let index_gen = self.tree.committed_generation();
         self.tree.store_mut().ftl.flush()?;
-        let sb = Superblock {
+        let mut sb = Superblock {
             commit: self.sb.commit + 1,
             root,
             index_gen,
             user_bytes: self.mount_base.user_bytes + self.bytes_written,
             flash_slots: self.mount_base.flash_slots + self.slots_since_mount(),
+            inodes: self.committed_inodes(),
+            // An appended record has no room for the free-space delta (SPEC.md §8.5).
+            space: self.sb.space.map().map_or(SpaceRef::None, SpaceRef::Stale),
             ..self.sb
         };
         // Until this commit is on flash, nothing may be appended after a record that may
         // be torn: a failure below leaves `sb_records` at 0, so the next commit writes a
         // fresh block 0.
         let appended = core::mem::take(&mut self.sb_records);
+        let mut map_written = None;
         if !self.append_superblock(&sb, appended)? {
+            let delta = if current_map {
+                self.space_for_commit(&mut sb)?
+            } else {
+                None
+            };
             sb.encode(&mut self.buf);
+            if let Some((map_commit, runs)) = &delta {
+                layout::encode_delta(&mut self.buf, sb.commit, *map_commit, runs);
+                map_written = (*map_commit == sb.commit).then_some(sb.commit);
+            }
             let store = self.tree.store_mut();
             store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
             store.ftl.flush()?;
             self.sb_records = 1;
+            self.sb_tail = sb.delta_bytes();
+            if map_written.is_some() || sb.space == SpaceRef::None {
+                self.tree.store_mut().space.reset_changes(map_written);
+            }
         }
         self.tree.store_mut().committed()?;
         self.sb = sb;
@@ -600,9 +653,9 @@ impl<D: Segments> Fs<D> {
     /// whole block. False when it cannot (no room left, no record known to end cleanly, or a
     /// program that did not take), and the caller writes block 0 afresh.
     fn append_superblock(&mut self, sb: &Superblock, records: usize) -> Result<bool> {
-        let block = self.sb.block_size as usize;
+        let room = (self.sb.block_size as usize).saturating_sub(self.sb_tail);
         let store = self.tree.store_mut();
-        if records == 0 || (records + 1) * layout::SB_STRIDE > block || !store.ftl.can_patch() {
+        if records == 0 || (records + 1) * layout::SB_STRIDE > room || !store.ftl.can_patch() {
             return Ok(false);
         }
         let mut rec = [0xFFu8; layout::SB_STRIDE];
@@ -685,7 +738,14 @@ impl<D: Segments> Fs<D> {
     /// An inode's attributes.
     fn inode(&mut self, ino: Ino) -> Result<Inode> {
         match self.tree.get(&key(ino, item::INODE))? {
-            Some(v) => Inode::decode(&v),
+            // Bounded here as the walk bounds it: a mount from the saved free-space map
+            // has not walked the index.
+            Some(v) => match Inode::decode(&v)? {
+                i if i.size > self.max_file_size() => {
+                    Err(Error::Corrupt("an inode larger than a file can be"))
+                }
+                i => Ok(i),
+            },
             None => Err(Error::NotFound),
         }
     }

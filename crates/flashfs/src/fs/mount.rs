@@ -1,16 +1,19 @@
 //! Format, mount and the walk over the committed index that both mount and `fsck` use.
 //!
-//! Mount reads the superblock, opens the index at its root and walks every node and
-//! extent once: what they use is in use, the rest of the volume is free, and sectors the
-//! block device still maps outside that set (data of operations a power cut interrupted,
-//! blocks freed since) are forgotten so the cleaner does not copy them.
+//! Mount reads the superblock, opens the index at its root and learns which blocks are in
+//! use: from the saved free-space map where it can (`space_map`), else by walking every
+//! node and extent once. The rest of the volume is free, and sectors the block device still
+//! maps outside that set (data of operations a power cut interrupted, blocks freed since)
+//! are forgotten so the cleaner does not copy them.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::extents::ExtentCache;
 use super::journal::Journal;
-use super::layout::{self, item, key, key_u64, Extent, Inode, Superblock, FIRST_INO, ROOT_INO};
+use super::layout::{
+    self, item, key, key_u64, Extent, Inode, SpaceRef, Superblock, FIRST_INO, ROOT_INO,
+};
 use super::space::Space;
 use super::store::Store;
 use super::txn::TxTree;
@@ -27,6 +30,13 @@ const MIN_SECTORS: u64 = 64;
 /// The index node cache's budget while a walk reads every node: enough for the path the
 /// walk is on, so that the nodes it passes do not fill the cache (and the mount's heap).
 const WALK_CACHE_BYTES: usize = 16 * 1024;
+
+/// What a mount deletes and forgets besides the free blocks: the walk finds both; a mount
+/// from the saved free-space map lists the orphans and leaves unwritten extents be.
+struct Found {
+    orphans: Vec<u64>,
+    unwritten: Vec<(u64, u64, Extent)>,
+}
 
 /// Sectors in use by the committed version, as the walk found them.
 pub(super) struct Usage {
@@ -134,6 +144,7 @@ impl<D: Segments> Fs<D> {
             space,
             node_writes: 0,
             node_patches: 0,
+            map_writes: 0,
             wb: WriteBack::new(config.write_buffers),
         };
         let tree = TxTree::new(
@@ -151,6 +162,8 @@ impl<D: Segments> Fs<D> {
             user_bytes: 0,
             flash_slots: 0,
             journal_blocks,
+            inodes: 0,
+            space: SpaceRef::None,
         };
         let mut fs = Fs {
             tree,
@@ -166,6 +179,9 @@ impl<D: Segments> Fs<D> {
             garbage_spares: 0,
             extent_cache: ExtentCache::new(config.extent_maps),
             sb_records: 0,
+            sb_tail: 0,
+            mapped_mount: false,
+            closing: false,
             sb_appends: 0,
             buf: vec![0; ss],
             journal: Journal::new(u32::from(journal_blocks), 0),
@@ -205,6 +221,7 @@ impl<D: Segments> Fs<D> {
             space: Space::default(),
             node_writes: 0,
             node_patches: 0,
+            map_writes: 0,
             wb: WriteBack::new(config.write_buffers),
         };
         store.read(0, &mut buf)?;
@@ -238,6 +255,9 @@ impl<D: Segments> Fs<D> {
             garbage_spares: 0,
             extent_cache: ExtentCache::new(config.extent_maps),
             sb_records: 0,
+            sb_tail: 0,
+            mapped_mount: false,
+            closing: false,
             sb_appends: 0,
             buf,
             journal: Journal::default(),
@@ -246,7 +266,27 @@ impl<D: Segments> Fs<D> {
             pack: Default::default(),
             tails: Default::default(),
         };
-        let found = fs.rescan()?;
+        // The saved free-space map where the superblock names a current one that reads
+        // back whole; otherwise the walk (SPEC.md §8.5).
+        let block0 = fs.buf.clone();
+        let found = match fs.load_space_map(&block0)? {
+            Some(space) => {
+                fs.tree.store_mut().space = space;
+                fs.inodes = fs.sb.inodes;
+                fs.mapped_mount = true;
+                Found {
+                    orphans: fs.orphan_list()?,
+                    unwritten: Vec::new(),
+                }
+            }
+            None => {
+                let usage = fs.rescan()?;
+                Found {
+                    orphans: usage.orphans,
+                    unwritten: usage.unwritten,
+                }
+            }
+        };
         if fs.tree.get(&key(ROOT_INO, item::INODE))?.is_none() {
             return Err(Error::Corrupt("no root directory"));
         }
@@ -314,12 +354,32 @@ impl<D: Segments> Fs<D> {
         Ok(())
     }
 
+    /// The orphans the committed index lists.
+    fn orphan_list(&mut self) -> Result<Vec<u64>> {
+        let (lo, hi) = (
+            key(layout::ORPHANS, item::ORPHAN),
+            key(layout::ORPHANS, item::ORPHAN + 1),
+        );
+        let mut out = Vec::new();
+        for entry in self.tree.range(lo..hi) {
+            let (k, _) = entry?;
+            let (_, _, rest) = layout::split_key(&k)?;
+            out.push(layout::suffix_u64(rest)?);
+        }
+        Ok(out)
+    }
+
     /// Walks the committed index once: every node, and each leaf's items right after it.
     pub(super) fn walk(&mut self) -> Result<Usage> {
         let max_size = self.max_file_size();
         let max_blocks = max_size / self.bs();
         let mut usage = Usage::new(self.sb.sectors);
         usage.mark(0, 1 + u64::from(self.sb.journal_blocks))?;
+        // The saved free-space map the superblock names is in use until a commit names
+        // another.
+        if let Some(at) = self.sb.space.map() {
+            usage.mark(at, self.map_len())?;
+        }
         self.tree.with_cache_budget(WALK_CACHE_BYTES, |tree| {
             tree.walk_committed(|v| match v {
                 Visit::Node(p) => usage.mark(p.0, 1),

@@ -428,7 +428,7 @@ impl<D: Segments> Fs<D> {
         let items: Vec<(Vec<u8>, Vec<u8>)> = self.tree.range(lo..hi).collect::<Result<_>>()?;
         for (k, v) in items {
             if k[8] == item::EXTENT {
-                let e = layout::Extent::decode(&v)?;
+                let e = layout::Extent::decode_at(0, &v, self.sb.sectors)?;
                 let store = self.tree.store_mut();
                 store.wb.drop_range(e.start, e.len);
                 store.space.release(e.start, e.len);

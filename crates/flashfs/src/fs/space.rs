@@ -28,7 +28,15 @@ pub struct Space {
     /// While an operation of a transaction runs: where its data sectors are recorded
     /// (allocations to undo if it aborts, releases to make only if it commits).
     pub tx: Option<TxSpace>,
+    /// The commit that wrote the saved map the last commit named, and the sectors taken
+    /// or freed since, as merged runs (first to length); `None` when they are not known
+    /// (no map, or more runs than a delta could ever hold): the next commit that can
+    /// writes a new map.
+    changed: Option<(u64, BTreeMap<u64, u64>)>,
 }
+
+/// Changed runs tracked at most: beyond, a new map is cheaper than the delta.
+const MAX_CHANGED_RUNS: usize = 4096;
 
 /// The data sectors an open transaction allocated and released.
 #[derive(Debug, Default, Clone)]
@@ -40,6 +48,58 @@ pub struct TxSpace {
 }
 
 impl Space {
+    /// Space whose changes since the saved map commit `map_commit` wrote are these runs
+    /// ([`Space::changed_runs`]).
+    pub fn with_changes(
+        mut self,
+        map_commit: u64,
+        runs: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Space {
+        let mut changed = BTreeMap::new();
+        for (a, n) in runs {
+            add_run(&mut changed, a, n);
+        }
+        self.changed = Some((map_commit, changed));
+        self
+    }
+
+    /// Starts counting changes from the map commit `map_commit` wrote, or stops (`None`:
+    /// no map is kept).
+    pub fn reset_changes(&mut self, map_commit: Option<u64>) {
+        self.changed = map_commit.map(|c| (c, BTreeMap::new()));
+    }
+
+    /// The commit that wrote the saved map, and the runs whose state may differ from the
+    /// map's, merged with `unused` (sectors the working version does not use though they
+    /// are not free), in order; `None` when they are not known.
+    pub fn changed_runs(&self, unused: &BTreeMap<u64, u64>) -> Option<(u64, BTreeMap<u64, u64>)> {
+        let (map_commit, mut runs) = self.changed.clone()?;
+        for (&a, &n) in unused {
+            add_run(&mut runs, a, n);
+        }
+        Some((map_commit, runs))
+    }
+
+    /// Sectors the working version does not use though they are not free: released ones
+    /// waiting for a commit, and `held` (an open transaction's, which no commit names).
+    pub fn unused(&self, held: impl IntoIterator<Item = u64>) -> BTreeMap<u64, u64> {
+        let mut runs = BTreeMap::new();
+        for &(a, n) in &self.pending {
+            add_run(&mut runs, a, n);
+        }
+        for k in held {
+            add_run(&mut runs, k, 1);
+        }
+        runs
+    }
+
+    /// Takes `n` consecutive free sectors, the first run long enough.
+    pub fn alloc_run(&mut self, n: u64) -> Option<u64> {
+        let (&a, _) = self.free.iter().find(|(_, &len)| len >= n)?;
+        self.take(a, n);
+        Some(a)
+    }
+
     /// Space of a volume of `sectors` sectors where `used(k)` says which are in use.
     pub fn from_used(sectors: u64, mut used: impl FnMut(u64) -> bool) -> Space {
         let mut s = Space::default();
@@ -57,6 +117,15 @@ impl Space {
             }
         }
         if let Some((a, n)) = run {
+            s.insert(a, n);
+        }
+        s
+    }
+
+    /// Space whose free sectors are these runs (in order, apart).
+    pub fn from_free(runs: impl IntoIterator<Item = (u64, u64)>) -> Space {
+        let mut s = Space::default();
+        for (a, n) in runs {
             s.insert(a, n);
         }
         s
@@ -213,6 +282,7 @@ impl Space {
             .expect("taking a sector that is free");
         debug_assert!(start + n <= a + len);
         self.free.remove(&a);
+        self.note_change(start, n);
         if start > a {
             self.free.insert(a, start - a);
         }
@@ -226,6 +296,7 @@ impl Space {
         if n == 0 {
             return;
         }
+        self.note_change(a, n);
         self.free_count += n;
         if let Some((&pa, &pn)) = self.free.range(..a).next_back() {
             if pa + pn == a {
@@ -240,6 +311,45 @@ impl Space {
         }
         self.free.insert(a, n);
     }
+
+    fn note_change(&mut self, a: u64, n: u64) {
+        if let Some((_, changed)) = &mut self.changed {
+            add_run(changed, a, n);
+            if changed.len() > MAX_CHANGED_RUNS {
+                self.changed = None;
+            }
+        }
+    }
+}
+
+/// Whether sector `k` is in merged runs (first to length).
+pub fn in_runs(runs: &BTreeMap<u64, u64>, k: u64) -> bool {
+    runs.range(..=k)
+        .next_back()
+        .is_some_and(|(&a, &n)| k < a + n)
+}
+
+/// Adds run `a..a + n` to merged runs (first to length), joining those it overlaps or
+/// touches.
+fn add_run(runs: &mut BTreeMap<u64, u64>, mut a: u64, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let mut end = a + n;
+    if let Some((&pa, &pn)) = runs.range(..=a).next_back() {
+        if pa + pn >= a {
+            a = pa;
+            end = end.max(pa + pn);
+        }
+    }
+    while let Some((&na, &nn)) = runs.range(a..).next() {
+        if na > end {
+            break;
+        }
+        runs.remove(&na);
+        end = end.max(na + nn);
+    }
+    runs.insert(a, end - a);
 }
 
 #[cfg(test)]
@@ -271,6 +381,30 @@ mod tests {
         }
         assert_eq!(got, 80);
         assert_eq!(s.free(), 0);
+    }
+
+    #[test]
+    fn changes_since_the_map_are_merged_runs_of_what_was_taken_and_freed() {
+        let mut s = Space::from_used(100, |k| k < 10);
+        assert_eq!(s.changed_runs(&BTreeMap::new()), None, "no map yet");
+        s.reset_changes(Some(4));
+        assert_eq!(s.alloc_run(5), Some(10));
+        assert_eq!(s.alloc(3), Some((15, 3)));
+        s.release(2, 2);
+        let unused = s.unused([50]);
+        let (commit, runs) = s.changed_runs(&unused).unwrap();
+        assert_eq!(commit, 4);
+        // 10..18 taken (one run), 2..4 released (pending), 50 an open transaction's.
+        assert_eq!(
+            runs.into_iter().collect::<Vec<_>>(),
+            [(2, 2), (10, 8), (50, 1)]
+        );
+        assert!(in_runs(&unused, 3) && in_runs(&unused, 50) && !in_runs(&unused, 4));
+        // The first run long enough, not the first free one.
+        s.unalloc(12, 1);
+        assert_eq!(s.alloc_run(4), Some(18));
+        s.reset_changes(None);
+        assert_eq!(s.changed_runs(&unused), None);
     }
 
     #[test]

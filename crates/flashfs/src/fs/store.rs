@@ -22,6 +22,8 @@ pub struct Store<D> {
     pub node_writes: u64,
     /// Index nodes changed in place (spare pointers set).
     pub node_patches: u64,
+    /// Blocks of saved free-space maps written.
+    pub map_writes: u64,
     /// File blocks whose program waits (`writeback`): reads see them.
     pub wb: WriteBack,
 }

@@ -194,6 +194,12 @@ impl Txns {
         self.units.clear();
     }
 
+    /// Inodes open transactions made minus those they deleted: counted in the working
+    /// version's inodes, not in a commit's.
+    pub fn inode_delta(&self) -> i64 {
+        self.open.values().map(|t| t.inodes).sum()
+    }
+
     /// The data sectors open transactions allocated (`running`: those of the transaction
     /// whose operation runs, kept in the free-space map meanwhile).
     pub fn held(&self, running: Option<&TxSpace>) -> BTreeSet<u64> {

@@ -1,0 +1,214 @@
+//! The saved free-space map (SPEC.md §8.5): what lets a mount skip the walk of the index.
+//!
+//! A map holds one bit per block of the volume, written to consecutive free blocks by a
+//! commit; later commits name it with a *delta*, the runs whose state changed since, at the
+//! end of the block 0 they write. On NAND every commit writes block 0 anew anyway, so a
+//! commit costs no extra program until the delta outgrows the room beside the superblock
+//! record; that commit writes a new map instead (and the old one is freed with it). Where
+//! superblocks are appended in place (reprogrammable NOR) a delta would take the room of
+//! appended records, so commits name the map as stale and a mount after a power cut walks;
+//! the unmount writes block 0 anew with a current map, so a clean mount never walks.
+//!
+//! The map describes the committed version exactly, as the walk would find it: the blocks
+//! neither free, nor released by the working version (which the commit does not use), nor
+//! an open transaction's (which no commit names). `fsck` checks the same identity.
+
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::layout::{self, SpaceRef, SpaceRun, Superblock};
+use super::space::{in_runs, Space};
+use super::Fs;
+use crate::error::{Error, Result};
+use crate::log::Head;
+use crate::media::Segments;
+
+impl<D: Segments> Fs<D> {
+    /// Blocks the saved free-space map takes on this volume (SPEC.md §8.5); 0 where it
+    /// keeps none.
+    pub fn space_map_blocks(&self) -> u64 {
+        // A block device without checkpoints scans at every mount, and a mount after a
+        // scan walks (see `load_space_map`): no map is worth keeping there.
+        if self.sb.sectors >= layout::MAP_MAX_BLOCKS || self.ftl().log().volume().anchors.is_none()
+        {
+            return 0;
+        }
+        self.map_len()
+    }
+
+    /// Blocks a map of this volume takes, whether it keeps one or not (one the superblock
+    /// names is in use whatever the block device does now).
+    pub(super) fn map_len(&self) -> u64 {
+        layout::space_map_blocks(self.sb.sectors, self.sb.block_size as usize)
+    }
+
+    /// The blocks of the saved free-space map the last commit names, if any (current or
+    /// stale).
+    pub fn space_map(&self) -> Option<core::ops::Range<u64>> {
+        let at = self.sb.space.map()?;
+        Some(at..at + self.map_len())
+    }
+
+    /// Decides what the fresh block 0 of commit `sb` names (setting `sb.space`): the delta
+    /// over the current map where it fits, else a new map, written here. Returns the delta
+    /// to write after the record (the map's commit and the runs).
+    pub(super) fn space_for_commit(
+        &mut self,
+        sb: &mut Superblock,
+    ) -> Result<Option<(u64, Vec<SpaceRun>)>> {
+        let blocks = self.space_map_blocks();
+        let bs = self.sb.block_size as usize;
+        let old = self.sb.space.map();
+        if let Some(at) = old {
+            let unused = self.unused_now();
+            let store = self.tree.store();
+            if let Some((map_commit, changed)) = store.space.changed_runs(&unused) {
+                let runs = delta_runs(&store.space, &unused, &changed, layout::delta_capacity(bs));
+                if let Some(runs) = runs {
+                    sb.space = SpaceRef::Current {
+                        at,
+                        delta: runs.len() as u16,
+                    };
+                    return Ok(Some((map_commit, runs)));
+                }
+            }
+        }
+        // A new map: the old one is free once this commit is durable.
+        let len = self.map_len();
+        let space = &mut self.tree.store_mut().space;
+        if let Some(at) = old {
+            space.release_node(at, len);
+        }
+        sb.space = SpaceRef::None;
+        if blocks == 0 {
+            return Ok(None);
+        }
+        let Some(at) = space.alloc_run(blocks) else {
+            return Ok(None);
+        };
+        let unused = self.unused_now();
+        let store = self.tree.store_mut();
+        let mut buf = vec![0; bs];
+        for i in 0..blocks {
+            let space = &store.space;
+            layout::encode_map_block(&mut buf, sb.commit, i as u32, sb.sectors, |k| {
+                !space.is_free(k) && !in_runs(&unused, k)
+            });
+            store.ftl.write_to(at + i, &buf, Some(Head::Meta))?;
+            store.map_writes += 1;
+        }
+        sb.space = SpaceRef::Current { at, delta: 0 };
+        Ok(Some((sb.commit, Vec::new())))
+    }
+
+    /// Sectors that are not free but that the working version does not use.
+    fn unused_now(&self) -> BTreeMap<u64, u64> {
+        let space = &self.tree.store().space;
+        space.unused(self.tree.tx.held(space.tx.as_ref()))
+    }
+
+    /// The committed version's space from the saved map and the delta in `block0` (the
+    /// newest superblock's block), or `None` where the superblock names no current map or
+    /// the map does not read back whole: the mount walks the index instead.
+    pub(super) fn load_space_map(&mut self, block0: &[u8]) -> Result<Option<Space>> {
+        let SpaceRef::Current { at, .. } = self.sb.space else {
+            return Ok(None);
+        };
+        // A block device that scanned brings back every sector forgotten since its data
+        // was written, also under extents allocated but never written, which only the
+        // walk finds to forget again (SPEC.md §8.5); the scan costs more than the walk.
+        if !self.ftl().log().restored() {
+            return Ok(None);
+        }
+        let blocks = self.map_len();
+        let sectors = self.sb.sectors;
+        if blocks == 0 || at.checked_add(blocks).is_none_or(|end| end > sectors) {
+            return Ok(None);
+        }
+        let Ok((map_commit, delta)) = layout::decode_delta(block0, &self.sb) else {
+            return Ok(None);
+        };
+        // Runs come in order, apart, within the volume (as commits write them).
+        let mut end = 0;
+        for r in &delta {
+            if r.start < end || r.start.checked_add(r.len).is_none_or(|e| e > sectors) {
+                return Ok(None);
+            }
+            end = r.start + r.len;
+        }
+        // Free runs straight from the map's blocks, one block in RAM at a time, the delta's
+        // runs (in order) overriding the bits they cover.
+        let bits_per_block = layout::map_bits(self.sb.block_size as usize);
+        let mut free = Vec::new();
+        let mut run: Option<(u64, u64)> = None;
+        let mut runs = delta.iter().peekable();
+        let mut buf = vec![0; self.sb.block_size as usize];
+        for i in 0..blocks {
+            match self.tree.store_mut().read(at + i, &mut buf) {
+                Ok(()) => {}
+                Err(Error::Corrupt(_) | Error::Damaged { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            let Ok(bits) = layout::decode_map_block(&buf, map_commit, i as u32) else {
+                return Ok(None);
+            };
+            let first = i * bits_per_block;
+            for k in first..(first + bits_per_block).min(sectors) {
+                while runs.next_if(|r| r.start + r.len <= k).is_some() {}
+                let used = match runs.peek() {
+                    Some(r) if r.start <= k => r.used,
+                    _ => {
+                        let j = (k - first) as usize;
+                        bits[j / 8] & (1 << (j % 8)) != 0
+                    }
+                };
+                run = match (used, run) {
+                    (true, Some(r)) => {
+                        free.push(r);
+                        None
+                    }
+                    (true, None) => None,
+                    (false, Some((a, n))) => Some((a, n + 1)),
+                    (false, None) => Some((k, 1)),
+                };
+            }
+        }
+        free.extend(run);
+        let space = Space::from_free(free);
+        Ok(Some(space.with_changes(
+            map_commit,
+            delta.iter().map(|r| (r.start, r.len)),
+        )))
+    }
+}
+
+/// The runs of `changed` split by their state in the committed version (in use: neither
+/// free nor `unused`), or `None` where they are more than `capacity`.
+fn delta_runs(
+    space: &Space,
+    unused: &BTreeMap<u64, u64>,
+    changed: &BTreeMap<u64, u64>,
+    capacity: usize,
+) -> Option<Vec<SpaceRun>> {
+    let mut runs: Vec<SpaceRun> = Vec::new();
+    for (&a, &n) in changed {
+        for k in a..a + n {
+            let used = !space.is_free(k) && !in_runs(unused, k);
+            match runs.last_mut() {
+                Some(r) if r.used == used && r.start + r.len == k => r.len += 1,
+                _ => {
+                    if runs.len() == capacity {
+                        return None;
+                    }
+                    runs.push(SpaceRun {
+                        start: k,
+                        len: 1,
+                        used,
+                    });
+                }
+            }
+        }
+    }
+    Some(runs)
+}

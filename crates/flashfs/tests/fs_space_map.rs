@@ -1,0 +1,183 @@
+//! The saved free-space map (SPEC.md §8.5): a mount reads it instead of walking the index,
+//! after an unmount and after a power cut, and what it reads agrees with the walk block by
+//! block (`fsck` walks and compares); where it cannot be used the mount walks.
+
+mod common;
+
+use common::*;
+use flashfs::fs::{Ino, ROOT_INO};
+use flashfs::{Fs, FsConfig, Segments};
+use std::collections::BTreeMap;
+
+/// The tests' configuration, with checkpoints kept on the small NOR part too: a block
+/// device that scans at mount brings back forgotten data only the walk forgets again, so
+/// the file system walks there (SPEC.md §8.5).
+fn config() -> FsConfig {
+    let mut c = fs_config();
+    c.ftl.log.checkpoint_min_segments = 4;
+    c
+}
+
+/// Reprogrammable NOR of 64 units of 8 KiB: room for the checkpoint's anchors.
+fn larger_nor() -> flashfs::NorSegments<flash::NorSim> {
+    nor_of(flash::NorSpec {
+        units: 64,
+        ..nor_spec(true)
+    })
+}
+
+/// Deterministic bytes.
+fn bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Creates, grows, shrinks and deletes files, with a sync every few operations, so that
+/// blocks are taken and freed all over the volume.
+fn churn<D: Segments>(fs: &mut Fs<D>, files: &mut BTreeMap<Vec<u8>, Ino>, seed: u64, ops: u64) {
+    for i in 0..ops {
+        let r = seed.wrapping_mul(31).wrapping_add(i * 7919) % 1000;
+        let name = format!("f{}", r % 23).into_bytes();
+        match files.get(&name).copied() {
+            Some(ino) if r % 3 == 0 => {
+                fs.unlink(ROOT_INO, &name).unwrap();
+                files.remove(&name);
+                let _ = ino;
+            }
+            Some(ino) => {
+                let off = (r * 97) % 20_000;
+                fs.write(ino, off, &bytes(r + i, 1 + (r as usize * 13) % 9000))
+                    .unwrap();
+            }
+            None => {
+                let ino = fs.create(ROOT_INO, &name, 0o644, 0, 0).unwrap().ino;
+                fs.write(ino, 0, &bytes(r, (r as usize * 37) % 30_000))
+                    .unwrap();
+                files.insert(name, ino);
+            }
+        }
+        if i % 5 == 4 {
+            fs.sync().unwrap();
+        }
+    }
+    fs.sync().unwrap();
+}
+
+fn assert_clean<D: Segments>(fs: &mut Fs<D>, when: &str) {
+    let r = fs.check(false).unwrap();
+    assert!(r.is_clean(), "fsck {when}: {:?}", r.problems);
+}
+
+#[test]
+fn mounts_after_an_unmount_and_after_a_cut_read_the_map_and_agree_with_the_walk() {
+    let mut fs = Fs::format(nand_checkpointed(), config()).unwrap();
+    let mut files = BTreeMap::new();
+    for round in 0..6u64 {
+        churn(&mut fs, &mut files, round, 40);
+        let before = dump(&mut fs).unwrap();
+        let free = fs.statfs().blocks_free;
+        let files_count = fs.statfs().files;
+        // Even rounds end with an unmount, odd ones with a power cut after the last sync.
+        let dev = if round % 2 == 0 {
+            fs.unmount().unwrap()
+        } else {
+            fs.into_device()
+        };
+        fs = Fs::mount(dev, config()).unwrap();
+        assert!(
+            fs.stats().mounted_from_map,
+            "round {round}: the mount walked the index"
+        );
+        assert_eq!(dump(&mut fs).unwrap(), before, "round {round}");
+        assert_eq!(fs.statfs().blocks_free, free, "round {round}: free blocks");
+        assert_eq!(fs.statfs().files, files_count, "round {round}: files");
+        // The walk, block by block, and the inode count.
+        assert_clean(&mut fs, &format!("after mount {round}"));
+    }
+}
+
+#[test]
+fn commits_write_a_delta_and_a_new_map_only_when_it_outgrows_block_0() {
+    let mut fs = Fs::format(nand_checkpointed(), config()).unwrap();
+    let blocks = fs.space_map_blocks();
+    assert!(blocks > 0);
+    let first = fs.space_map().expect("the format's commit writes a map");
+    assert_eq!(first.end - first.start, blocks);
+    // A few commits that change a few runs: deltas, no map written.
+    let format_writes = fs.stats().space_map_writes;
+    assert_eq!(format_writes, blocks);
+    let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    for i in 0..3 {
+        fs.write(a, i * 512, &bytes(i, 512)).unwrap();
+        fs.sync().unwrap();
+    }
+    assert_eq!(
+        fs.stats().space_map_writes,
+        format_writes,
+        "a delta fits block 0"
+    );
+    assert_eq!(fs.space_map(), Some(first.clone()));
+    // Many scattered changes: the delta no longer fits, a new map is written and the old
+    // one freed.
+    let mut files = BTreeMap::new();
+    churn(&mut fs, &mut files, 7, 300);
+    let written = fs.stats().space_map_writes - format_writes;
+    assert!(written >= blocks, "{written} map blocks written");
+    assert_ne!(fs.space_map(), Some(first));
+    assert_clean(&mut fs, "after new maps");
+    let fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
+    assert!(fs.stats().mounted_from_map);
+}
+
+#[test]
+fn appended_superblocks_name_the_map_stale_and_an_unmount_makes_it_current() {
+    // Reprogrammable NOR: commits append their superblock in place, with no room for a
+    // delta, so a mount after a power cut walks; an unmount writes block 0 anew.
+    let mut fs = Fs::format(larger_nor(), config()).unwrap();
+    let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.sync().unwrap();
+    for i in 0..4 {
+        fs.write(a, i * 100, &bytes(i, 100)).unwrap();
+        fs.sync().unwrap();
+    }
+    assert!(fs.stats().superblock_appends > 0, "{:?}", fs.stats());
+    let before = dump(&mut fs).unwrap();
+    let mut fs = Fs::mount(fs.into_device(), config()).unwrap();
+    assert_eq!(dump(&mut fs).unwrap(), before);
+    assert_clean(&mut fs, "after a cut");
+    for i in 0..4 {
+        fs.write(a, 1000 + i * 100, &bytes(i + 9, 100)).unwrap();
+        fs.sync().unwrap();
+    }
+    let before = dump(&mut fs).unwrap();
+    let mut fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
+    assert!(
+        fs.stats().mounted_from_map,
+        "an unmount leaves a current map"
+    );
+    assert_eq!(dump(&mut fs).unwrap(), before);
+    assert_clean(&mut fs, "after an unmount");
+}
+
+#[test]
+fn a_mount_after_a_cut_with_appended_superblocks_walks() {
+    let mut fs = Fs::format(larger_nor(), config()).unwrap();
+    let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.sync().unwrap();
+    let appends = fs.stats().superblock_appends;
+    fs.write(a, 0, &bytes(1, 300)).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.stats().superblock_appends, appends + 1);
+    let fs = Fs::mount(fs.into_device(), config()).unwrap();
+    assert!(
+        !fs.stats().mounted_from_map,
+        "the newest superblock was appended: its map is stale"
+    );
+}
