@@ -573,26 +573,16 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// version 5 would miss the records they hold), 7 since append blocks pack frames without
 /// padding, span, link and remove, and the journal has operations 10 to 12 (a reader of
 /// version 6 would misread them). Versions 1 to 6, which have none of these, are read too.
-/// 8 since the superblock counts inodes and names a saved free-space map (a reader of
-/// version 7 would misread its records, 96 bytes apart).
+/// 8 since the superblock counts inodes and names a saved free-space map, its block numbers
+/// in 32 bits (a reader of version 7 would misread it).
 pub const FS_VERSION: u8 = 8;
-/// Bytes of an encoded superblock record.
-pub const SB_LEN: usize = 88;
+/// Bytes of an encoded superblock record (68 before version 8).
+pub const SB_LEN: usize = 72;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
 /// part); the rest of the block is erased.
-pub const SB_STRIDE: usize = 96;
-/// Bytes of a record and the distance between records before version 8.
-const SB_LEN_V7: usize = 68;
-const SB_STRIDE_V7: usize = 72;
-
-/// Distance between the superblock records of a block 0 of version `version`.
-fn stride(version: u8) -> usize {
-    if version >= 8 {
-        SB_STRIDE
-    } else {
-        SB_STRIDE_V7
-    }
-}
+pub const SB_STRIDE: usize = 72;
+/// The largest inode count a superblock keeps (48 bits).
+const INODES_MAX: u64 = (1 << 48) - 1;
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -613,30 +603,30 @@ impl Superblock {
         b[5] = 0;
         b[6..8].copy_from_slice(&self.journal_blocks.to_le_bytes());
         b[8..16].copy_from_slice(&self.commit.to_le_bytes());
-        b[16..24].copy_from_slice(&self.root.0.to_le_bytes());
+        // Blocks are the block device's sectors, numbered in 32 bits (a tag's key, SPEC.md §2.4).
+        b[16..20].copy_from_slice(&(self.root.0 as u32).to_le_bytes());
+        b[20..24].copy_from_slice(&(self.sectors as u32).to_le_bytes());
         b[24..32].copy_from_slice(&self.next_ino.to_le_bytes());
-        b[32..40].copy_from_slice(&self.sectors.to_le_bytes());
-        b[40..44].copy_from_slice(&self.block_size.to_le_bytes());
-        b[44..48].copy_from_slice(&self.index_gen.to_le_bytes());
-        b[48..56].copy_from_slice(&self.user_bytes.to_le_bytes());
-        b[56..64].copy_from_slice(&self.flash_slots.to_le_bytes());
-        b[64..72].copy_from_slice(&self.inodes.to_le_bytes());
+        b[32..36].copy_from_slice(&self.block_size.to_le_bytes());
+        b[36..40].copy_from_slice(&self.index_gen.to_le_bytes());
+        b[40..48].copy_from_slice(&self.user_bytes.to_le_bytes());
+        b[48..56].copy_from_slice(&self.flash_slots.to_le_bytes());
         let (map, delta) = match self.space {
             SpaceRef::None => (0, 0),
             SpaceRef::Current { at, delta } => (at, delta),
             SpaceRef::Stale(at) => (at, DELTA_STALE),
         };
-        b[72..80].copy_from_slice(&map.to_le_bytes());
-        b[80..82].copy_from_slice(&delta.to_le_bytes());
-        b[82..84].fill(0);
-        let crc = CRC32.checksum(&b[..84]);
-        b[84..88].copy_from_slice(&crc.to_le_bytes());
+        b[56..60].copy_from_slice(&(map as u32).to_le_bytes());
+        b[60..62].copy_from_slice(&delta.to_le_bytes());
+        b[62..68].copy_from_slice(&self.inodes.min(INODES_MAX).to_le_bytes()[..6]);
+        let crc = CRC32.checksum(&b[..68]);
+        b[68..72].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes and checks the first superblock record of a sector.
     pub fn decode(sector: &[u8]) -> Result<Superblock> {
         let b = sector
-            .get(..SB_LEN_V7)
+            .get(..SB_LEN)
             .ok_or(Error::Corrupt("sector too small for a superblock"))?;
         // Only read once the log's header said the volume is a file system: a block 0
         // without the magic is damage (or a format that never finished), not another kind
@@ -644,51 +634,59 @@ impl Superblock {
         if b[0..4] != SB_MAGIC {
             return Err(Error::Corrupt("the superblock is missing from block 0"));
         }
-        if !(1..=FS_VERSION).contains(&b[4]) {
+        let version = b[4];
+        if !(1..=FS_VERSION).contains(&version) {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
-        let version = b[4];
-        let b = if version >= 8 {
-            sector
-                .get(..SB_LEN)
-                .ok_or(Error::Corrupt("sector too small for a superblock"))?
-        } else {
-            b
-        };
-        let crc_at = b.len() - 4;
-        if CRC32.checksum(&b[..crc_at]).to_le_bytes() != b[crc_at..] {
+        let crc_at = if version >= 8 { 68 } else { 64 };
+        if CRC32.checksum(&b[..crc_at]).to_le_bytes() != b[crc_at..crc_at + 4] {
             return Err(Error::Corrupt("superblock checksum mismatch"));
         }
-        let (inodes, space) = if version >= 8 {
-            let mut r = Reader(&b[64..82]);
-            let (inodes, at) = (r.u64(), r.u64());
-            let delta = u16::from_le_bytes([b[80], b[81]]);
-            let space = match (at, delta) {
-                (0, _) => SpaceRef::None,
-                (at, DELTA_STALE) => SpaceRef::Stale(at),
-                (at, delta) => SpaceRef::Current { at, delta },
-            };
-            (inodes, space)
-        } else {
-            (0, SpaceRef::None)
-        };
-        let journal_blocks = if b[4] >= 3 {
+        let journal_blocks = if version >= 3 {
             u16::from_le_bytes([b[6], b[7]])
         } else {
             0
         };
-        let mut r = Reader(&b[8..64]);
+        let mut r = Reader(&b[8..]);
+        let commit = r.u64();
+        if version < 8 {
+            return Ok(Superblock {
+                commit,
+                root: NodePtr(r.u64()),
+                next_ino: r.u64(),
+                sectors: r.u64(),
+                block_size: r.u32(),
+                index_gen: r.u32(),
+                user_bytes: r.u64(),
+                flash_slots: r.u64(),
+                journal_blocks,
+                inodes: 0,
+                space: SpaceRef::None,
+            });
+        }
+        let (root, sectors) = (u64::from(r.u32()), u64::from(r.u32()));
+        let (next_ino, block_size, index_gen) = (r.u64(), r.u32(), r.u32());
+        let (user_bytes, flash_slots) = (r.u64(), r.u64());
+        let map = u64::from(r.u32());
+        let delta = u16::from_le_bytes(r.take());
+        let mut inodes = [0u8; 8];
+        inodes[..6].copy_from_slice(&r.take::<6>());
+        let space = match (map, delta) {
+            (0, _) => SpaceRef::None,
+            (at, DELTA_STALE) => SpaceRef::Stale(at),
+            (at, delta) => SpaceRef::Current { at, delta },
+        };
         Ok(Superblock {
-            commit: r.u64(),
-            root: NodePtr(r.u64()),
-            next_ino: r.u64(),
-            sectors: r.u64(),
-            block_size: r.u32(),
-            index_gen: r.u32(),
-            user_bytes: r.u64(),
-            flash_slots: r.u64(),
+            commit,
+            root: NodePtr(root),
+            next_ino,
+            sectors,
+            block_size,
+            index_gen,
+            user_bytes,
+            flash_slots,
             journal_blocks,
-            inodes,
+            inodes: u64::from_le_bytes(inodes),
             space,
         })
     }
@@ -705,10 +703,9 @@ impl Superblock {
         if version < 2 {
             return Ok((sb, 0));
         }
-        let stride = stride(version);
         // Records end where the first record's delta begins.
         let end = sector.len().saturating_sub(sb.delta_bytes());
-        while let Some(rec) = sector[..end].get((at + 1) * stride..(at + 2) * stride) {
+        while let Some(rec) = sector[..end].get((at + 1) * SB_STRIDE..(at + 2) * SB_STRIDE) {
             if rec.iter().all(|&b| b == 0xFF) || rec[4] != version {
                 break;
             }
@@ -944,10 +941,25 @@ mod tests {
         assert_eq!(Superblock::decode_newest(&skip), Ok((next, 1)));
         s[9] ^= 1;
         assert!(matches!(Superblock::decode(&s), Err(Error::Corrupt(_))));
-        // Version 1 volumes (no appends) still read.
-        let mut v1 = [0u8; 512];
-        sb.encode(&mut v1);
+        // Volumes of versions before 8 (68-byte records, blocks in 64 bits) still read;
+        // those of version 1 never appended.
+        let mut v1 = [0xFFu8; 512];
+        v1[0..4].copy_from_slice(&SB_MAGIC);
         v1[4] = 1;
+        v1[5] = 0;
+        v1[6..8].copy_from_slice(&[0, 0]);
+        for (at, v) in [
+            (8, sb.commit),
+            (16, sb.root.0),
+            (24, sb.next_ino),
+            (32, sb.sectors),
+            (48, sb.user_bytes),
+            (56, sb.flash_slots),
+        ] {
+            v1[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        v1[40..44].copy_from_slice(&sb.block_size.to_le_bytes());
+        v1[44..48].copy_from_slice(&sb.index_gen.to_le_bytes());
         let crc = CRC32.checksum(&v1[..64]);
         v1[64..68].copy_from_slice(&crc.to_le_bytes());
         let v1_sb = Superblock {

@@ -118,6 +118,11 @@ impl<D: Segments> Fs<D> {
         }
         let ftl = Ftl::format_as(dev, config.ftl, FORMAT_FILE_SYSTEM)?;
         let sectors = ftl.sectors();
+        if sectors > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(
+                "a file system of more than 2^32 - 1 blocks",
+            ));
+        }
         let journal_blocks = match config.journal_blocks {
             None if ftl.can_patch() => (sectors / 32).clamp(8, 256) as u16,
             None | Some(0) => 0,
