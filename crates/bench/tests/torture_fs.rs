@@ -298,3 +298,19 @@ fn a_file_grown_after_damage_shows_zeros_past_its_old_end() {
     );
     assert_eq!(report.cases, 1);
 }
+
+/// Damage at rest cleared bits in erased bytes that a program in place (a journal entry, a
+/// frame or a superblock appended on NOR) later needed set: the patch failed as a caller's
+/// mistake ("a patch may only clear bits") and so did the sync. Such a patch now fails as a
+/// program that did not take, and its owner writes a copy instead (found by flashfs torture
+/// on st10f280).
+#[test]
+fn a_patch_over_damaged_erased_bytes_fails_as_a_program_and_is_copied() {
+    let report = replay(
+        "st10f280",
+        Fault::AtRest,
+        FsWorkload::Records,
+        (820100, 111, true),
+    );
+    assert_eq!(report.cases, 1);
+}

@@ -489,8 +489,11 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let at = self.data_at(seg, slot) + offset as u64;
         let mut old = alloc::vec![0u8; bytes.len()];
         self.read_at(at, &mut old)?;
+        // A bit the patch needs set is already cleared: those bytes are not what the owner
+        // left there (damage at rest, or a stray program). The program cannot take, as one
+        // that fails: every owner of a patch then writes a copy instead.
         if bytes.iter().zip(&old).any(|(n, o)| n & !o != 0) {
-            return Err(Error::InvalidArgument("a patch may only clear bits"));
+            return Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
         }
         // A patch inside the written length would fail the data checksum: the entry is
         // marked first (a cut between leaves a marked slot with its old data, still sound).
