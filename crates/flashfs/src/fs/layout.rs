@@ -770,7 +770,9 @@ pub fn space_map_blocks(sectors: u64, block_size: usize) -> u64 {
 
 /// Runs a delta can hold in block 0 beside the first superblock record.
 pub fn delta_capacity(block_size: usize) -> usize {
-    block_size.saturating_sub(SB_STRIDE + DELTA_HEADER) / RUN_BYTES
+    // Below `u16::MAX`, which the record reserves for a stale map.
+    (block_size.saturating_sub(SB_STRIDE + DELTA_HEADER) / RUN_BYTES)
+        .min(usize::from(DELTA_STALE - 1))
 }
 
 /// Encodes block `index` of the map written by commit `commit`: `used(k)` says whether

@@ -131,6 +131,11 @@ impl Space {
         s
     }
 
+    /// The free runs inside `a..end`, in order.
+    pub fn free_in(&self, a: u64, end: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        runs_in(&self.free, a, end)
+    }
+
     /// Free sectors.
     pub fn free(&self) -> u64 {
         self.free_count
@@ -322,6 +327,20 @@ impl Space {
     }
 }
 
+/// The parts of merged runs (first to length) inside `a..end`, in order.
+pub fn runs_in(
+    runs: &BTreeMap<u64, u64>,
+    a: u64,
+    end: u64,
+) -> impl Iterator<Item = (u64, u64)> + '_ {
+    // The run that starts before `a` may reach into it.
+    let first = runs.range(..a).next_back().map_or(a, |(&s, _)| s);
+    runs.range(first..end).filter_map(move |(&s, &n)| {
+        let (lo, hi) = (s.max(a), (s + n).min(end));
+        (lo < hi).then(|| (lo, hi - lo))
+    })
+}
+
 /// Whether sector `k` is in merged runs (first to length).
 pub fn in_runs(runs: &BTreeMap<u64, u64>, k: u64) -> bool {
     runs.range(..=k)
@@ -331,7 +350,7 @@ pub fn in_runs(runs: &BTreeMap<u64, u64>, k: u64) -> bool {
 
 /// Adds run `a..a + n` to merged runs (first to length), joining those it overlaps or
 /// touches.
-fn add_run(runs: &mut BTreeMap<u64, u64>, mut a: u64, n: u64) {
+pub fn add_run(runs: &mut BTreeMap<u64, u64>, mut a: u64, n: u64) {
     if n == 0 {
         return;
     }
@@ -405,6 +424,13 @@ mod tests {
         assert_eq!(s.alloc_run(4), Some(18));
         s.reset_changes(None);
         assert_eq!(s.changed_runs(&unused), None);
+        // Runs clipped to a range, the one starting before it included.
+        let mut runs = BTreeMap::new();
+        add_run(&mut runs, 2, 3);
+        add_run(&mut runs, 10, 5);
+        add_run(&mut runs, 5, 1);
+        assert_eq!(runs_in(&runs, 3, 12).collect::<Vec<_>>(), [(3, 3), (10, 2)]);
+        assert_eq!(runs_in(&runs, 6, 10).count(), 0);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::layout::{self, SpaceRef, SpaceRun, Superblock};
-use super::space::{in_runs, Space};
+use super::space::{add_run, in_runs, runs_in, Space};
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::log::Head;
@@ -184,7 +184,8 @@ impl<D: Segments> Fs<D> {
 }
 
 /// The runs of `changed` split by their state in the committed version (in use: neither
-/// free nor `unused`), or `None` where they are more than `capacity`.
+/// free nor `unused`), or `None` where they are more than `capacity`. Works run by run, not
+/// block by block: a run changed since the map may span most of the volume.
 fn delta_runs(
     space: &Space,
     unused: &BTreeMap<u64, u64>,
@@ -192,22 +193,36 @@ fn delta_runs(
     capacity: usize,
 ) -> Option<Vec<SpaceRun>> {
     let mut runs: Vec<SpaceRun> = Vec::new();
+    let mut push = |start: u64, len: u64, used: bool| -> Option<()> {
+        if let Some(r) = runs
+            .last_mut()
+            .filter(|r| r.used == used && r.start + r.len == start)
+        {
+            r.len += len;
+        } else if runs.len() == capacity {
+            return None;
+        } else {
+            runs.push(SpaceRun { start, len, used });
+        }
+        Some(())
+    };
     for (&a, &n) in changed {
-        for k in a..a + n {
-            let used = !space.is_free(k) && !in_runs(unused, k);
-            match runs.last_mut() {
-                Some(r) if r.used == used && r.start + r.len == k => r.len += 1,
-                _ => {
-                    if runs.len() == capacity {
-                        return None;
-                    }
-                    runs.push(SpaceRun {
-                        start: k,
-                        len: 1,
-                        used,
-                    });
-                }
+        let end = a + n;
+        // The blocks of the run that the commit does not use, merged.
+        let mut holes = BTreeMap::new();
+        for (s, l) in space.free_in(a, end).chain(runs_in(unused, a, end)) {
+            add_run(&mut holes, s, l);
+        }
+        let mut k = a;
+        for (s, l) in holes {
+            if s > k {
+                push(k, s - k, true)?;
             }
+            push(s, l, false)?;
+            k = s + l;
+        }
+        if k < end {
+            push(k, end - k, true)?;
         }
     }
     Some(runs)
