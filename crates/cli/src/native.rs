@@ -96,6 +96,11 @@ pub struct NativeInfo {
     pub flash_bytes: u64,
     /// Write amplification so far (`None` before any write).
     pub write_amplification: Option<f64>,
+    /// Whether this mount read its free space from the saved free-space map (not walking
+    /// the index).
+    pub mounted_from_map: bool,
+    /// Blocks the saved free-space map takes (0: the volume keeps none).
+    pub space_map_blocks: u64,
 }
 
 impl<S: Store + Send + 'static> AnyFs<S> {
@@ -160,6 +165,8 @@ pub fn usage<D: Segments>(fs: &mut Fs<D>) -> anyhow::Result<(Space, LogUsage, Na
         user_bytes: fs.lifetime().user_bytes,
         flash_bytes: fs.lifetime().flash_bytes,
         write_amplification: fs.lifetime().write_amplification(),
+        mounted_from_map: fs.stats().mounted_from_map,
+        space_map_blocks: fs.space_map_blocks(),
     };
     let mut log = log_usage(fs.ftl().log());
     log.map_cache_bytes = fs.ftl().map_cache_stats().0 as u64;

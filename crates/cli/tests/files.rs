@@ -113,10 +113,20 @@ fn mkfs_makes_a_native_volume_that_info_and_fsck_describe() {
     assert_eq!(j["file_system"]["inodes"], 1);
     assert!(j["file_system"]["commits"].as_u64().unwrap() >= 1);
     assert!(j["file_system"]["index_height"].as_u64().unwrap() >= 1);
+    // The mount read its free space from the map the format saved.
+    assert_eq!(j["file_system"]["mounted_from_map"], true);
+    assert!(j["file_system"]["space_map_blocks"].as_u64().unwrap() > 0);
     let cap = j["space"]["capacity_bytes"].as_u64().unwrap();
     assert!(cap > 100 << 20 && cap < 128 << 20, "{cap}");
     let text = ok(flashfs().arg("info").arg(&img));
-    for row in ["native file system", "inodes", "commits", "index", "space"] {
+    for row in [
+        "native file system",
+        "inodes",
+        "commits",
+        "index",
+        "space",
+        "free space    read from the saved map",
+    ] {
         assert!(text.contains(row), "{row}: {text}");
     }
     let text = ok(flashfs().arg("fsck").arg(&img));

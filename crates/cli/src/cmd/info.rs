@@ -276,6 +276,20 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 device::plural(n.index_height as u64)
             ),
         ]);
+        rows.push(vec![
+            "free space".into(),
+            match (n.mounted_from_map, n.space_map_blocks) {
+                (_, 0) => "found by walking the index (no saved map on a volume that scans)".into(),
+                (true, b) => format!(
+                    "read from the saved map ({} block{})",
+                    count(b),
+                    device::plural(b)
+                ),
+                (false, _) => {
+                    "found by walking the index (the saved map was stale or unreadable)".into()
+                }
+            },
+        ]);
     }
     if let Some(l) = &volume.log {
         rows.push(vec![
