@@ -26,19 +26,6 @@ fn larger_nor() -> flashfs::NorSegments<flash::NorSim> {
     })
 }
 
-/// Deterministic bytes.
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// Creates, grows, shrinks and deletes files, with a sync every few operations, so that
 /// blocks are taken and freed all over the volume.
 fn churn<D: Segments>(fs: &mut Fs<D>, files: &mut BTreeMap<Vec<u8>, Ino>, seed: u64, ops: u64) {
@@ -46,19 +33,18 @@ fn churn<D: Segments>(fs: &mut Fs<D>, files: &mut BTreeMap<Vec<u8>, Ino>, seed: 
         let r = seed.wrapping_mul(31).wrapping_add(i * 7919) % 1000;
         let name = format!("f{}", r % 23).into_bytes();
         match files.get(&name).copied() {
-            Some(ino) if r % 3 == 0 => {
+            Some(_) if r % 3 == 0 => {
                 fs.unlink(ROOT_INO, &name).unwrap();
                 files.remove(&name);
-                let _ = ino;
             }
             Some(ino) => {
                 let off = (r * 97) % 20_000;
-                fs.write(ino, off, &bytes(r + i, 1 + (r as usize * 13) % 9000))
+                fs.write(ino, off, &pattern(r + i, 1, 1 + (r as usize * 13) % 9000))
                     .unwrap();
             }
             None => {
                 let ino = fs.create(ROOT_INO, &name, 0o644, 0, 0).unwrap().ino;
-                fs.write(ino, 0, &bytes(r, (r as usize * 37) % 30_000))
+                fs.write(ino, 0, &pattern(r, 1, (r as usize * 37) % 30_000))
                     .unwrap();
                 files.insert(name, ino);
             }
@@ -115,7 +101,7 @@ fn commits_write_a_delta_and_a_new_map_only_when_it_outgrows_block_0() {
     assert_eq!(format_writes, blocks);
     let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
     for i in 0..3 {
-        fs.write(a, i * 512, &bytes(i, 512)).unwrap();
+        fs.write(a, i * 512, &pattern(i, 1, 512)).unwrap();
         fs.sync().unwrap();
     }
     assert_eq!(
@@ -144,7 +130,7 @@ fn appended_superblocks_name_the_map_stale_and_an_unmount_makes_it_current() {
     let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
     fs.sync().unwrap();
     for i in 0..4 {
-        fs.write(a, i * 100, &bytes(i, 100)).unwrap();
+        fs.write(a, i * 100, &pattern(i, 1, 100)).unwrap();
         fs.sync().unwrap();
     }
     assert!(fs.stats().superblock_appends > 0, "{:?}", fs.stats());
@@ -153,7 +139,8 @@ fn appended_superblocks_name_the_map_stale_and_an_unmount_makes_it_current() {
     assert_eq!(dump(&mut fs).unwrap(), before);
     assert_clean(&mut fs, "after a cut");
     for i in 0..4 {
-        fs.write(a, 1000 + i * 100, &bytes(i + 9, 100)).unwrap();
+        fs.write(a, 1000 + i * 100, &pattern(i + 9, 1, 100))
+            .unwrap();
         fs.sync().unwrap();
     }
     let before = dump(&mut fs).unwrap();
@@ -172,7 +159,7 @@ fn a_mount_after_a_cut_with_appended_superblocks_walks() {
     let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
     fs.sync().unwrap();
     let appends = fs.stats().superblock_appends;
-    fs.write(a, 0, &bytes(1, 300)).unwrap();
+    fs.write(a, 0, &pattern(1, 1, 300)).unwrap();
     fs.sync().unwrap();
     assert_eq!(fs.stats().superblock_appends, appends + 1);
     let fs = Fs::mount(fs.into_device(), config()).unwrap();

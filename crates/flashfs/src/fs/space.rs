@@ -301,6 +301,17 @@ impl Space {
         if n == 0 {
             return;
         }
+        // A run partly free already: only a damaged volume frees a block twice (an index,
+        // or a saved free-space map, naming it twice). Its free parts must not count or
+        // overlap twice, so runs stay apart and `take` finds what it takes.
+        if self.free_in(a, a + n).next().is_some() {
+            for k in a..a + n {
+                if !self.is_free(k) {
+                    self.insert(k, 1);
+                }
+            }
+            return;
+        }
         self.note_change(a, n);
         self.free_count += n;
         if let Some((&pa, &pn)) = self.free.range(..a).next_back() {
@@ -424,6 +435,11 @@ mod tests {
         assert_eq!(s.alloc_run(4), Some(18));
         s.reset_changes(None);
         assert_eq!(s.changed_runs(&unused), None);
+        // A run freed twice in part counts once.
+        let mut twice = Space::from_used(20, |k| k < 10);
+        twice.unalloc(8, 4);
+        assert_eq!(twice.free(), 12);
+        assert_eq!(twice.alloc(20), Some((8, 12)));
         // Runs clipped to a range, the one starting before it included.
         let mut runs = BTreeMap::new();
         add_run(&mut runs, 2, 3);
