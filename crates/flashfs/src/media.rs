@@ -86,6 +86,25 @@ pub trait Segments {
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
         self.read_slot(seg, slot, buf).map(|()| 0)
     }
+    /// Reads a slot's tag and its data for a scrub: the tag, and the bit errors the ECC
+    /// corrected in the data, or `None` if the data does not read back (as
+    /// [`Segments::read_slot_corrected`] would fail). One page read on NAND.
+    fn read_slot_scrubbed(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> Result<(TagState, Option<u32>)> {
+        let tag = self.read_tag(seg, slot)?;
+        if !matches!(tag, TagState::Valid(_)) {
+            return Ok((tag, None));
+        }
+        match self.read_slot_corrected(seg, slot, buf) {
+            Ok(bits) => Ok((tag, Some(bits))),
+            Err(Error::Io) => Ok((tag, None)),
+            Err(e) => Err(e),
+        }
+    }
     /// Bit errors one ECC codeword corrects (0: no ECC).
     fn ecc_strength(&self) -> u32 {
         0
@@ -615,6 +634,20 @@ impl<F: NandFlash> NandSegments<F> {
     /// matches (SPEC.md §2.4): a page that reads as erased where the caller expects data is
     /// damage.
     fn read_checked(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<(TagState, u32)> {
+        match self.read_page_of(seg, slot, buf)? {
+            (tag, bits, true) => Ok((tag, bits)),
+            _ => Err(Error::Io),
+        }
+    }
+
+    /// Reads slot `slot`'s page: its tag, the bits the ECC corrected and whether the data
+    /// matches its checksum.
+    fn read_page_of(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> Result<(TagState, u32, bool)> {
         let ps = self.flash.spec().page_size as usize;
         let mut spare = [0u8; ENTRY_LEN];
         let spare = &mut spare[..self.layout.entry_len()];
@@ -629,11 +662,7 @@ impl<F: NandFlash> NandSegments<F> {
             buf[..n].copy_from_slice(&whole[..n]);
             (status, self.layout.data_ok(spare, &whole))
         };
-        if ok {
-            Ok((self.layout.decode(spare), status.corrected_bits))
-        } else {
-            Err(Error::Io)
-        }
+        Ok((self.layout.decode(spare), status.corrected_bits, ok))
     }
 
     /// Views `flash` as segments; its spare area must hold a tag (and the checksum of the
@@ -732,6 +761,20 @@ impl<F: NandFlash> Segments for NandSegments<F> {
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
         self.read_checked(seg, slot, buf).map(|(tag, _)| tag)
+    }
+
+    fn read_slot_scrubbed(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> Result<(TagState, Option<u32>)> {
+        match self.read_page_of(seg, slot, buf) {
+            Ok((tag, bits, ok)) => Ok((tag, ok.then_some(bits))),
+            // Beyond the ECC: neither the tag nor the data reads back.
+            Err(Error::Io) => Ok((TagState::Garbage, None)),
+            Err(e) => Err(e),
+        }
     }
 
     fn tag_layout(&self) -> TagLayout {

@@ -128,26 +128,22 @@ fn forced_cleaning_finds_a_victim_when_every_segment_just_changed() {
         };
         let mut log = Log::format(nor(true), config, FORMAT_BLOCK_DEVICE, |_| Ok(1)).unwrap();
         let data = vec![0x5Au8; 512];
-        let mut slots = Vec::new();
+        let mut owner = Latest::default();
         // Fill the log until only the cleaner's reserve is left.
-        loop {
-            match log.append(
-                flashfs::Head::Warm,
-                slots.len() as u32,
-                Kind::Sector,
-                &data,
-                &mut Hoarder,
-            ) {
-                Ok(at) => slots.push(at),
+        for key in 0.. {
+            match log.append(flashfs::Head::Warm, key, Kind::Sector, &data, &mut owner) {
+                Ok(at) => owner.0.insert(key, at),
                 Err(Error::NoSpace) => break,
                 Err(e) => panic!("{e}"),
-            }
+            };
         }
         // Every segment loses half its data in the same instant.
-        for at in slots.iter().step_by(2) {
-            log.kill(*at);
+        for key in (0..owner.0.len() as u32).step_by(2) {
+            let at = owner.0.remove(&key).unwrap();
+            log.kill(at);
         }
-        log.append(flashfs::Head::Warm, 0, Kind::Sector, &data, &mut Hoarder)
+        let key = owner.0.len() as u32 * 2;
+        log.append(flashfs::Head::Warm, key, Kind::Sector, &data, &mut owner)
             .unwrap_or_else(|e| panic!("{policy:?}: a write after half the data died: {e}"));
     }
 }

@@ -12,7 +12,7 @@ use super::pages::{is_slot, MapPages, LOST, PAGE_HEADER, UNMAPPED};
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
 use crate::log::tag::{Kind, Tag};
-use crate::log::{Head, Owner, PageSource, SlotAddr};
+use crate::log::{Head, Liveness, Owner, PageSource, SlotAddr};
 
 /// Where each sector lives, and how often it is rewritten.
 #[derive(Debug)]
@@ -352,8 +352,8 @@ impl Owner for SectorMap {
         at: SlotAddr,
         oldest_elsewhere: u64,
         src: &mut dyn PageSource,
-    ) -> Result<bool> {
-        Ok(match tag.kind {
+    ) -> Result<Liveness> {
+        let live = match tag.kind {
             Kind::Sector => {
                 (tag.key as usize) < self.sectors
                     && self.at.get(tag.key as usize, src)? == self.pack(at)
@@ -365,26 +365,31 @@ impl Owner for SectorMap {
                 // No version it hides is left anywhere: the record has done its work.
                 Some(_) if oldest_elsewhere > tag.seq => {
                     self.records.remove(&tag.seq);
-                    false
+                    return Ok(Liveness::Released);
                 }
                 Some(_) => true,
                 None => false,
             },
-        })
+        };
+        Ok(if live { Liveness::Live } else { Liveness::Dead })
     }
 
-    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<()> {
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<bool> {
         let packed = self.pack(at);
         let sector = match tag {
             Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
             Some(t) if t.kind == Kind::Counters => {
+                let held = self.counters_at == Some(at);
                 self.counters_at = self.counters_at.filter(|&c| c != at);
-                None
+                return Ok(held);
             }
             Some(t) => {
                 // A record lost: the sectors it hid keep their state for this session.
-                self.records.remove(&t.seq);
-                None
+                let held = self.records.get(&t.seq).is_some_and(|r| r.at == at);
+                if held {
+                    self.records.remove(&t.seq);
+                }
+                return Ok(held);
             }
             // Rare (a page that decayed between mount and cleaning): find it by address,
             // through every page of the map.
@@ -403,9 +408,10 @@ impl Owner for SectorMap {
             if self.at.get(k, src)? == packed {
                 self.at.set(k, LOST, src)?;
                 self.lost.push(k as u32);
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     fn moved(

@@ -311,13 +311,16 @@ impl<D: Segments> Ftl<D> {
         // holds stays in RAM.
         self.map.at.begin_restore();
         for c in 0..self.map.at.chunks() {
-            let entries = self
-                .map
-                .at
-                .restore_chunk(c, &mut self.log.checkpoint_pages())?;
-            for e in entries.into_iter().filter(|&e| pages::is_slot(e)) {
-                self.log.mark_live(self.map.unpack(e));
-            }
+            let map = &mut self.map;
+            let slots = map.slots;
+            self.log.restore_with(|src, mark| {
+                map.at.restore_chunk(c, src, &mut |e| {
+                    mark(SlotAddr {
+                        seg: e / slots,
+                        slot: e % slots,
+                    })
+                })
+            })?;
         }
         let known = self
             .map

@@ -214,7 +214,7 @@ impl MapPages {
         }
         self.loads += 1;
         // Checked whole once, as it comes in.
-        self.decode_runs(c, &buf)?;
+        self.check_runs(c, &buf, |_, _| {})?;
         let e = run_lookup(&buf, i).ok_or(bad)?;
         self.keep_runs(c, &buf);
         Ok(e)
@@ -261,25 +261,32 @@ impl MapPages {
         let mut buf = alloc::vec![0u8; self.slot];
         if self.runs[c] {
             self.clock += 1;
-            let chunk = match self.run_lists.get_mut(&c) {
+            let list = match self.run_lists.get_mut(&c) {
                 Some((list, used)) => {
                     *used = self.clock;
-                    let list = list.clone();
-                    self.decode_runs(c, &list)?
+                    list.clone()
                 }
                 None => {
                     if !src.read_page(first, &mut buf)? {
                         return Err(bad);
                     }
                     self.loads += 1;
-                    let chunk = self.decode_runs(c, &buf)?;
-                    self.keep_runs(c, &buf);
-                    chunk
+                    buf.into_boxed_slice()
                 }
             };
-            let base = self.chunk(c).start;
-            let e = chunk[range.start - base..range.end - base].into();
-            self.insert(p, e);
+            // Only this page's entries are made: a chunk's whole would take a page per
+            // entry page of RAM for a moment.
+            let page = range.start - self.chunk(c).start..range.end - self.chunk(c).start;
+            let mut entries = alloc::vec![UNMAPPED; page.len()];
+            self.check_runs(c, &list, |i, e| {
+                if page.contains(&i) {
+                    entries[i - page.start] = e;
+                }
+            })?;
+            if !self.run_lists.contains_key(&c) {
+                self.keep_runs(c, &list);
+            }
+            self.insert(p, entries.into_boxed_slice());
             return Ok(());
         }
         if !src.read_page(p, &mut buf)? || buf[0] != PAGE_ENTRIES {
@@ -305,10 +312,11 @@ impl MapPages {
         !is_slot(e) || (e as u64) < self.limit
     }
 
-    /// The entries of runs chunk `c` from its page.
-    fn decode_runs(&self, c: usize, buf: &[u8]) -> Result<Vec<u32>> {
+    /// Checks the runs of chunk `c` from its page, whole, then gives each entry to `each`
+    /// with its index in the chunk (nothing is given from runs that do not check).
+    fn check_runs(&self, c: usize, buf: &[u8], mut each: impl FnMut(usize, u32)) -> Result<()> {
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
-        if buf[0] != PAGE_RUNS {
+        if buf.first() != Some(&PAGE_RUNS) || buf.len() < PAGE_HEADER {
             return Err(bad);
         }
         let range = self.chunk(c);
@@ -316,20 +324,34 @@ impl MapPages {
         let body = buf
             .get(PAGE_HEADER..PAGE_HEADER + n * RUN_BYTES)
             .ok_or(bad.clone())?;
-        let mut out = Vec::with_capacity(range.len());
-        for r in body.chunks_exact(RUN_BYTES) {
-            let len = u16::from_le_bytes([r[0], r[1]]) as usize;
-            let start = u32::from_le_bytes([r[2], r[3], r[4], r[5]]);
-            if len == 0 || out.len() + len > range.len() {
+        let runs = || {
+            body.chunks_exact(RUN_BYTES).map(|r| {
+                let len = u16::from_le_bytes([r[0], r[1]]) as usize;
+                (len, u32::from_le_bytes([r[2], r[3], r[4], r[5]]))
+            })
+        };
+        let mut total = 0;
+        for (len, start) in runs() {
+            // A run of slots stays below the log's slots; any other is one value repeated.
+            let fits =
+                !is_slot(start) || (start as u64 + len as u64).saturating_sub(1) < self.limit;
+            if len == 0 || total + len > range.len() || !fits {
                 return Err(bad);
             }
-            let step = u32::from(is_slot(start));
-            out.extend((0..len as u32).map(|i| start.wrapping_add(step * i)));
+            total += len;
         }
-        if out.len() != range.len() || !out.iter().all(|&e| self.valid(e)) {
+        if total != range.len() {
             return Err(bad);
         }
-        Ok(out)
+        let mut i = 0;
+        for (len, start) in runs() {
+            let step = u32::from(is_slot(start));
+            for j in 0..len as u32 {
+                each(i, start.wrapping_add(step * j));
+                i += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the runs of chunk `c` from its page `buf` (they count in the budget).
@@ -417,70 +439,75 @@ impl MapPages {
     }
 
     /// Reads chunk `c` of a checkpoint's map pages (`src`), checks every entry, keeps what
-    /// the budget holds and returns the chunk's entries.
-    pub(super) fn restore_chunk(&mut self, c: usize, src: &mut dyn PageSource) -> Result<Vec<u32>> {
+    /// the budget holds and gives every slot address it names to `each`. A page at a time:
+    /// a chunk whole would hold a page of RAM per entry page. An error leaves what was
+    /// given: the mount then starts over by a scan.
+    pub(super) fn restore_chunk(
+        &mut self,
+        c: usize,
+        src: &mut dyn PageSource,
+        each: &mut dyn FnMut(u32),
+    ) -> Result<()> {
         let bad = Error::Corrupt("checkpoint map pages do not match the volume");
         let mut buf = alloc::vec![0u8; self.slot];
-        let range = self.chunk(c);
         let first = (c * CHUNK_PAGES) as u32;
         if !src.read_page(first, &mut buf)? {
             return Err(bad);
         }
         self.loads += 1;
-        let entries = match buf[0] {
+        match buf[0] {
             PAGE_RUNS => {
+                // A chunk of runs is kept as its run list.
                 self.runs[c] = true;
-                let entries = self.decode_runs(c, &buf)?;
+                let mut mapped = 0;
+                self.check_runs(c, &buf, |_, e| {
+                    if is_slot(e) {
+                        mapped += 1;
+                        each(e);
+                    }
+                })?;
+                self.mapped += mapped;
                 self.keep_runs(c, &buf);
-                entries
             }
             PAGE_ENTRIES => {
+                // Pages of entries are kept while room remains.
                 self.runs[c] = false;
-                let mut out = Vec::with_capacity(range.len());
-                for j in 0..range.len().div_ceil(self.per_page) as u32 {
+                for j in 0..CHUNK_PAGES as u32 {
+                    let n = self.page_range(first + j).len();
+                    if n == 0 {
+                        break;
+                    }
                     if j > 0 {
                         if !src.read_page(first + j, &mut buf)? {
                             return Err(bad);
                         }
                         self.loads += 1;
                     }
-                    let n = self.page_range(first + j).len();
                     if buf[0] != PAGE_ENTRIES || u16::from_le_bytes([buf[2], buf[3]]) as usize != n
                     {
                         return Err(bad);
                     }
-                    out.extend(
-                        buf[PAGE_HEADER..PAGE_HEADER + n * 4]
-                            .chunks_exact(4)
-                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
-                    );
+                    let entries: Box<[u32]> = buf[PAGE_HEADER..PAGE_HEADER + n * 4]
+                        .chunks_exact(4)
+                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                        .collect();
+                    if !entries.iter().all(|&e| self.valid(e)) {
+                        return Err(bad);
+                    }
+                    for &e in entries.iter().filter(|&&e| is_slot(e)) {
+                        self.mapped += 1;
+                        each(e);
+                    }
+                    if self.resident_bytes() + self.per_page * 4 <= self.budget {
+                        self.clock += 1;
+                        let used = self.clock;
+                        self.resident.insert(first + j, Resident { entries, used });
+                    }
                 }
-                if !out.iter().all(|&e| self.valid(e)) {
-                    return Err(bad);
-                }
-                out
             }
             _ => return Err(bad),
-        };
-        self.mapped += entries.iter().filter(|&&e| is_slot(e)).count() as u64;
-        // A chunk of runs is kept as its run list; pages of entries while room remains.
-        for j in 0..CHUNK_PAGES as u32 {
-            let r = self.page_range(first + j);
-            let room = self.resident_bytes() + self.per_page * 4 <= self.budget;
-            if self.runs[c] || r.is_empty() || !room {
-                break;
-            }
-            let e = entries[r.start - range.start..r.end - range.start].to_vec();
-            self.clock += 1;
-            self.resident.insert(
-                first + j,
-                Resident {
-                    entries: e.into_boxed_slice(),
-                    used: self.clock,
-                },
-            );
         }
-        Ok(entries)
+        Ok(())
     }
 
     /// The runs of chunk `c` (every page in RAM): (length, first entry); each next entry of
@@ -722,13 +749,18 @@ mod tests {
         written
     }
 
+    /// A map restored from `flash`, and its entries read back; the slot addresses the
+    /// restore gave are checked against them.
     fn restored(sectors: usize, budget: usize, flash: &mut Flash) -> (MapPages, Vec<u32>) {
         let mut m = MapPages::new(sectors, SLOT, budget, LIMIT);
         m.begin_restore();
-        let mut all = Vec::new();
+        let mut given = Vec::new();
         for c in 0..m.chunks() {
-            all.extend(m.restore_chunk(c, flash).unwrap());
+            m.restore_chunk(c, flash, &mut |e| given.push(e)).unwrap();
         }
+        let all: Vec<u32> = (0..sectors).map(|k| m.get(k, flash).unwrap()).collect();
+        let slots: Vec<u32> = all.iter().copied().filter(|&e| is_slot(e)).collect();
+        assert_eq!(given, slots, "the slots a restore gives");
         (m, all)
     }
 

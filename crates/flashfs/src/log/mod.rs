@@ -23,7 +23,7 @@ pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
 use policy::{threshold, Policy};
 pub use scrub::ScrubReport;
-use segment::{LiveMap, SegInfo, SegState};
+use segment::{SegInfo, SegState};
 use tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
 
 /// Where a slot is.
@@ -274,18 +274,20 @@ pub trait Owner {
     fn checkpoint_ended(&mut self, ok: bool) {
         let _ = ok;
     }
-    /// Whether a slot the cleaner is about to copy is still needed (default: yes).
-    /// `oldest_elsewhere` is the lowest sequence number any other segment may still hold: a
-    /// record that hides older versions is needed only above it.
+    /// Whether a slot the cleaner is about to copy (or the scrub to check) is still needed
+    /// (default: yes). `oldest_elsewhere` is the lowest sequence number any other segment may
+    /// still hold: a record that hides older versions is needed only above it. The log keeps
+    /// no bit per slot, only a count per segment, so the answer also says whether the slot
+    /// was still counted ([`Liveness::Released`]) or was let go before ([`Liveness::Dead`]).
     fn is_live(
         &mut self,
         tag: &Tag,
         at: SlotAddr,
         oldest_elsewhere: u64,
         src: &mut dyn PageSource,
-    ) -> Result<bool> {
+    ) -> Result<Liveness> {
         let _ = (tag, at, oldest_elsewhere, src);
-        Ok(true)
+        Ok(Liveness::Live)
     }
     /// The cleaner copied a live slot; an error leaves the original in place.
     fn moved(
@@ -296,11 +298,24 @@ pub trait Owner {
         src: &mut dyn PageSource,
     ) -> Result<()>;
     /// A live slot could not be read back while cleaning: its data is gone. `tag` is
-    /// `None` when even the tag was unreadable.
-    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<()> {
+    /// `None` when even the tag was unreadable (the owner then looks for the slot by its
+    /// address). Returns whether the owner held the slot.
+    fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<bool> {
         let _ = (tag, at, src);
-        Ok(())
+        Ok(true)
     }
+}
+
+/// What an owner says of a slot it is asked about ([`Owner::is_live`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// Still needed.
+    Live,
+    /// Not needed, and let go before ([`Log::kill`]).
+    Dead,
+    /// Not needed from this answer on: it counted as live until now (a record that has
+    /// nothing left to hide), and the log lets it go.
+    Released,
 }
 
 /// The lowest sequence numbers any segments hold (see [`Log::oldest_seqs`]).
@@ -365,8 +380,24 @@ struct Victim {
     seg: u32,
     /// Whether it was chosen to level wear.
     wear: bool,
+    /// The next slot to look at.
     next: u32,
+    /// Its tags, read when it was chosen.
     tags: Vec<TagState>,
+    /// Whether a slot it used has no valid tag (torn, or decayed: it may have been live).
+    doubtful: bool,
+}
+
+impl Victim {
+    fn new(seg: u32, wear: bool, tags: Vec<TagState>) -> Self {
+        Victim {
+            seg,
+            wear,
+            next: 0,
+            tags,
+            doubtful: false,
+        }
+    }
 }
 
 /// The log.
@@ -377,7 +408,6 @@ pub struct Log<D> {
     volume: Volume,
     config: LogConfig,
     segs: Vec<SegInfo>,
-    live: LiveMap,
     heads: [Option<u32>; HEADS],
     free: u32,
     /// Segments open, full or failing: those whose headers identify the volume.
@@ -419,7 +449,6 @@ impl<D: Segments> Log<D> {
             volume,
             config,
             segs: alloc::vec![SegInfo::new(SegState::Dirty, 0); geo.segments as usize],
-            live: LiveMap::new(geo.segments, geo.slots),
             heads: [None; HEADS],
             // Every segment starts Dirty, which counts as free.
             free: geo.segments,
@@ -749,24 +778,22 @@ impl<D: Segments> Log<D> {
         self.seq - 1
     }
 
-    /// Marks a slot found at mount live.
+    /// Marks a slot found at mount live: its segment counts it. The log keeps no bit per
+    /// slot (its RAM would grow with the device), so each live slot is marked once.
     pub fn mark_live(&mut self, at: SlotAddr) {
-        if !self.live.set(at.seg, at.slot, true) {
-            self.segs[at.seg as usize].add_live();
-        }
+        self.segs[at.seg as usize].add_live();
     }
 
-    /// The slot is no longer needed (overwritten, trimmed, deleted).
+    /// The slot is no longer needed (overwritten, trimmed, deleted): its segment counts one
+    /// live slot less. Called once per slot that was live (written, or marked at mount).
     pub fn kill(&mut self, at: SlotAddr) {
-        if self.live.set(at.seg, at.slot, false) {
-            let now = self.now_ns();
-            if let Some(age) = self.segs[at.seg as usize].open_age_ns(now) {
-                self.note_death(age);
-            }
-            let s = &mut self.segs[at.seg as usize];
-            s.drop_live();
-            s.touch(now);
+        let now = self.now_ns();
+        if let Some(age) = self.segs[at.seg as usize].open_age_ns(now) {
+            self.note_death(age);
         }
+        let s = &mut self.segs[at.seg as usize];
+        s.drop_live();
+        s.touch(now);
     }
 
     /// Counts a slot dying `age` ns after its segment was opened in the average age at death
@@ -776,11 +803,6 @@ impl<D: Segments> Log<D> {
             0 => age,
             avg => (avg as i128 + (age as i128 - avg as i128) / 256) as u64,
         };
-    }
-
-    /// Whether a slot is live.
-    pub fn is_live(&self, at: SlotAddr) -> bool {
-        self.live.get(at.seg, at.slot)
     }
 
     /// Reads a slot's data (one slot long).
@@ -837,8 +859,8 @@ impl<D: Segments> Log<D> {
     /// (SPEC.md §2.2), so the slot stays valid; the cleaner copies slots whole, with a fresh
     /// checksum, so the change moves with the slot.
     pub fn patch(&mut self, at: SlotAddr, offset: usize, bytes: &[u8]) -> Result<()> {
-        if at.seg >= self.geo.segments || at.slot >= self.geo.slots || !self.is_live(at) {
-            return Err(Error::InvalidArgument("patch of a slot that is not live"));
+        if at.seg >= self.geo.segments || at.slot >= self.geo.slots {
+            return Err(Error::InvalidArgument("patch of a slot outside the log"));
         }
         if offset
             .checked_add(bytes.len())
@@ -1064,54 +1086,39 @@ impl<D: Segments> Log<D> {
             };
             let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
             self.dev.read_tags(seg, &mut tags)?;
-            self.victim = Some(Victim {
-                seg,
-                wear,
-                next: 0,
-                tags,
-            });
+            self.victim = Some(Victim::new(seg, wear, tags));
         }
         let mut copied = 0;
         while copied < budget {
-            let Some(v) = &self.victim else { break };
+            let Some(v) = &mut self.victim else { break };
             let seg = v.seg;
-            let Some(slot) = self.live.next_live(seg, v.next) else {
-                self.finish_victim()?;
+            let slot = v.next;
+            if slot >= self.geo.slots {
+                self.finish_victim(owner)?;
                 return Ok(true);
-            };
-            let tag_state = v.tags[slot as usize];
-            if let Some(v) = &mut self.victim {
-                v.next = slot + 1;
             }
+            v.next += 1;
             let from = SlotAddr { seg, slot };
-            let TagState::Valid(tag) = tag_state else {
-                // The slot was readable when it was found live; its page has since decayed.
-                self.lose(owner, None, from)?;
-                continue;
-            };
-            let oldest = if tag.kind.is_tombstone() {
-                self.oldest_seq_except(seg)
-            } else {
-                0
-            };
-            // Checkpoint pages are the log's own: the owner never sees them.
-            let live = if tag.kind == Kind::Page {
-                [&self.anchors, &self.retired]
-                    .iter()
-                    .any(|a| a.as_ref().is_some_and(|a| a.holds(tag.key, from)))
-            } else {
-                match owner.is_live(&tag, from, oldest, &mut self.checkpoint_pages()) {
-                    Ok(live) => live,
-                    Err(e) => {
-                        // Asked again at the next step.
-                        self.victim_resume(slot);
-                        return Err(e);
+            let tag = match v.tags[slot as usize] {
+                TagState::Valid(tag) => tag,
+                // Torn, skipped, or decayed since it was written: known at the end, when
+                // the segment's count says whether anything live is left unfound.
+                t => {
+                    let doubt = self.may_have_decayed(seg, slot, t);
+                    if let Some(v) = &mut self.victim {
+                        v.doubtful |= doubt;
                     }
+                    continue;
                 }
             };
-            if !live {
-                self.kill(from);
-                continue;
+            match self.liveness(owner, &tag, from) {
+                Ok(Liveness::Live) => {}
+                Ok(_) => continue,
+                Err(e) => {
+                    // Asked again at the next step.
+                    self.victim_resume(slot);
+                    return Err(e);
+                }
             }
             let mut buf = core::mem::take(&mut self.buf);
             let read = self.dev.read_slot(seg, slot, &mut buf);
@@ -1156,17 +1163,69 @@ impl<D: Segments> Log<D> {
         Ok(true)
     }
 
-    /// The live slot `at` no longer reads back: it dies, counted as lost, and whoever keeps
-    /// it — the anchors for a checkpoint page, else the owner — is told its data is gone.
+    /// Whether slot `at` (tag `tag`) is still needed: a checkpoint page if the checkpoint
+    /// holds it (the log's own: the owner never sees them), anything else if the owner says
+    /// so. A slot the owner releases now is let go here.
+    fn liveness(&mut self, owner: &mut dyn Owner, tag: &Tag, at: SlotAddr) -> Result<Liveness> {
+        if tag.kind == Kind::Page {
+            let held = [&self.anchors, &self.retired]
+                .iter()
+                .any(|a| a.as_ref().is_some_and(|a| a.holds(tag.key, at)));
+            return Ok(if held { Liveness::Live } else { Liveness::Dead });
+        }
+        let oldest = if tag.kind.is_tombstone() {
+            self.oldest_seq_except(at.seg)
+        } else {
+            0
+        };
+        let l = owner.is_live(tag, at, oldest, &mut self.checkpoint_pages())?;
+        if l == Liveness::Released {
+            self.kill(at);
+        }
+        Ok(l)
+    }
+
+    /// The slot `at`, live or maybe live, no longer reads back: whoever keeps it — the
+    /// anchors for a checkpoint page, else the owner — is told its data is gone, and if one
+    /// did, it dies, counted as lost. `tag` is `None` when even the tag was unreadable.
     fn lose(&mut self, owner: &mut dyn Owner, tag: Option<&Tag>, at: SlotAddr) -> Result<()> {
-        self.kill(at);
-        self.stats.lost_slots += 1;
-        match (self.anchors.as_mut().or(self.retired.as_mut()), tag) {
+        let held = match (self.anchors.as_mut().or(self.retired.as_mut()), tag) {
             (Some(a), Some(t)) if t.kind == Kind::Page => {
                 a.lost(t.key, at);
-                Ok(())
+                true
             }
-            _ => owner.lost(tag, at, &mut self.checkpoint_pages()),
+            _ => owner.lost(tag, at, &mut self.checkpoint_pages())?,
+        };
+        if held {
+            self.kill(at);
+            self.stats.lost_slots += 1;
+        }
+        Ok(())
+    }
+
+    /// Slots of `seg` without a valid tag (from `tags`) that may be live: while the
+    /// segment's count says live slots are left that no tag named, each is looked for by
+    /// its address and reported lost if someone held it. Rare: a tag that decayed.
+    fn lose_unnamed(&mut self, owner: &mut dyn Owner, seg: u32, tags: &[TagState]) -> Result<()> {
+        for (slot, &t) in (0..).zip(tags) {
+            if self.segs[seg as usize].live() == 0 {
+                break;
+            }
+            if self.may_have_decayed(seg, slot, t) {
+                self.lose(owner, None, SlotAddr { seg, slot })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether slot `slot` of `seg`, whose tag reads as `t`, may be a live slot whose tag
+    /// decayed: any programmed slot without a valid tag, and an erased-looking one among
+    /// those the segment used.
+    fn may_have_decayed(&self, seg: u32, slot: u32, t: TagState) -> bool {
+        match t {
+            TagState::Valid(_) => false,
+            TagState::Garbage => true,
+            TagState::Erased => slot < self.segs[seg as usize].used(),
         }
     }
 
@@ -1177,10 +1236,16 @@ impl<D: Segments> Log<D> {
         }
     }
 
-    fn finish_victim(&mut self) -> Result<()> {
+    fn finish_victim(&mut self, owner: &mut dyn Owner) -> Result<()> {
         let Some(v) = self.victim.take() else {
             return Ok(());
         };
+        if v.doubtful && self.segs[v.seg as usize].live() > 0 {
+            if let Err(e) = self.lose_unnamed(owner, v.seg, &v.tags) {
+                self.victim = Some(v);
+                return Err(e);
+            }
+        }
         self.stats.cleaned += 1;
         if self.segs[v.seg as usize].state == SegState::Failing {
             // Retiring it makes its survivors the only copies, as an erase would.
@@ -1367,7 +1432,6 @@ impl<D: Segments> Log<D> {
             match r {
                 Ok(()) => {
                     let now = self.now_ns();
-                    self.live.set(seg, slot, true);
                     let s = &mut self.segs[seg as usize];
                     s.add_live();
                     s.touch(now);

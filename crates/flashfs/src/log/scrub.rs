@@ -12,8 +12,8 @@ use alloc::vec::Vec;
 
 use super::segment::SegState;
 use super::tag::TagState;
-use super::{Log, Owner, SlotAddr, Take, Victim};
-use crate::error::{Error, Result};
+use super::{Liveness, Log, Owner, SlotAddr, Take, Victim};
+use crate::error::Result;
 use crate::media::Segments;
 
 /// What a scrub found and did.
@@ -56,21 +56,43 @@ impl<D: Segments> Log<D> {
             }
             let mut worst = 0;
             let mut unreadable = Vec::new();
-            let mut next = 0;
-            while let Some(slot) = self.live.next_live(seg, next) {
-                next = slot + 1;
-                match self.dev.read_slot_corrected(seg, slot, &mut buf) {
-                    Ok(bits) => {
+            let mut tags = vec![TagState::Erased; self.geo.slots as usize];
+            // The live slots are those whose tag the owner (or the checkpoint) still needs,
+            // each read with its tag in one go; a used slot without a valid tag may be a live
+            // one whose tag decayed, which the count of those found tells. A head's segment
+            // is read up to where it is filled.
+            let end = match state {
+                SegState::Open => self.segs[seg as usize].used(),
+                _ => self.geo.slots,
+            };
+            let mut found = 0;
+            let mut doubtful = false;
+            for slot in 0..end {
+                let (t, data) = self.dev.read_slot_scrubbed(seg, slot, &mut buf)?;
+                tags[slot as usize] = t;
+                let tag = match t {
+                    TagState::Valid(tag) => tag,
+                    t => {
+                        doubtful |= self.may_have_decayed(seg, slot, t);
+                        continue;
+                    }
+                };
+                if self.liveness(owner, &tag, SlotAddr { seg, slot })? != Liveness::Live {
+                    continue;
+                }
+                found += 1;
+                match data {
+                    Some(bits) => {
                         rep.slots += 1;
                         rep.bytes += ss as u64;
                         rep.corrected_bits += u64::from(bits);
                         worst = worst.max(bits);
                     }
-                    Err(Error::Io) => unreadable.push(slot),
-                    Err(e) => return Err(e),
+                    None => unreadable.push(slot),
                 }
             }
-            if worst < refresh_bits && unreadable.is_empty() {
+            let unnamed = doubtful && self.segs[seg as usize].live() > found;
+            if worst < refresh_bits && unreadable.is_empty() && !unnamed {
                 continue;
             }
             let lost = self.stats.lost_slots;
@@ -81,11 +103,14 @@ impl<D: Segments> Log<D> {
                 // A head's open segment cannot be cleaned: its unreadable slots are reported
                 // where they are.
                 for slot in unreadable {
-                    let tag = match self.dev.read_tag(seg, slot)? {
+                    let tag = match tags[slot as usize] {
                         TagState::Valid(t) => Some(t),
                         _ => None,
                     };
                     self.lose(owner, tag.as_ref(), SlotAddr { seg, slot })?;
+                }
+                if unnamed {
+                    self.lose_unnamed(owner, seg, &tags)?;
                 }
             }
             rep.lost_slots += self.stats.lost_slots - lost;
@@ -106,12 +131,7 @@ impl<D: Segments> Log<D> {
             }
             let mut tags = vec![TagState::Erased; self.geo.slots as usize];
             self.dev.read_tags(seg, &mut tags)?;
-            self.victim = Some(Victim {
-                seg,
-                wear: false,
-                next: 0,
-                tags,
-            });
+            self.victim = Some(Victim::new(seg, false, tags));
         }
         while self.victim.is_some() {
             self.clean_step(owner, u32::MAX, Take::ANY)?;

@@ -1,7 +1,6 @@
-//! The segment usage table: what each segment holds, how much of it is live, how worn it is,
-//! and which of its slots are live.
-
-use alloc::vec::Vec;
+//! The segment usage table: what each segment holds, how much of it is live and how worn it
+//! is. Which of its slots are live the owner says, when the cleaner asks: nothing here is
+//! kept per slot.
 
 use super::checkpoint::NONE40;
 
@@ -112,14 +111,15 @@ impl SegInfo {
         u32::from(self.live)
     }
 
-    /// A slot of it became live.
+    /// A slot of it became live. Saturating, as [`SegInfo::drop_live`]: a count only
+    /// guides the cleaner's choice, which asks the owner slot by slot before it erases.
     pub(crate) fn add_live(&mut self) {
-        self.live += 1;
+        self.live = self.live.saturating_add(1);
     }
 
     /// A live slot of it died.
     pub(crate) fn drop_live(&mut self) {
-        self.live -= 1;
+        self.live = self.live.saturating_sub(1);
     }
 
     /// Slots consumed (written, torn or skipped).
@@ -235,49 +235,6 @@ impl Tick {
     fn age_ns(self, now_ns: u64) -> u64 {
         let d = Tick::at(now_ns).0.wrapping_sub(self.0);
         u64::from(d.min(Self::MAX_AGE)) << Self::SHIFT
-    }
-}
-
-/// Live slots, one bit each.
-#[derive(Debug, Clone)]
-pub struct LiveMap {
-    bits: Vec<u64>,
-    slots: u32,
-}
-
-impl LiveMap {
-    pub(crate) fn new(segments: u32, slots: u32) -> Self {
-        LiveMap {
-            bits: alloc::vec![0; (segments as usize * slots as usize).div_ceil(64)],
-            slots,
-        }
-    }
-
-    fn index(&self, seg: u32, slot: u32) -> usize {
-        seg as usize * self.slots as usize + slot as usize
-    }
-
-    pub(crate) fn get(&self, seg: u32, slot: u32) -> bool {
-        let i = self.index(seg, slot);
-        self.bits[i / 64] & (1 << (i % 64)) != 0
-    }
-
-    /// Sets a bit; returns its old value.
-    pub(crate) fn set(&mut self, seg: u32, slot: u32, live: bool) -> bool {
-        let i = self.index(seg, slot);
-        let w = &mut self.bits[i / 64];
-        let old = *w & (1 << (i % 64)) != 0;
-        if live {
-            *w |= 1 << (i % 64);
-        } else {
-            *w &= !(1 << (i % 64));
-        }
-        old
-    }
-
-    /// Live slots of a segment from `from` on.
-    pub(crate) fn next_live(&self, seg: u32, from: u32) -> Option<u32> {
-        (from..self.slots).find(|&s| self.get(seg, s))
     }
 }
 

@@ -428,6 +428,29 @@ impl<D: Segments> Log<D> {
         }
     }
 
+    /// Runs `f` with the owner's pages of the newest checkpoint to read and, at once, a
+    /// marker of live slots ([`Log::mark_live`]): an owner restoring its map marks what it
+    /// names as it reads it, without holding it whole.
+    pub fn restore_with<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn PageSource, &mut dyn FnMut(SlotAddr)) -> R,
+    ) -> R {
+        let mut src = CheckpointPages {
+            log_pages: self.table_pages(),
+            pages: self
+                .anchors
+                .as_ref()
+                .or(self.retired.as_ref())
+                .map_or(&[], |a| &a.pages[..]),
+            dev: &mut self.dev,
+            geo: self.geo,
+        };
+        let segs = &mut self.segs;
+        f(&mut src, &mut |at: SlotAddr| {
+            segs[at.seg as usize].add_live()
+        })
+    }
+
     /// Whether the volume keeps checkpoints (it has anchors that work).
     pub fn keeps_checkpoints(&self) -> bool {
         self.anchors.is_some()

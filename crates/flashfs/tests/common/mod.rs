@@ -3,7 +3,7 @@
 
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
 use flashfs::log::tag::Tag;
-use flashfs::{NandSegments, NorSegments, Owner, PageSource, SlotAddr};
+use flashfs::{Liveness, NandSegments, NorSegments, Owner, PageSource, SlotAddr};
 
 /// A small NOR part: 16 units of 8 KiB in 2 banks, 4-byte words.
 pub fn nor_spec(reprogrammable: bool) -> NorSpec {
@@ -355,8 +355,12 @@ impl Owner for Latest {
         at: SlotAddr,
         _: u64,
         _: &mut dyn PageSource,
-    ) -> flashfs::Result<bool> {
-        Ok(self.0.get(&tag.key) == Some(&at))
+    ) -> flashfs::Result<Liveness> {
+        Ok(if self.0.get(&tag.key) == Some(&at) {
+            Liveness::Live
+        } else {
+            Liveness::Dead
+        })
     }
     fn moved(
         &mut self,
