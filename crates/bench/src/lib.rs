@@ -3,6 +3,7 @@
 //! - [`workload`]: deterministic generators of the papers' access patterns.
 //! - [`fswork`]: file-system workloads, their model, and the check of what survives a
 //!   power cut.
+//! - [`fs_cuts`]: a file-system workload run under power cuts against that model.
 //! - [`kawaguchi`]: Kawaguchi et al. 1995 §3 on the block device (FTL): sequential, random
 //!   and hot-and-cold overwrites at several utilizations, every cleaning policy, with and
 //!   without a separate cleaning head, and 4 KB reads; measured in device time.
@@ -35,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod fs_cuts;
 pub mod fswork;
 pub mod heap;
 pub mod integrity;

@@ -13,7 +13,8 @@ use anyhow::{bail, Context};
 use flash::preset::{Preset, DEFAULT_PRESET};
 use flash::{DeviceSpec, ImageMeta, NandSim, NorSim};
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments};
-use flashfs_bench::fswork::{self, CutPlan, FsOp, FsWorkload, Node, Tree};
+use flashfs_bench::fs_cuts::{self, CutPlan};
+use flashfs_bench::fswork::{self, FsOp, FsWorkload, Node, Tree};
 use flashfs_bench::torture::SimSegments;
 
 use crate::device::{self, Spread};
@@ -265,11 +266,11 @@ fn demo<D: SimSegments>(
         seed: args.seed,
     };
     let base = bar.position();
-    let (mut report, fs, model) = fswork::run_with_cuts(fs, model, config, &ops, plan, &mut |i| {
+    let (mut report, fs, model) = fs_cuts::run_with_cuts(fs, model, config, &ops, plan, &mut |i| {
         bar.set_position(base + i as u64)
     })
     .context("the power-cut workload")?;
-    let mut fs = fswork::check_clean_remount(fs, config, &model, &mut report)
+    let mut fs = fs_cuts::check_clean_remount(fs, config, &model, &mut report)
         .context("the final remount")?;
     bar.finish_and_clear();
     say(
