@@ -176,7 +176,7 @@ impl<D: Segments> Ftl<D> {
                 ftl.apply_scan(&found, format)?;
                 true
             }
-            Start::Restored(r) => match ftl.restore(&r, format) {
+            Start::Restored(r) => match ftl.restore(r, format) {
                 Ok(()) => true,
                 Err(Error::Corrupt(_) | Error::Io) => false,
                 Err(e) => return Err(e),
@@ -306,7 +306,7 @@ impl<D: Segments> Ftl<D> {
     /// through what was written after it, as a scan would: a version written after the
     /// checkpoint beats the one it names (a cleaner's copy there is of that very version),
     /// and a record written after it hides what is older.
-    fn restore(&mut self, r: &Restored, format: u8) -> Result<()> {
+    fn restore(&mut self, mut r: Restored, format: u8) -> Result<()> {
         // The map a chunk at a time: every slot it names is live; only what the budget
         // holds stays in RAM.
         self.map.at.begin_restore();
@@ -335,7 +335,6 @@ impl<D: Segments> Ftl<D> {
             }
         }
         let sectors = self.map.len();
-        let mut newest: BTreeMap<usize, (SlotAddr, Tag)> = BTreeMap::new();
         let mut written: BTreeMap<u64, (SlotAddr, Tag)> = BTreeMap::new();
         let mut counters: Option<(SlotAddr, Tag)> = None;
         let mut last = 0;
@@ -345,11 +344,7 @@ impl<D: Segments> Ftl<D> {
                 b.is_none_or(|(a, t)| self.log.newer((at, &tag), (*a, t)))
             };
             match tag.kind {
-                Kind::Sector if (tag.key as usize) < sectors => {
-                    if newer(newest.get(&(tag.key as usize))) {
-                        newest.insert(tag.key as usize, (at, tag));
-                    }
-                }
+                Kind::Sector if (tag.key as usize) < sectors => {}
                 Kind::Sector => return Err(Error::Corrupt("a sector beyond the device")),
                 Kind::Counters => {
                     if newer(counters.as_ref()) {
@@ -364,9 +359,32 @@ impl<D: Segments> Ftl<D> {
                 Kind::Page | Kind::Root => {}
             }
         }
+        // The newest version of each sector written since, in the list of what was rolled
+        // itself (sorted by sector, then as `Log::newer` ranks versions; the last of each
+        // sector kept): no second structure per version rolled.
+        let rolled_any = !r.rolled.is_empty();
+        let mut newest = core::mem::take(&mut r.rolled);
+        newest.retain(|(_, t)| t.kind == Kind::Sector);
+        let segs = self.log.segments();
+        newest.sort_unstable_by_key(|(at, t)| {
+            (t.key, t.seq, t.copy, segs[at.seg as usize].open_seq())
+        });
+        newest.dedup_by(|later, earlier| {
+            let same = later.1.key == earlier.1.key;
+            if same {
+                *earlier = *later;
+            }
+            same
+        });
+        let newest_seq = |k: usize| {
+            newest
+                .binary_search_by_key(&k, |(_, t)| t.key as usize)
+                .ok()
+                .map(|i| newest[i].1.seq)
+        };
         // What was written after the checkpoint replaces what it names.
-        for (&k, (at, _)) in &newest {
-            self.replace(k, self.map.pack(*at))?;
+        for &(at, t) in &newest {
+            self.replace(t.key as usize, self.map.pack(at))?;
         }
         for (seq, (at, tag)) in written {
             if let Some(a) = records.get_mut(&seq) {
@@ -387,7 +405,7 @@ impl<D: Segments> Ftl<D> {
             for (start, count) in decode_ranges(&self.buf)? {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 for k in (start as usize).min(end)..end {
-                    if newest.get(&k).is_none_or(|(_, t)| t.seq < seq) {
+                    if newest_seq(k).is_none_or(|s| s < seq) {
                         self.replace(k, becomes)?;
                     }
                 }
@@ -410,7 +428,7 @@ impl<D: Segments> Ftl<D> {
         }
         if format == FORMAT_BLOCK_DEVICE {
             // Nothing written after the newest counters record: the last session closed.
-            let closed = r.rolled.is_empty() || counters.is_some_and(|(_, t)| t.seq == last);
+            let closed = !rolled_any || counters.is_some_and(|(_, t)| t.seq == last);
             self.counters = Some(self.mount_counters(self.map.counters_at, closed)?);
         }
         Ok(())
