@@ -5,8 +5,8 @@
 //! corrects were planted in some of its pages (the segments it then moves).
 
 use flash::PageAddr;
-use flashfs::log::tag::TagState;
 use flashfs::log::ScrubReport;
+use flashfs::media::tag::TagState;
 use flashfs::{Fs, FsConfig, Segments};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;

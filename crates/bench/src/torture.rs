@@ -47,7 +47,7 @@ use flash::{
     AgeReport, DeviceSpec, FaultConfig, FlashError, ImageMeta, NandFlash, NandSim, NandSpec,
     NorSim, NorSpec, Timebomb,
 };
-use flashfs::log::tag::{Kind, TagState};
+use flashfs::media::tag::{Kind, TagState};
 use flashfs::media::HeaderState;
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
@@ -1004,7 +1004,7 @@ fn pick_slot<D: SimSegments>(dev: &mut D, pick: u64, sectors: u64) -> Option<(u3
     let seg = (pick % geo.segments as u64) as u32;
     let mut tags = vec![TagState::Erased; geo.slots as usize];
     dev.read_tags(seg, &mut tags).ok()?;
-    let valid: Vec<(u32, flashfs::log::tag::Tag)> = tags
+    let valid: Vec<(u32, flashfs::media::tag::Tag)> = tags
         .iter()
         .enumerate()
         .filter_map(|(i, t)| match t {

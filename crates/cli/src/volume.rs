@@ -11,7 +11,7 @@ use flash::spec::DeviceSpec;
 use flash::store::Store;
 use flash::{NandSim, NorSim, NvramSim, Simulated};
 use flashfs::log::segment::SegState;
-use flashfs::log::tag::FORMAT_BLOCK_DEVICE;
+use flashfs::media::tag::FORMAT_BLOCK_DEVICE;
 use flashfs::media::HeaderState;
 use flashfs::{BlockDevice, Ftl, FtlConfig, Log, NandSegments, NorSegments, Segments};
 use serde::Serialize;
@@ -163,8 +163,8 @@ impl<S: Store> Media<S> {
 }
 
 /// The volume named by the newest valid segment header, if any.
-fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<flashfs::log::tag::Volume>> {
-    let mut newest: Option<(u64, flashfs::log::tag::Volume)> = None;
+fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<flashfs::media::tag::Volume>> {
+    let mut newest: Option<(u64, flashfs::media::tag::Volume)> = None;
     for seg in 0..dev.geometry().segments {
         if let HeaderState::Valid(h) = dev.read_header(seg).map_err(anyhow::Error::new)? {
             if newest.is_none_or(|(seq, _)| h.open_seq > seq) {

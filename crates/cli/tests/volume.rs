@@ -446,7 +446,7 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
     // segment holds the counters record, not a sector): reading it fails, and the block
     // device records the sector as lost (it keeps failing after a remount).
     // A full segment of sectors (not of the format's checkpoint pages).
-    use flashfs::log::tag::{Kind, TagState};
+    use flashfs::media::tag::{Kind, TagState};
     let full: Vec<u32> = (0..ftl.log().segments().len() as u32)
         .filter(|&i| ftl.log().segments()[i as usize].live() == 31)
         .collect();

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use flash::{preset, DeviceSpec, ImageMeta, NandFlash, NandSim, NorFlash, NorSim, PageAddr};
 use flashfs::fs::ROOT_INO;
-use flashfs::log::tag::{Kind, TagLayout, TagState};
+use flashfs::media::tag::{Kind, TagLayout, TagState};
 use flashfs::{
     BlockDevice, Damage, Error, Fs, Ftl, FtlConfig, LogConfig, NandSegments, NorSegments, Segments,
 };

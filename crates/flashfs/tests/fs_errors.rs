@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::*;
-use flashfs::log::tag::{SegHeader, Tag, TagState};
+use flashfs::media::tag::{SegHeader, Tag, TagState};
 use flashfs::media::HeaderState;
 use flashfs::{Error, Fs, SegGeometry, Segments};
 

@@ -15,7 +15,7 @@ use common::*;
 use flashfs::fs::{
     Ino, RecordFormat, RenameFlags, SetAttr, XattrFlags, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
 };
-use flashfs::log::tag::{SegHeader, Tag, TagState};
+use flashfs::media::tag::{SegHeader, Tag, TagState};
 use flashfs::media::HeaderState;
 use flashfs::{Error, Fs, FsConfig, SegGeometry, Segments};
 use flashfs_bench::torture::SimSegments as Sim;

@@ -149,12 +149,12 @@ fn a_damaged_checkpoint_page_falls_back_to_the_scan() {
     // Damage every slot holding a checkpoint page, one at a time.
     let geo = dev.geometry();
     let mut pages = Vec::new();
-    let mut tags = vec![flashfs::log::tag::TagState::Erased; geo.slots as usize];
+    let mut tags = vec![flashfs::media::tag::TagState::Erased; geo.slots as usize];
     for seg in 0..geo.segments {
         dev.read_tags(seg, &mut tags).unwrap();
         for (slot, t) in tags.iter().enumerate() {
-            if let flashfs::log::tag::TagState::Valid(t) = t {
-                if t.kind == flashfs::log::tag::Kind::Page {
+            if let flashfs::media::tag::TagState::Valid(t) = t {
+                if t.kind == flashfs::media::tag::Kind::Page {
                     pages.push((seg, slot as u32));
                 }
             }
@@ -310,11 +310,11 @@ fn a_decayed_newest_anchor_record_sends_the_mount_to_the_scan() {
     let mut dev = ftl.into_device();
     // The newest record: the anchor slot with the highest sequence number.
     let mut newest = None;
-    let mut tags = vec![flashfs::log::tag::TagState::Erased; dev.geometry().slots as usize];
+    let mut tags = vec![flashfs::media::tag::TagState::Erased; dev.geometry().slots as usize];
     for seg in [a, z] {
         dev.read_tags(seg, &mut tags).unwrap();
         for (slot, t) in tags.iter().enumerate() {
-            if let flashfs::log::tag::TagState::Valid(t) = t {
+            if let flashfs::media::tag::TagState::Valid(t) = t {
                 if newest.is_none_or(|(s, _, _)| t.seq > s) {
                     newest = Some((t.seq, seg, slot as u32));
                 }

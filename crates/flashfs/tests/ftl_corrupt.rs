@@ -82,7 +82,7 @@ proptest! {
 #[test]
 fn a_volume_of_another_segment_layout_is_refused() {
     use flash::NorFlash as _;
-    use flashfs::log::tag::{SegHeader, Volume};
+    use flashfs::media::tag::{SegHeader, Volume};
     use flashfs::Segments;
     let ftl = Ftl::format(nor_small_units(), FtlConfig::default()).unwrap();
     let sectors = ftl.sectors();

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use flashfs::log::tag::{Kind, TagState};
+use flashfs::media::tag::{Kind, TagState};
 use flashfs::{BlockDevice, Ftl, FtlConfig, Segments};
 
 /// Writes every sector once, then a third of them `rounds` more times (the cleaner runs).

@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use flashfs::log::tag::{Kind, FORMAT_BLOCK_DEVICE};
 use flashfs::log::HOT_HEAD_MIN_SEGMENTS;
+use flashfs::media::tag::{Kind, FORMAT_BLOCK_DEVICE};
 use flashfs::{Head, Log, LogConfig, NandSegments};
 
 fn nand_of_blocks(blocks: u32) -> NandSegments<flash::NandSim> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use flashfs::log::policy::Policy;
-use flashfs::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
+use flashfs::media::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, Log, LogConfig, Owner, PageSource, SlotAddr};
 
 /// An owner that keeps every slot (nothing is ever overwritten).

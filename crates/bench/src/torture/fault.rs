@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use flash::{DeviceSpec, FlashError};
-use flashfs::log::tag::{SegHeader, Tag, TagState};
+use flashfs::media::tag::{SegHeader, Tag, TagState};
 use flashfs::media::HeaderState;
 use flashfs::{Error, SegGeometry, Segments};
 use serde::Serialize;

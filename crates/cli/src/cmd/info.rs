@@ -177,7 +177,7 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             format: volume.format.key(),
             format_code: match volume.format {
                 Format::Native { code, .. } => Some(code),
-                Format::BlockDevice { .. } => Some(flashfs::log::tag::FORMAT_BLOCK_DEVICE),
+                Format::BlockDevice { .. } => Some(flashfs::media::tag::FORMAT_BLOCK_DEVICE),
                 Format::Unformatted => None,
             },
             space: volume.space,

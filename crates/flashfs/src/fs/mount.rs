@@ -22,7 +22,7 @@ use super::{Fs, FsConfig};
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
 use crate::index::{NodePtr, Tree, TreeConfig, Visit, MIN_NODE_SIZE};
-use crate::log::tag::FORMAT_FILE_SYSTEM;
+use crate::media::tag::FORMAT_FILE_SYSTEM;
 use crate::media::Segments;
 
 /// Sectors a volume needs at least: the superblock, the reserve and some room for files.

@@ -11,8 +11,8 @@ use alloc::vec::Vec;
 use super::pages::{is_slot, MapPages, LOST, PAGE_HEADER, UNMAPPED};
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
-use crate::log::tag::{Kind, Tag};
 use crate::log::{Head, Liveness, Owner, PageSource, SlotAddr};
+use crate::media::tag::{Kind, Tag};
 
 /// Where each sector lives, and how often it is rewritten.
 #[derive(Debug)]

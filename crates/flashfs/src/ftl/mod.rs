@@ -17,12 +17,12 @@ use counters::Counters;
 pub use counters::Lifetime;
 
 use crate::error::{Damage, Error, Result};
-use crate::log::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
+use crate::media::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
 use alloc::collections::BTreeMap;
 use flash::FlashError;
 
-use crate::log::tag::TagState;
 use crate::log::{Head, Log, LogConfig, Restored, ScrubReport, SlotAddr, Start};
+use crate::media::tag::TagState;
 use crate::media::Segments;
 use map::{Record, SectorMap};
 use pages::{LOST, UNMAPPED};

@@ -2,7 +2,7 @@
 //! reads them instead of scanning every segment (Ryu & Park's startup area; SPEC §3.4).
 //!
 //! A checkpoint is three things:
-//! - a **body** of pages, each a log slot of kind [`Kind::Page`] written like any other, so
+//! - a **body** of pages, each a log slot of kind [`Kind::Page`](crate::media::tag::Kind::Page) written like any other, so
 //!   the cleaner and the wear leveller treat them as data: the segment table first, then
 //!   the owner's pages (the block device's sector map);
 //! - a **directory**: pages of the same kind listing the body's addresses;
@@ -335,7 +335,7 @@ impl Anchors {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::tag::{Kind, Tag, TagLayout, TagState};
+    use crate::media::tag::{Kind, Tag, TagLayout, TagState};
 
     #[test]
     fn every_tag_layout_tells_directory_pages_from_body_pages() {

@@ -11,20 +11,19 @@ mod scrub;
 pub mod segment;
 mod startup;
 pub use startup::CheckpointPages;
-pub mod tag;
 
 use alloc::vec::Vec;
 
 use flash::FlashError;
 
 use crate::error::{Error, Result};
+use crate::media::tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
 use crate::media::{HeaderState, SegGeometry, Segments};
 pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
 use policy::{threshold, Policy};
 pub use scrub::ScrubReport;
 use segment::{SegInfo, SegState};
-use tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
 
 /// Where a slot is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -11,9 +11,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::segment::SegState;
-use super::tag::TagState;
 use super::{Liveness, Log, Owner, SlotAddr, Take, Victim};
 use crate::error::Result;
+use crate::media::tag::TagState;
 use crate::media::Segments;
 
 /// What a scrub found and did.

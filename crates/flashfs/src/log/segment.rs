@@ -55,8 +55,8 @@ impl SegState {
 
 /// One segment's record. Every segment has one in RAM, so each field is as narrow as what
 /// it holds allows (28 bytes): counts of slots fit 16 bits (a log refuses a geometry of
-/// more slots per segment), sequence numbers 40 bits (as in a checkpoint), times a
-/// [`Tick`].
+/// more slots per segment), sequence numbers 40 bits (as in a checkpoint), times 32 bits
+/// (to about a millisecond).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegInfo {
     /// Life stage.

@@ -2,7 +2,7 @@
 #![allow(dead_code, unused_imports)]
 
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
-use flashfs::log::tag::Tag;
+use flashfs::media::tag::Tag;
 use flashfs::{Liveness, NandSegments, NorSegments, Owner, PageSource, SlotAddr};
 
 /// A small NOR part: 16 units of 8 KiB in 2 banks, 4-byte words.

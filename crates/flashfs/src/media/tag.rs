@@ -322,7 +322,7 @@ impl TagLayout {
     }
 
     /// Encodes the entry of a slot holding `data` (the whole slot, as it is programmed) into
-    /// the front of `out` (at least [`TagLayout::len`] bytes).
+    /// the front of `out` (at least [`TagLayout::entry_len`] bytes).
     pub fn encode(self, tag: &Tag, data: &[u8], out: &mut [u8]) {
         match self {
             TagLayout::Wide => {

@@ -12,12 +12,14 @@
 //! [`Segments::read_slot`]: data that does not match it, or a slot that reads as erased
 //! where the caller expects data, is [`Error::Io`], like a page ECC cannot correct.
 
+pub mod tag;
+
 use core::time::Duration;
 
 use flash::{FlashError, NandFlash, NorFlash, PageAddr};
 
 use crate::error::{Error, Result};
-use crate::log::tag::{SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
+use tag::{SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
 
 /// Bytes a tag entry carries beyond the tag and data CRC on reprogrammable NOR (SPEC.md
 /// §2.2): the written length (3) and the in-place mark (1).
@@ -933,7 +935,7 @@ mod tests {
             erase_count: 1,
             open_seq: 1,
             head: 1,
-            volume: crate::log::tag::Volume {
+            volume: crate::media::tag::Volume {
                 format: 1,
                 slot_shift: 9,
                 unit_shift: 2,
@@ -945,7 +947,7 @@ mod tests {
         let tag = Tag {
             key: 7,
             seq: 1,
-            kind: crate::log::tag::Kind::Sector,
+            kind: crate::media::tag::Kind::Sector,
             copy: false,
         };
         // The last slot lies in the segment's last unit.
