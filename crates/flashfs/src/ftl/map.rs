@@ -8,6 +8,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
+use super::hiding::Hiding;
 use super::pages::{is_slot, MapPages, LOST, PAGE_HEADER, UNMAPPED};
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
@@ -35,10 +36,8 @@ pub(super) struct SectorMap {
     pub(super) slots: u32,
     /// Sectors found lost since the last loss record was written.
     pub(super) lost: Vec<u32>,
-    /// For each sector without data, the sequence number of the trim or loss record that
-    /// hides its older versions (0: none). Empty until the first record: a file system
-    /// never trims.
-    pub(super) hidden_by: Vec<u64>,
+    /// For each sector without data, the trim or loss record that hides its older versions.
+    pub(super) hidden_by: Hiding,
     /// Live trim and loss records by sequence number. Each hides at least one sector no
     /// other record hides, so there are never more of them than sectors without data: the
     /// log can always hold them (the capacity argument of the reserve).
@@ -86,7 +85,7 @@ impl SectorMap {
             separate,
             slots,
             lost: Vec::new(),
-            hidden_by: Vec::new(),
+            hidden_by: Hiding::default(),
             records: Default::default(),
             useless: Vec::new(),
             counters_at: None,
@@ -128,7 +127,7 @@ impl SectorMap {
         if records.is_empty() {
             return Ok(Vec::new());
         }
-        self.hidden_by = alloc::vec![0; self.sectors];
+        self.hidden_by = Hiding::default();
         let mut hides: BTreeMap<u64, u32> = BTreeMap::new();
         for (seq, _, ranges) in &records {
             for &(start, count) in ranges {
@@ -137,8 +136,8 @@ impl SectorMap {
                     .min(self.sectors);
                 for k in (start as usize).min(end)..end {
                     let held = !is_slot(self.at.get(k, src)?);
-                    if held && self.hidden_by[k] < *seq {
-                        let previous = core::mem::replace(&mut self.hidden_by[k], *seq);
+                    if held && self.hidden_by.get(k as u32) < *seq {
+                        let previous = self.hidden_by.set(k as u32, *seq);
                         if let Some(h) = hides.get_mut(&previous) {
                             *h -= 1;
                         }
@@ -279,9 +278,10 @@ impl SectorMap {
 
     /// The sector no longer relies on the record hiding its older versions.
     pub(super) fn release(&mut self, k: usize) {
-        let Some(t) = self.hidden_by.get_mut(k).map(|t| core::mem::replace(t, 0)) else {
+        let t = self.hidden_by.take(k as u32);
+        if t == 0 {
             return;
-        };
+        }
         if let Some(r) = self.records.get_mut(&t) {
             r.hides -= 1;
             if r.hides == 0 {
@@ -294,12 +294,9 @@ impl SectorMap {
     /// Record `t` now hides the older versions of sector `k`.
     pub(super) fn hide(&mut self, k: usize, t: u64) {
         self.release(k);
-        if self.hidden_by.is_empty() {
-            self.hidden_by = alloc::vec![0; self.sectors];
-        }
         if let Some(r) = self.records.get_mut(&t) {
             r.hides += 1;
-            self.hidden_by[k] = t;
+            self.hidden_by.set(k as u32, t);
         }
     }
 

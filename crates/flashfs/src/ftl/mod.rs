@@ -8,6 +8,7 @@
 //! hides it. The map's pages stay in RAM under a budget ([`FtlConfig::map_cache`]).
 
 mod counters;
+mod hiding;
 mod map;
 mod pages;
 
@@ -255,9 +256,6 @@ impl<D: Segments> Ftl<D> {
             }
         }
         let mut hides: alloc::collections::BTreeMap<u64, u32> = Default::default();
-        if !records.is_empty() {
-            ftl.map.hidden_by = alloc::vec![0; sectors];
-        }
         for (&seq, &(at, tag)) in &records {
             let becomes = if tag.kind == Kind::Lost {
                 LOST
@@ -271,7 +269,7 @@ impl<D: Segments> Ftl<D> {
                 for (k, &v) in newest.iter().enumerate().take(range.end).skip(range.start) {
                     if v == 0 || unpack_newest(v, k).seq < seq {
                         ftl.map.set(k, becomes, &mut ftl.log.checkpoint_pages())?;
-                        let previous = core::mem::replace(&mut ftl.map.hidden_by[k], seq);
+                        let previous = ftl.map.hidden_by.set(k as u32, seq);
                         if let Some(h) = hides.get_mut(&previous) {
                             *h -= 1;
                         }
