@@ -184,52 +184,67 @@ pub struct Tail {
     pub time: Timespec,
 }
 
+/// What the journal did since mount ([`Journal::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JournalCounts {
+    /// Entries written.
+    pub entries: u64,
+    /// Commits whose every operation committed itself by its frame.
+    pub frame_commits: u64,
+    /// Bytes of entries written (padding included).
+    pub entry_bytes: u64,
+    /// Journal blocks written (started).
+    pub block_writes: u64,
+    /// Operations replayed by the mount.
+    pub replayed: u64,
+}
+
 /// The journal's state in RAM.
 #[derive(Debug, Clone, Default)]
 pub struct Journal {
     /// Blocks 1..=`blocks` are the journal (0: the volume has none).
-    pub blocks: u32,
+    blocks: u32,
     /// The epoch: the commit number of the last checkpoint.
-    pub epoch: u64,
+    epoch: u64,
     /// The block taking entries, if one may be appended to.
-    pub tail: Option<Tail>,
+    tail: Option<Tail>,
     /// Which journal blocks hold entries of this epoch (index `block - 1`).
-    pub in_epoch: Vec<bool>,
+    in_epoch: Vec<bool>,
     /// Index the next block of this epoch gets.
-    pub next_index: u32,
+    next_index: u32,
     /// Operations since the last durable point, in order.
-    pub pending: Vec<Op>,
+    pending: Vec<Op>,
     /// A bound on the bytes `pending` encodes to.
     pending_bytes: usize,
     /// The index's mutation count if every change since the last durable point is one of
     /// `pending`; anything else changing the index leaves it behind, and the next commit is
     /// a checkpoint.
-    pub mark: u64,
+    mark: u64,
     /// The index's mutation count at the last durable point.
-    pub durable: u64,
+    durable: u64,
     /// Set after a failure: the next commit is a checkpoint.
-    pub must_checkpoint: bool,
+    must_checkpoint: bool,
     /// Blocks freed since the last checkpoint that wait for the next one only because the
     /// replay of this epoch reads them.
-    pub replay_pinned: u64,
+    replay_pinned: u64,
     /// Data runs released by the operations since the last durable point, with their
     /// file: the replay frees a run only where it replays the operation that released it,
     /// so the run may be taken again only once that is durable ([`Fs::forget_released`]).
-    pub released: Vec<(Ino, (u64, u64))>,
+    released: Vec<(Ino, (u64, u64))>,
     /// Blocks the block device has forgotten that frames that committed themselves freed,
     /// with their file: no allocation takes them before an entry counting those frames is
     /// durable.
-    pub held: Vec<(Ino, u64)>,
+    held: Vec<(Ino, u64)>,
     /// Entries written since mount.
-    pub entries: u64,
+    entries: u64,
     /// Commits since mount whose every operation committed itself by its frame.
-    pub frame_commits: u64,
+    frame_commits: u64,
     /// Bytes of entries written since mount (padding included).
-    pub entry_bytes: u64,
+    entry_bytes: u64,
     /// Journal blocks written (started) since mount.
-    pub block_writes: u64,
+    block_writes: u64,
     /// Operations replayed by the mount.
-    pub replayed: u64,
+    replayed: u64,
 }
 
 impl Journal {
@@ -309,6 +324,87 @@ impl Journal {
         }
         adds.retain(|ino, _| !others.contains(ino));
         adds
+    }
+
+    /// Whether every change up to the index's mutation count `mutations` is durable in an
+    /// entry (a volume without a journal has none).
+    pub fn covers(&self, mutations: u64) -> bool {
+        self.blocks > 0 && mutations == self.durable
+    }
+
+    /// Whether the next commit must be a checkpoint (after a failure).
+    pub fn checkpoint_required(&self) -> bool {
+        self.must_checkpoint
+    }
+
+    /// Sets whether the next commit must be a checkpoint.
+    pub fn require_checkpoint(&mut self, on: bool) {
+        self.must_checkpoint = on;
+    }
+
+    /// The operations since the last durable point, taken out to be rewritten (packed,
+    /// framed) and given back with [`Journal::put_back`].
+    pub fn take_pending(&mut self) -> Vec<Op> {
+        core::mem::take(&mut self.pending)
+    }
+
+    /// Gives back the operations [`Journal::take_pending`] took, rewritten: they encode to
+    /// no more than they did.
+    pub fn put_back(&mut self, ops: Vec<Op>) {
+        self.pending = ops;
+    }
+
+    /// The data runs released since the last durable point, with their files.
+    pub fn take_released(&mut self) -> Vec<(Ino, (u64, u64))> {
+        core::mem::take(&mut self.released)
+    }
+
+    /// The blocks held for frames no durable entry counts yet, with their files.
+    pub fn take_held(&mut self) -> Vec<(Ino, u64)> {
+        core::mem::take(&mut self.held)
+    }
+
+    /// Block `k`, freed by frames of `ino`, waits for an entry counting them.
+    pub fn hold(&mut self, ino: Ino, k: u64) {
+        self.held.push((ino, k));
+    }
+
+    /// A freed block waits for the checkpoint because this epoch's replay reads it.
+    pub fn pin_for_replay(&mut self) {
+        self.replay_pinned += 1;
+    }
+
+    /// Freed blocks that wait only for the replay or for a count of frames.
+    pub fn waiting(&self) -> u64 {
+        self.replay_pinned + self.held.len() as u64
+    }
+
+    /// The files that released runs or hold blocks since the last durable point: their
+    /// frames need counting in the next entry.
+    pub fn owing_files(&self) -> BTreeSet<Ino> {
+        let released = self.released.iter().map(|&(ino, _)| ino);
+        released
+            .chain(self.held.iter().map(|&(ino, _)| ino))
+            .collect()
+    }
+
+    /// The journal blocks holding entries of this epoch.
+    pub fn blocks_in_epoch(&self) -> impl Iterator<Item = u64> + '_ {
+        (1..)
+            .zip(&self.in_epoch)
+            .filter(|(_, &b)| b)
+            .map(|(k, _)| k)
+    }
+
+    /// What the journal did since mount.
+    pub fn counts(&self) -> JournalCounts {
+        JournalCounts {
+            entries: self.entries,
+            frame_commits: self.frame_commits,
+            entry_bytes: self.entry_bytes,
+            block_writes: self.block_writes,
+            replayed: self.replayed,
+        }
     }
 
     /// A block that holds nothing of this epoch, to start, or `None` if all do.

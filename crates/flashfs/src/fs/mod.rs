@@ -345,13 +345,14 @@ impl<D: Segments> Fs<D> {
 
     /// Counters since mount.
     pub fn stats(&self) -> FsStats {
+        let journal = self.journal.counts();
         FsStats {
-            commits: self.commits + self.journal.entries + self.journal.frame_commits,
-            journal_entries: self.journal.entries,
-            frame_commits: self.journal.frame_commits,
-            journal_bytes: self.journal.entry_bytes,
-            journal_blocks: self.journal.block_writes,
-            journal_replayed: self.journal.replayed,
+            commits: self.commits + journal.entries + journal.frame_commits,
+            journal_entries: journal.entries,
+            frame_commits: journal.frame_commits,
+            journal_bytes: journal.entry_bytes,
+            journal_blocks: journal.block_writes,
+            journal_replayed: journal.replayed,
             node_writes: self.tree.store().node_writes,
             node_patches: self.tree.store().node_patches,
             superblock_writes: self.commits - self.sb_appends,
@@ -478,15 +479,15 @@ impl<D: Segments> Fs<D> {
     fn commit(&mut self) -> Result<()> {
         // The data of the operations the commit covers must be on flash before it.
         if let Err(e) = self.tree.store_mut().write_back_all(None) {
-            self.journal.must_checkpoint = true;
+            self.journal.require_checkpoint(true);
             self.reload()?;
             return Err(e);
         }
         let settled = self.tree.store().space.pending() == 0 && !self.tree.is_dirty();
         // Dirty nodes whose every change a journal entry already holds are durable; the
         // sectors those changes released stay reserved until the next checkpoint.
-        let journaled = self.journal.blocks > 0 && self.tree.mutations() == self.journal.durable;
-        if !self.journal.must_checkpoint && (settled || journaled) {
+        let journaled = self.journal.covers(self.tree.mutations());
+        if !self.journal.checkpoint_required() && (settled || journaled) {
             return Ok(());
         }
         match self.journal_commit() {
@@ -496,7 +497,7 @@ impl<D: Segments> Fs<D> {
             }
             Ok(false) => self.checkpoint(),
             Err(e) => {
-                self.journal.must_checkpoint = true;
+                self.journal.require_checkpoint(true);
                 self.reload()?;
                 Err(e)
             }
@@ -515,17 +516,16 @@ impl<D: Segments> Fs<D> {
     /// replayed before that entry would find it still mapped.
     fn forget_released(&mut self) {
         let untold = self.tree.store_mut().space.take_released();
-        let released = core::mem::take(&mut self.journal.released);
+        let released = self.journal.take_released();
         for (ino, (a, n)) in released {
             (a..a + n).for_each(|k| self.forget_freed(Some(ino), k));
         }
         for (a, n) in untold {
             (a..a + n).for_each(|k| self.forget_freed(None, k));
         }
-        let held = core::mem::take(&mut self.journal.held);
-        for (ino, k) in held {
+        for (ino, k) in self.journal.take_held() {
             if self.tails.owes(ino) {
-                self.journal.held.push((ino, k));
+                self.journal.hold(ino, k);
             } else {
                 self.tree.store_mut().space.reuse(k);
             }
@@ -536,14 +536,14 @@ impl<D: Segments> Fs<D> {
     /// reads it; frees it unless frames of `by` that no durable entry counts freed it.
     fn forget_freed(&mut self, by: Option<Ino>, k: u64) {
         if self.tails.read_by_replay(k) {
-            self.journal.replay_pinned += 1;
+            self.journal.pin_for_replay();
             return;
         }
         // Forgetting only spares the cleaner copies: a map page that does not read back
         // leaves the data live until the next mount forgets what no version uses.
         let _ = self.tree.store_mut().ftl.forget(k);
         match by {
-            Some(ino) if self.tails.owes(ino) => self.journal.held.push((ino, k)),
+            Some(ino) if self.tails.owes(ino) => self.journal.hold(ino, k),
             _ => self.tree.store_mut().space.reuse(k),
         }
     }
@@ -563,7 +563,7 @@ impl<D: Segments> Fs<D> {
         if result.is_err() {
             // Whatever went wrong, RAM no longer matches a version on flash for sure:
             // return to the committed one, which mount would find.
-            self.journal.must_checkpoint = true;
+            self.journal.require_checkpoint(true);
             self.reload()?;
         }
         result
@@ -640,8 +640,9 @@ impl<D: Segments> Fs<D> {
         // The blocks of the epoch just ended hold nothing needed now: forgotten, they are
         // dead to the cleaner at once, rather than copied as live until the next epoch
         // reuses them (SPEC §8.5b).
-        for (i, _) in self.journal.in_epoch.iter().enumerate().filter(|(_, &b)| b) {
-            self.tree.store_mut().ftl.forget(i as u64 + 1)?;
+        let used: Vec<u64> = self.journal.blocks_in_epoch().collect();
+        for k in used {
+            self.tree.store_mut().ftl.forget(k)?;
         }
         self.journal.checkpointed(sb.commit, self.tree.mutations());
         self.tails.checkpointed();
@@ -683,11 +684,11 @@ impl<D: Segments> Fs<D> {
         self.tree.store_mut().wb.clear();
         self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
         let found = self.rescan()?;
-        let must = self.journal.must_checkpoint;
+        let must = self.journal.checkpoint_required();
         self.replay_journal()?;
         self.forget_stale(&found.unwritten)?;
         // Nothing is appended after an entry that may be torn: the replay starts no tail.
-        self.journal.must_checkpoint = must;
+        self.journal.require_checkpoint(must);
         Ok(())
     }
 
@@ -702,7 +703,7 @@ impl<D: Segments> Fs<D> {
         let space = &self.tree.store().space;
         let headroom = COMMIT_HEADROOM + self.sb.sectors / 256;
         // Blocks that wait only for the replay or for a count cost the cleaner nothing.
-        let for_replay = self.journal.replay_pinned + self.journal.held.len() as u64;
+        let for_replay = self.journal.waiting();
         if self.tree.stats().dirty_nodes >= self.dirty_limit
             || space.pending().saturating_sub(for_replay) > (self.sb.sectors / 8).min(MAX_PINNED)
             || for_replay > self.sb.sectors / 4

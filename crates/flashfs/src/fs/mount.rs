@@ -300,7 +300,7 @@ impl<D: Segments> Fs<D> {
         fs.forget_stale(&found.unwritten)?;
         // A block of this epoch may end in a torn or unfinished entry; nothing is appended
         // after one, so a new epoch starts.
-        let journal_used = fs.journal.in_epoch.iter().any(|&b| b);
+        let journal_used = fs.journal.blocks_in_epoch().next().is_some();
         // Spares a power cut left from an unrecorded commit: the next commit reuses their
         // generation, so the nodes holding them are copied now (SPEC.md §7.6).
         fs.garbage_spares = fs.tree.rewrite_garbage()? as u64;

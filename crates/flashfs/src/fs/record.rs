@@ -516,7 +516,7 @@ impl<D: Segments> Fs<D> {
         }
         // The blocks are durable before the entry that names them.
         self.tree.store_mut().ftl.flush()?;
-        let pending = core::mem::take(&mut self.journal.pending);
+        let pending = self.journal.take_pending();
         let mut next: BTreeMap<Ino, u64> = packed.iter().map(|(&i, p)| (i, p.0)).collect();
         let mut out = Vec::with_capacity(pending.len());
         for op in pending {
@@ -541,7 +541,7 @@ impl<D: Segments> Fs<D> {
                 Some(_) => {}
             }
         }
-        self.journal.pending = out;
+        self.journal.put_back(out);
         Ok(())
     }
 

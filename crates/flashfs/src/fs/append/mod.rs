@@ -545,7 +545,7 @@ impl<D: Segments> Fs<D> {
                 _ => {}
             }
         }
-        let pending = core::mem::take(&mut self.journal.pending);
+        let pending = self.journal.take_pending();
         let mut out = Vec::with_capacity(pending.len());
         // Whether `out` holds an operation yet: a frame after one must not commit itself,
         // or a power cut before the entry would keep it without what came before it.
@@ -609,17 +609,14 @@ impl<D: Segments> Fs<D> {
         // freed blocks, which may then be taken again once it is durable
         // ([`Fs::forget_released`]).
         if let Some(time) = out.last().map(|op| op.time) {
-            let j = &self.journal;
-            let released = j.released.iter().map(|&(ino, _)| ino);
-            let owing: BTreeSet<Ino> = released.chain(j.held.iter().map(|&(ino, _)| ino)).collect();
-            for ino in owing {
+            for ino in self.journal.owing_files() {
                 let count = self.tails.take_owed(ino);
                 if count > 0 {
                     out.push(framed(ino, time, count));
                 }
             }
         }
-        self.journal.pending = out;
+        self.journal.put_back(out);
         result?;
         // The frames are durable before the entry that counts them.
         self.tree.store_mut().ftl.flush()
