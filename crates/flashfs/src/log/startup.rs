@@ -418,11 +418,7 @@ impl<D: Segments> Log<D> {
     pub fn checkpoint_pages(&mut self) -> CheckpointPages<'_, D> {
         CheckpointPages {
             log_pages: self.table_pages(),
-            pages: self
-                .anchors
-                .as_ref()
-                .or(self.retired.as_ref())
-                .map_or(&[], |a| &a.pages[..]),
+            pages: body_pages(&self.anchors, &self.retired),
             dev: &mut self.dev,
             geo: self.geo,
         }
@@ -437,11 +433,7 @@ impl<D: Segments> Log<D> {
     ) -> R {
         let mut src = CheckpointPages {
             log_pages: self.table_pages(),
-            pages: self
-                .anchors
-                .as_ref()
-                .or(self.retired.as_ref())
-                .map_or(&[], |a| &a.pages[..]),
+            pages: body_pages(&self.anchors, &self.retired),
             dev: &mut self.dev,
             geo: self.geo,
         };
@@ -961,6 +953,18 @@ fn read_page_at<'a, D: Segments>(
         Err(Error::Io) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Where the newest checkpoint's body pages are: the anchors' or, once they failed and
+/// checkpoints stopped, their last state's (the owner still reads its pages there).
+fn body_pages<'a>(
+    anchors: &'a Option<Anchors>,
+    retired: &'a Option<Anchors>,
+) -> &'a [Option<SlotAddr>] {
+    anchors
+        .as_ref()
+        .or(retired.as_ref())
+        .map_or(&[], |a| &a.pages[..])
 }
 
 /// The owner's pages of the newest checkpoint ([`Log::checkpoint_pages`]).
