@@ -483,3 +483,12 @@ fn a_loss_record_on_a_full_volume_takes_its_heads_room() {
         false,
     );
 }
+
+/// A trim record the checkpoint names, moved by the cleaner after it and its old segment
+/// erased, is the record's copy rolled forward, not a record dropped since: the mount from
+/// the checkpoint dropped it, and a copy of the version it hid came back (found by the
+/// million-cut campaign on 28f008sa under silent failures).
+#[test]
+fn a_record_moved_after_the_checkpoint_and_its_old_place_erased_still_hides() {
+    replay("28f008sa", Fault::Silent, Workload::Mixed, 783, 1046, false);
+}

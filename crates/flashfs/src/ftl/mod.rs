@@ -324,12 +324,16 @@ impl<D: Segments> Ftl<D> {
             .map
             .restore_extras(r.pages, &mut self.log.checkpoint_pages())?;
         let mut records: BTreeMap<u64, SlotAddr> = BTreeMap::new();
-        // A record the checkpoint names but that was dropped since (it had hidden all it had
-        // to) is no longer where it was.
+        // A record the checkpoint names but that is no longer where it was was dropped since
+        // (it had hidden all it had to) — or moved by the cleaner, whose copy is rolled
+        // forward below, before the segment it left was erased.
+        let mut gone = alloc::collections::BTreeSet::new();
         for (seq, at) in known {
             let tag = self.log.device_mut().read_tag(at.seg, at.slot)?;
             if matches!(tag, TagState::Valid(t) if t.seq == seq && t.kind.is_tombstone()) {
                 records.insert(seq, at);
+            } else {
+                gone.insert(seq);
             }
         }
         let sectors = self.map.len();
@@ -388,6 +392,13 @@ impl<D: Segments> Ftl<D> {
             if let Some(a) = records.get_mut(&seq) {
                 // The cleaner moved a record the checkpoint knew.
                 *a = at;
+                continue;
+            }
+            if gone.contains(&seq) {
+                // The cleaner moved a record the checkpoint knew and erased where it was. Had
+                // it been dropped after the move, it hides nothing that still matters: the
+                // sectors it hid were written again or hold no older version.
+                records.insert(seq, at);
                 continue;
             }
             if seq < r.seq {
