@@ -492,3 +492,20 @@ fn a_loss_record_on_a_full_volume_takes_its_heads_room() {
 fn a_record_moved_after_the_checkpoint_and_its_old_place_erased_still_hides() {
     replay("28f008sa", Fault::Silent, Workload::Mixed, 783, 1046, false);
 }
+
+/// The newest anchor record read as erased after damage at rest, so the root before it
+/// looked newest; the mount rolled forward through that root's set, blind to what was
+/// written since in the newer root's set, and a sector written and flushed read as never
+/// written. Each anchor record is now written twice (found by the million-cut campaign on
+/// nand-1g under damage at rest).
+#[test]
+fn a_newest_anchor_record_read_as_erased_leaves_its_twin() {
+    replay(
+        "nand-1g",
+        Fault::AtRest,
+        Workload::KawaguchiRandom,
+        810,
+        368,
+        false,
+    );
+}

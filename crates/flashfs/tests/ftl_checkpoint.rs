@@ -298,8 +298,9 @@ fn every_cut_around_a_checkpoint<D: SimSegments>(dev: D, config: FtlConfig, n: u
     assert!(restored > 0, "no cut left a checkpoint to mount from");
 }
 
-#[test]
-fn a_decayed_newest_anchor_record_sends_the_mount_to_the_scan() {
+/// A volume flushed but not closed, and the copies of its newest anchor record (the anchor
+/// slots with the highest sequence number), the later copy first.
+fn unclosed_with_newest_record() -> (NandSegments<NandSim>, Model, Vec<Vec<u32>>, Vec<(u32, u32)>) {
     let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
     let sectors = ftl.sectors();
     let ops = workload(21, sectors, 2000);
@@ -308,29 +309,81 @@ fn a_decayed_newest_anchor_record_sends_the_mount_to_the_scan() {
     ftl.flush().unwrap();
     let [a, z] = ftl.log().volume().anchors.unwrap().map(u32::from);
     let mut dev = ftl.into_device();
-    // The newest record: the anchor slot with the highest sequence number.
-    let mut newest = None;
+    let mut copies: Vec<(u64, u32, u32)> = Vec::new();
     let mut tags = vec![flashfs::media::tag::TagState::Erased; dev.geometry().slots as usize];
     for seg in [a, z] {
         dev.read_tags(seg, &mut tags).unwrap();
         for (slot, t) in tags.iter().enumerate() {
             if let flashfs::media::tag::TagState::Valid(t) = t {
-                if newest.is_none_or(|(s, _, _)| t.seq > s) {
-                    newest = Some((t.seq, seg, slot as u32));
-                }
+                copies.push((t.seq, seg, slot as u32));
             }
         }
     }
-    let (_, seg, slot) = newest.unwrap();
-    // Decayed beyond the ECC: the record before it may be a root the log has long left
-    // (found by flashfs torture --fault ecc-beyond).
-    assert!(dev.inject_bit_errors(seg, slot, 8));
+    copies.sort_unstable();
+    let newest = copies.last().unwrap().0;
+    let newest: Vec<(u32, u32)> = copies
+        .iter()
+        .rev()
+        .filter(|c| c.0 == newest)
+        .map(|&(_, seg, slot)| (seg, slot))
+        .collect();
+    assert_eq!(newest.len(), 2, "an anchor record is written twice");
+    (dev, model, vers, newest)
+}
+
+/// Makes the page of a slot read as erased (slot s is page s + 1 of its block).
+fn erase_at_rest(dev: &mut NandSegments<NandSim>, seg: u32, slot: u32) {
+    dev.flash_mut()
+        .erase_page_at_rest(flash::PageAddr::new(seg, slot + 1))
+        .unwrap();
+}
+
+#[test]
+fn a_decayed_copy_of_the_newest_anchor_record_leaves_the_other() {
+    for (copy, erased) in [(0, false), (0, true), (1, false), (1, true)] {
+        let (mut dev, model, vers, newest) = unclosed_with_newest_record();
+        let (seg, slot) = newest[copy];
+        if erased {
+            erase_at_rest(&mut dev, seg, slot);
+        } else {
+            assert!(dev.inject_bit_errors(seg, slot, 8));
+        }
+        let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+        let what = format!("copy {copy} of the newest record damaged (erased {erased})");
+        assert!(ftl.log().restored(), "{what}: not mounted from its twin");
+        check(&mut ftl, &model, &vers, &what);
+    }
+}
+
+#[test]
+fn a_newest_anchor_record_decayed_whole_sends_the_mount_to_the_scan() {
+    // Both copies beyond the ECC: the record before them may be a root the log has long
+    // left (found by flashfs torture --fault ecc-beyond).
+    let (mut dev, model, vers, newest) = unclosed_with_newest_record();
+    for &(seg, slot) in &newest {
+        assert!(dev.inject_bit_errors(seg, slot, 8));
+    }
     let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
     assert!(
         !ftl.log().restored(),
         "mounted from a record before a damaged one"
     );
     check(&mut ftl, &model, &vers, "after the newest record decayed");
+    // The later copy read as erased and the first decayed: the scan again.
+    let (mut dev, model, vers, newest) = unclosed_with_newest_record();
+    erase_at_rest(&mut dev, newest[0].0, newest[0].1);
+    assert!(dev.inject_bit_errors(newest[1].0, newest[1].1, 8));
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(
+        !ftl.log().restored(),
+        "mounted from a record before a damaged one"
+    );
+    check(
+        &mut ftl,
+        &model,
+        &vers,
+        "after the newest record decayed and read as erased",
+    );
 }
 
 /// Anchor records and turns are read back like every program when programs may fail

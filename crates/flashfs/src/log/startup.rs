@@ -18,7 +18,8 @@ use super::*;
 pub(super) struct AnchorScan {
     /// Where records go next.
     pub anchors: Anchors,
-    /// Every record's sequence number and address, newest first.
+    /// Every record copy's sequence number and address, newest first (a record's two
+    /// copies side by side).
     pub records: Vec<(u64, SlotAddr)>,
     /// Whether the newest record can be trusted to be the newest written.
     pub trusted: bool,
@@ -32,6 +33,8 @@ impl<D: Segments> Log<D> {
     pub(super) fn read_anchors(&mut self, segs: [u32; 2]) -> Result<AnchorScan> {
         let mut a = Anchors::new(segs);
         let mut records = Vec::new();
+        // Records' first copies.
+        let mut firsts = Vec::new();
         let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
         let mut newest: Option<(u64, usize, u32)> = None;
         let mut trusted = true;
@@ -77,21 +80,32 @@ impl<D: Segments> Log<D> {
                         slot: slot as u32,
                     };
                     records.push((tag.seq, at));
+                    if tag.key == 0 {
+                        firsts.push(at);
+                    }
                     if newest.is_none_or(|(s, _, _)| tag.seq > s) {
                         newest = Some((tag.seq, i, used));
                     }
                 }
             }
         }
-        records.sort_unstable_by_key(|r| core::cmp::Reverse(r.0));
+        // Newest first; of a record's two copies, the later one first.
+        records.sort_unstable_by_key(|&(seq, at)| core::cmp::Reverse((seq, at.seg, at.slot)));
         // The anchor of a root that may be stale, if any.
         let mut doubted = None;
         if let Some(&(_, at)) = records.first() {
             let i = (at.seg == segs[1]) as usize;
+            // The newest record's last copy that reads ends what it wrote. If that is its
+            // first copy, the slot of its second may hold the second torn or decayed.
+            let end = if firsts.contains(&at) {
+                self.record_slot_from(at.slot + 1) + 1
+            } else {
+                at.slot + 1
+            };
             // Unreadable slots after it in its anchor, or in the other anchor if that one
             // was started later (its header is newer): either may be a newer record.
             let later = opened[1 - i] > opened[i] && ends[1 - i] > 0;
-            if ends[i] > at.slot + 1 || later {
+            if ends[i] > end || later {
                 trusted = false;
             }
             // What may be newer sits in the other anchor: that one must not be erased
@@ -156,22 +170,37 @@ impl<D: Segments> Log<D> {
             records,
             trusted,
         } = self.read_anchors(segs)?;
-        let Some(&(_, at)) = records.first().filter(|_| trusted) else {
+        let Some(&(newest, _)) = records.first().filter(|_| trusted) else {
             return Ok(None);
         };
-        // The newest record decides. One that does not read whole may be a torn record or a
-        // decayed one, and only the first leaves the record before it true: the scan
-        // decides instead.
+        // The newest record decides, from either copy. One whose copies do not read whole
+        // may be a torn record or a decayed one, and only the first leaves the record before
+        // it true: the scan decides instead.
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
-        match self.dev.read_slot(at.seg, at.slot, &mut buf) {
-            Ok(()) => {}
-            Err(Error::Io) => return Ok(None),
-            Err(e) => return Err(e),
+        for &(_, at) in records.iter().take_while(|r| r.0 == newest) {
+            match self.dev.read_slot(at.seg, at.slot, &mut buf) {
+                Ok(()) => {}
+                Err(Error::Io) => continue,
+                Err(e) => return Err(e),
+            }
+            match Record::decode(&buf, |p| self.unpack(p)) {
+                Some(Record::Root(root)) => return self.restore_root(&root, anchors),
+                Some(Record::Mark) => return Ok(None),
+                None => continue,
+            }
         }
-        match Record::decode(&buf, |p| self.unpack(p)) {
-            Some(Record::Root(root)) => self.restore_root(&root, anchors),
-            Some(Record::Mark) | None => Ok(None),
+        Ok(None)
+    }
+
+    /// The first slot from `slot` on that an anchor record may take: one whose program
+    /// cannot harm an earlier slot (on MLC a program may destroy the slot paired with it),
+    /// or the segment's slot count if none is left.
+    fn record_slot_from(&self, slot: u32) -> u32 {
+        let mut next = slot.min(self.geo.slots);
+        while next < self.geo.slots && self.dev.risks_earlier_slot(next) {
+            next += 1;
         }
+        next
     }
 
     /// Loads the segment table of `root`, rolls forward through what was written after it
@@ -790,35 +819,42 @@ impl<D: Segments> Log<D> {
             let Some(a) = &self.anchors else {
                 return Ok(());
             };
-            let mut next = a.next;
-            // On MLC a program may destroy the slot paired with it: records use safe slots.
-            while next < slots && self.dev.risks_earlier_slot(next) {
-                next += 1;
-            }
-            if next >= slots {
+            // Two copies, in safe slots: damage at rest that leaves one unreadable, or
+            // reading as erased, leaves the other; a single copy read as erased would make
+            // the record before it look newest, a root the log may have long left.
+            let first = self.record_slot_from(a.next);
+            let second = self.record_slot_from(first.saturating_add(1));
+            if second >= slots {
                 self.rotate_anchor()?;
                 continue;
             }
             let seg = a.segs[a.current];
             if let Some(a) = &mut self.anchors {
-                a.next = next + 1;
+                a.next = second + 1;
             }
             // A mark takes the next sequence number without using it up: the slot whose
             // program called for it has its number already, which the owner may ask for.
-            let tag = Tag {
-                key: 0,
-                seq: self.seq,
-                kind: Kind::Root,
-                copy: false,
-            };
+            let seq = self.seq;
             if matches!(rec, Record::Root(_)) {
                 self.seq += 1;
             }
-            let r = if self.config.verify_programs {
-                self.dev.write_slot_verified(seg, next, &tag, &data)
-            } else {
-                self.dev.write_slot(seg, next, &tag, &data)
-            };
+            let mut r = Ok(());
+            for (key, slot) in [(0, first), (1, second)] {
+                let tag = Tag {
+                    key,
+                    seq,
+                    kind: Kind::Root,
+                    copy: false,
+                };
+                r = if self.config.verify_programs {
+                    self.dev.write_slot_verified(seg, slot, &tag, &data)
+                } else {
+                    self.dev.write_slot(seg, slot, &tag, &data)
+                };
+                if r.is_err() {
+                    break;
+                }
+            }
             match r {
                 Ok(()) => {
                     self.dev.sync()?;
