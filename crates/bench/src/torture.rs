@@ -484,10 +484,13 @@ impl Model {
     }
 
     /// Pins the model to what was found after a cut (the device's state is now that).
+    /// Damaged sectors stay lenient until written again: what a mount showed of one does not
+    /// say what the next will, since a copy the damage destroyed may matter to one way of
+    /// mounting and not the other (a trim record a checkpoint names, lost to a later scan
+    /// mount, lets an older version back).
     pub fn settle(&mut self, read: &[Content]) {
         self.current = read.to_vec();
         self.flushed();
-        self.lenient.iter_mut().for_each(|l| *l = false);
     }
 }
 
@@ -2259,5 +2262,29 @@ mod tests {
         assert!(m.check_after_cut(&[Some(2), None]).is_ok());
         assert!(m.check_after_cut(&[None, None]).is_err());
         assert!(m.check_after_cut(&[Some(1), Some(1)]).is_err());
+    }
+
+    #[test]
+    fn a_damaged_sector_stays_lenient_until_written_again() {
+        let mut m = Model::new(2);
+        let w = |sector, version| Op::Write {
+            sector,
+            count: 1,
+            version,
+        };
+        for op in [w(0, 1), w(1, 1), w(0, 2), w(1, 2)] {
+            m.issue(op);
+        }
+        m.flushed();
+        m.damaged(&[0]);
+        // A mount showed the damaged sector intact: a later one may still show it older.
+        m.settle(&[Some(2), Some(2)]);
+        assert!(m.check_after_cut(&[Some(1), Some(2)]).is_ok());
+        assert!(m.check_after_cut(&[Some(2), Some(1)]).is_err());
+        // Written again and flushed: strict again.
+        m.issue(w(0, 3));
+        m.flushed();
+        assert!(m.check_after_cut(&[Some(3), Some(2)]).is_ok());
+        assert!(m.check_after_cut(&[Some(2), Some(2)]).is_err());
     }
 }
