@@ -386,6 +386,53 @@ fn a_newest_anchor_record_decayed_whole_sends_the_mount_to_the_scan() {
     );
 }
 
+#[test]
+fn an_anchor_whose_header_reads_as_erased_over_records_sends_the_mount_to_the_scan() {
+    let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let ops = workload(23, sectors, 3000);
+    let vers = versions(&ops, sectors);
+    let mut model = Model::new(sectors);
+    // Checkpoints enough for the anchors to take turns (three records fit one here).
+    for chunk in ops.chunks(300) {
+        for &op in chunk {
+            model.issue(op);
+            apply(&mut ftl, op).unwrap();
+        }
+        ftl.checkpoint().unwrap();
+    }
+    ftl.flush().unwrap();
+    model.flushed();
+    let anchors = ftl.log().volume().anchors.unwrap().map(u32::from);
+    let mut dev = ftl.into_device();
+    let opened = |dev: &mut NandSegments<NandSim>, seg| match dev.read_header(seg).unwrap() {
+        flashfs::media::HeaderState::Valid(h) => h.open_seq,
+        h => panic!("anchor {seg}: {h:?}"),
+    };
+    let newer = if opened(&mut dev, anchors[1]) > opened(&mut dev, anchors[0]) {
+        anchors[1]
+    } else {
+        anchors[0]
+    };
+    assert_ne!(newer, anchors[0], "the anchors never took turns");
+    // The newer anchor's header lost its charge: its turn had not begun, by the look of it,
+    // and the older anchor's newest root would look current.
+    dev.flash_mut()
+        .erase_page_at_rest(flash::PageAddr::new(newer, 0))
+        .unwrap();
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(
+        !ftl.log().restored(),
+        "mounted from the older anchor's root"
+    );
+    check(
+        &mut ftl,
+        &model,
+        &vers,
+        "after the newer anchor's header read as erased",
+    );
+}
+
 /// Anchor records and turns are read back like every program when programs may fail
 /// silently (found by flashfs torture --fault silent: a mark that did not take left an old
 /// root looking current).

@@ -46,8 +46,21 @@ impl<D: Segments> Log<D> {
         for (i, &seg) in segs.iter().enumerate() {
             let header = match self.dev.read_header(seg)? {
                 HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => h,
-                // Erased: the other anchor's turn had begun, its header not yet written.
-                HeaderState::Erased => continue,
+                // Erased: the other anchor's turn had begun, its header not yet written —
+                // unless slots behind it hold something: then the header decayed, and the
+                // anchor may hold the newest records.
+                HeaderState::Erased => {
+                    let empty = match self.dev.read_tags(seg, &mut tags) {
+                        Ok(()) => tags.iter().all(|t| *t == TagState::Erased),
+                        Err(Error::Io) => false,
+                        Err(e) => return Err(e),
+                    };
+                    if !empty {
+                        trusted = false;
+                        unreadable[i] = true;
+                    }
+                    continue;
+                }
                 _ => {
                     trusted = false;
                     unreadable[i] = true;
