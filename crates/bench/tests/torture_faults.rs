@@ -509,3 +509,19 @@ fn a_newest_anchor_record_read_as_erased_leaves_its_twin() {
         false,
     );
 }
+
+/// The newer anchor's header read as erased after damage at rest, which looked like a turn
+/// begun but not yet given its header, so the older anchor's newest root looked current and
+/// a flushed sector came back at an old version. Such an anchor now sends the mount to the
+/// scan (found by flashfs torture on nand-128m under damage at rest).
+#[test]
+fn an_anchor_header_read_as_erased_over_records_is_damage() {
+    replay(
+        "nand-128m",
+        Fault::AtRest,
+        Workload::AppendLog,
+        5859,
+        501,
+        false,
+    );
+}
