@@ -48,14 +48,58 @@ pub(super) struct SectorMap {
     pub(super) counters_at: Option<SlotAddr>,
 }
 
-/// A trim or loss record named by a checkpoint: its sequence number, address and the sector
+/// A trim or loss record named by a checkpoint: its sequence number, copies and the sector
 /// ranges it lists.
-pub(super) type RecordRanges = (u64, SlotAddr, Vec<(u32, u32)>);
+pub(super) type RecordRanges = (u64, Copies, Vec<(u32, u32)>);
+
+/// Where a record is: a loss record is kept twice, in two segments, so that damage at rest
+/// that destroys one copy does not let its sectors read as never written after a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Copies {
+    pub(super) at: SlotAddr,
+    pub(super) twin: Option<SlotAddr>,
+}
+
+impl Copies {
+    /// A record kept once.
+    pub(super) fn one(at: SlotAddr) -> Copies {
+        Copies { at, twin: None }
+    }
+
+    /// Whether `at` holds a copy.
+    pub(super) fn holds(&self, at: SlotAddr) -> bool {
+        self.at == at || self.twin == Some(at)
+    }
+
+    /// Every copy's address.
+    pub(super) fn slots(&self) -> impl Iterator<Item = SlotAddr> {
+        core::iter::once(self.at).chain(self.twin)
+    }
+
+    /// The copy in `from` moved to `to`.
+    fn moved(&mut self, from: SlotAddr, to: SlotAddr) {
+        if self.at == from {
+            self.at = to;
+        } else if self.twin == Some(from) {
+            self.twin = Some(to);
+        }
+    }
+
+    /// The copy in `at` is lost: the copies left, if any.
+    fn without(self, at: SlotAddr) -> Option<Copies> {
+        match self.twin {
+            Some(twin) if self.at == at => Some(Copies::one(twin)),
+            Some(twin) if twin == at => Some(Copies::one(self.at)),
+            _ if self.at == at => None,
+            _ => Some(self),
+        }
+    }
+}
 
 /// A live trim or loss record.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Record {
-    pub(super) at: SlotAddr,
+    pub(super) copies: Copies,
     pub(super) hides: u32,
 }
 
@@ -147,11 +191,11 @@ impl SectorMap {
             }
         }
         let mut live = Vec::new();
-        for (seq, at, _) in records {
+        for (seq, copies, _) in records {
             let h = hides.get(&seq).copied().unwrap_or(0);
             if h > 0 {
-                self.records.insert(seq, Record { at, hides: h });
-                live.push(at);
+                self.records.insert(seq, Record { copies, hides: h });
+                live.extend(copies.slots());
             }
         }
         Ok(live)
@@ -162,11 +206,21 @@ impl SectorMap {
         self.at.per_page() * 4 + PAGE_HEADER
     }
 
-    /// The records part of a checkpoint: how many records, the counters record's address,
-    /// then each record's sequence number and address.
+    /// Record copies a checkpoint lists.
+    fn record_entries(&self) -> usize {
+        self.records
+            .values()
+            .map(|r| r.copies.slots().count())
+            .sum()
+    }
+
+    /// The records part of a checkpoint: how many record copies, the counters record's
+    /// address, then each copy's sequence number and address (a record kept twice has two
+    /// entries of one sequence number).
     fn extras(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(8 + self.records.len() * 12);
-        b.extend_from_slice(&(self.records.len() as u32).to_le_bytes());
+        let n = self.record_entries();
+        let mut b = Vec::with_capacity(8 + n * 12);
+        b.extend_from_slice(&(n as u32).to_le_bytes());
         b.extend_from_slice(
             &self
                 .counters_at
@@ -174,8 +228,10 @@ impl SectorMap {
                 .to_le_bytes(),
         );
         for (seq, r) in &self.records {
-            b.extend_from_slice(&seq.to_le_bytes());
-            b.extend_from_slice(&self.pack(r.at).to_le_bytes());
+            for at in r.copies.slots() {
+                b.extend_from_slice(&seq.to_le_bytes());
+                b.extend_from_slice(&self.pack(at).to_le_bytes());
+            }
         }
         b
     }
@@ -285,7 +341,7 @@ impl SectorMap {
         if let Some(r) = self.records.get_mut(&t) {
             r.hides -= 1;
             if r.hides == 0 {
-                self.useless.push(r.at);
+                self.useless.extend(r.copies.slots());
                 self.records.remove(&t);
             }
         }
@@ -314,7 +370,8 @@ impl SectorMap {
 
 impl Owner for SectorMap {
     fn pages(&self) -> u32 {
-        self.at.map_pages() + (8 + self.records.len() * 12).div_ceil(self.extras_per_page()) as u32
+        self.at.map_pages()
+            + (8 + self.record_entries() * 12).div_ceil(self.extras_per_page()) as u32
     }
 
     fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {
@@ -358,9 +415,11 @@ impl Owner for SectorMap {
             Kind::Counters => self.counters_at == Some(at),
             Kind::Page | Kind::Root => false,
             Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
-                Some(r) if r.at != at => false,
-                // No version it hides is left anywhere: the record has done its work.
-                Some(_) if oldest_elsewhere > tag.seq => {
+                Some(r) if !r.copies.holds(at) => false,
+                // No version a trim record hides is left anywhere: it has done its work. A
+                // loss record stays while its sectors are not written again: without it a
+                // scan would find them never written.
+                Some(_) if tag.kind == Kind::Trim && oldest_elsewhere > tag.seq => {
                     self.records.remove(&tag.seq);
                     return Ok(Liveness::Released);
                 }
@@ -381,12 +440,18 @@ impl Owner for SectorMap {
                 return Ok(held);
             }
             Some(t) => {
-                // A record lost: the sectors it hid keep their state for this session.
-                let held = self.records.get(&t.seq).is_some_and(|r| r.at == at);
-                if held {
-                    self.records.remove(&t.seq);
+                // A record's copy lost: the other, if any, stands for it; without one the
+                // sectors it hid keep their state for this session.
+                let Some(r) = self.records.get_mut(&t.seq).filter(|r| r.copies.holds(at)) else {
+                    return Ok(false);
+                };
+                match r.copies.without(at) {
+                    Some(left) => r.copies = left,
+                    None => {
+                        self.records.remove(&t.seq);
+                    }
                 }
-                return Ok(held);
+                return Ok(true);
             }
             // Rare (a page that decayed between mount and cleaning): find it by address,
             // through every page of the map.
@@ -427,8 +492,8 @@ impl Owner for SectorMap {
                 }
             }
             Kind::Trim | Kind::Lost => {
-                if let Some(r) = self.records.get_mut(&tag.seq).filter(|r| r.at == from) {
-                    r.at = to;
+                if let Some(r) = self.records.get_mut(&tag.seq) {
+                    r.copies.moved(from, to);
                 }
             }
             Kind::Counters => {

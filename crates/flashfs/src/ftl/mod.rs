@@ -25,7 +25,7 @@ use flash::FlashError;
 use crate::log::{Head, Log, LogConfig, Restored, ScrubReport, SlotAddr, Start};
 use crate::media::tag::TagState;
 use crate::media::Segments;
-use map::{Record, SectorMap};
+use map::{Copies, Record, SectorMap};
 use pages::{LOST, UNMAPPED};
 
 /// A device of fixed-size sectors.
@@ -215,9 +215,9 @@ impl<D: Segments> Ftl<D> {
             kind: Kind::Sector,
             copy: v & 1 == 1,
         };
-        // Trim and loss records, in sequence order; a record and the cleaner's copies of it
-        // share a sequence number: keep one.
-        let mut records: alloc::collections::BTreeMap<u64, (SlotAddr, Tag)> = Default::default();
+        // Trim and loss records, in sequence order, with every copy found: a record, its
+        // twin and the cleaner's copies of them share a sequence number.
+        let mut found_records: BTreeMap<u64, Vec<(SlotAddr, Tag)>> = Default::default();
         let mut counters: Option<(SlotAddr, Tag)> = None;
         for (at, tag) in found {
             match tag.kind {
@@ -246,17 +246,17 @@ impl<D: Segments> Ftl<D> {
                 // Pages of a checkpoint the scan replaces: dead.
                 Kind::Page | Kind::Root => {}
                 Kind::Trim | Kind::Lost => {
-                    let keep = records
-                        .get(&tag.seq)
-                        .is_none_or(|(a, t)| ftl.log.newer((*at, tag), (*a, t)));
-                    if keep {
-                        records.insert(tag.seq, (*at, *tag));
-                    }
+                    found_records.entry(tag.seq).or_default().push((*at, *tag))
                 }
             }
         }
+        let records: BTreeMap<u64, (Copies, Tag)> = found_records
+            .into_iter()
+            .filter_map(|(seq, mut found)| Some((seq, choose_copies(&ftl.log, &mut found)?)))
+            .collect();
         let mut hides: alloc::collections::BTreeMap<u64, u32> = Default::default();
-        for (&seq, &(at, tag)) in &records {
+        for (&seq, &(copies, tag)) in &records {
+            let at = copies.at;
             let becomes = if tag.kind == Kind::Lost {
                 LOST
             } else {
@@ -281,11 +281,16 @@ impl<D: Segments> Ftl<D> {
         // Only records still hiding something (and with something left to hide) are live;
         // the others would pin their segments.
         let oldest = ftl.log.oldest_seqs();
-        for (seq, (at, _)) in records {
+        for (seq, (copies, tag)) in records {
             let h = hides.get(&seq).copied().unwrap_or(0);
-            if h > 0 && oldest.except(at.seg) < seq {
-                ftl.map.records.insert(seq, Record { at, hides: h });
-                ftl.log.mark_live(at);
+            // A trim record with no older version left to hide has done its work; a loss
+            // record stays while it hides (as `Owner::is_live` has it).
+            let needed = tag.kind == Kind::Lost || oldest.except(copies.at.seg) < seq;
+            if h > 0 && needed {
+                ftl.map.records.insert(seq, Record { copies, hides: h });
+                for at in copies.slots() {
+                    ftl.log.mark_live(at);
+                }
             }
         }
         for k in 0..sectors {
@@ -323,21 +328,26 @@ impl<D: Segments> Ftl<D> {
         let known = self
             .map
             .restore_extras(r.pages, &mut self.log.checkpoint_pages())?;
-        let mut records: BTreeMap<u64, SlotAddr> = BTreeMap::new();
-        // A record the checkpoint names but that is no longer where it was was dropped since
-        // (it had hidden all it had to) — or moved by the cleaner, whose copy is rolled
+        // Every copy of each record, by sequence number: those the checkpoint names still
+        // where it says, then those rolled forward.
+        let mut records: BTreeMap<u64, Vec<(SlotAddr, Tag)>> = BTreeMap::new();
+        // A record the checkpoint names but none of whose copies is where it was was dropped
+        // since (it had hidden all it had to) — or moved by the cleaner, whose copy is rolled
         // forward below, before the segment it left was erased.
         let mut gone = alloc::collections::BTreeSet::new();
         for (seq, at) in known {
-            let tag = self.log.device_mut().read_tag(at.seg, at.slot)?;
-            if matches!(tag, TagState::Valid(t) if t.seq == seq && t.kind.is_tombstone()) {
-                records.insert(seq, at);
-            } else {
-                gone.insert(seq);
+            match self.log.device_mut().read_tag(at.seg, at.slot)? {
+                TagState::Valid(t) if t.seq == seq && t.kind.is_tombstone() => {
+                    records.entry(seq).or_default().push((at, t));
+                }
+                _ => {
+                    gone.insert(seq);
+                }
             }
         }
+        gone.retain(|seq| !records.contains_key(seq));
         let sectors = self.map.len();
-        let mut written: BTreeMap<u64, (SlotAddr, Tag)> = BTreeMap::new();
+        let mut written: BTreeMap<u64, Vec<(SlotAddr, Tag)>> = BTreeMap::new();
         let mut counters: Option<(SlotAddr, Tag)> = None;
         let mut last = 0;
         for &(at, tag) in &r.rolled {
@@ -353,11 +363,7 @@ impl<D: Segments> Ftl<D> {
                         counters = Some((at, tag));
                     }
                 }
-                Kind::Trim | Kind::Lost => {
-                    if newer(written.get(&tag.seq)) {
-                        written.insert(tag.seq, (at, tag));
-                    }
-                }
+                Kind::Trim | Kind::Lost => written.entry(tag.seq).or_default().push((at, tag)),
                 Kind::Page | Kind::Root => {}
             }
         }
@@ -388,23 +394,27 @@ impl<D: Segments> Ftl<D> {
         for &(at, t) in &newest {
             self.replace(t.key as usize, self.map.pack(at))?;
         }
-        for (seq, (at, tag)) in written {
-            if let Some(a) = records.get_mut(&seq) {
-                // The cleaner moved a record the checkpoint knew.
-                *a = at;
+        for (seq, mut rolled) in written {
+            if let Some(copies) = records.get_mut(&seq) {
+                // The cleaner moved a record the checkpoint knew: its copies join those
+                // still where the checkpoint says.
+                copies.append(&mut rolled);
                 continue;
             }
             if gone.contains(&seq) {
                 // The cleaner moved a record the checkpoint knew and erased where it was. Had
                 // it been dropped after the move, it hides nothing that still matters: the
                 // sectors it hid were written again or hold no older version.
-                records.insert(seq, at);
+                records.insert(seq, rolled);
                 continue;
             }
             if seq < r.seq {
                 // A copy of a record the checkpoint had already dropped.
                 continue;
             }
+            let Some((Copies { at, .. }, tag)) = choose_copies(&self.log, &mut rolled) else {
+                continue;
+            };
             let becomes = if tag.kind == Kind::Lost {
                 LOST
             } else {
@@ -419,12 +429,15 @@ impl<D: Segments> Ftl<D> {
                     }
                 }
             }
-            records.insert(seq, at);
+            records.insert(seq, rolled);
         }
         let mut resolved = Vec::with_capacity(records.len());
-        for (seq, at) in records {
-            self.log.read(at, &mut self.buf)?;
-            resolved.push((seq, at, decode_ranges(&self.buf)?));
+        for (seq, mut found) in records {
+            let Some((copies, _)) = choose_copies(&self.log, &mut found) else {
+                continue;
+            };
+            self.log.read(copies.at, &mut self.buf)?;
+            resolved.push((seq, copies, decode_ranges(&self.buf)?));
         }
         for at in self
             .map
@@ -718,14 +731,42 @@ impl<D: Segments> Ftl<D> {
                 .log
                 .append(Head::Meta, 0, Kind::Lost, &rec, &mut self.map)?;
             let t = self.log.last_seq();
-            self.map.records.insert(t, Record { at, hides: 0 });
+            self.map.records.insert(
+                t,
+                Record {
+                    copies: Copies::one(at),
+                    hides: 0,
+                },
+            );
             for (k, _) in ranges {
                 self.map.hide(k as usize, t);
             }
             self.map.lost.drain(..n);
+            self.twin_record(t, Kind::Lost, &rec)?;
         }
         for at in core::mem::take(&mut self.map.useless) {
             self.log.kill(at);
+        }
+        Ok(())
+    }
+
+    /// Keeps record `t` (holding `rec`) twice: a second copy in another head's segment, so
+    /// that damage at rest destroying one leaves the other. Without it a loss record lost
+    /// to damage would leave its sectors reading as never written after a scan.
+    fn twin_record(&mut self, t: u64, kind: Kind, rec: &[u8]) -> Result<()> {
+        let tag = Tag {
+            key: 0,
+            seq: t,
+            kind,
+            copy: false,
+        };
+        let Some(twin) = self.log.append_twin(Head::Cold, tag, rec, &mut self.map)? else {
+            return Ok(());
+        };
+        // Cleaning for room may have moved the first copy, or dropped the record.
+        match self.map.records.get_mut(&t) {
+            Some(r) if r.copies.at.seg != twin.seg => r.copies.twin = Some(twin),
+            _ => self.log.kill(twin),
         }
         Ok(())
     }
@@ -898,6 +939,31 @@ impl<D: Segments> Ftl<D> {
     }
 }
 
+/// The copies of a record to keep, of those found (`found`, every one of the same sequence
+/// number): the newest as [`Log::newer`] ranks them, and for a loss record the next newest
+/// in another segment as its twin. Returns them with the newest's tag.
+fn choose_copies<D: Segments>(
+    log: &Log<D>,
+    found: &mut [(SlotAddr, Tag)],
+) -> Option<(Copies, Tag)> {
+    found.sort_unstable_by(|a, b| {
+        if log.newer((b.0, &b.1), (a.0, &a.1)) {
+            core::cmp::Ordering::Greater
+        } else if log.newer((a.0, &a.1), (b.0, &b.1)) {
+            core::cmp::Ordering::Less
+        } else {
+            core::cmp::Ordering::Equal
+        }
+    });
+    let &(at, tag) = found.first()?;
+    let twin = found
+        .iter()
+        .find(|(a, _)| a.seg != at.seg)
+        .filter(|_| tag.kind == Kind::Lost)
+        .map(|&(a, _)| a);
+    Some((Copies { at, twin }, tag))
+}
+
 /// Payload of trim and loss records: count (u16 LE), then (start u32 LE, count u32 LE)
 /// ranges; the rest of the slot erased.
 fn encode_ranges(ranges: &[(u32, u32)], slot: usize) -> Vec<u8> {
@@ -980,7 +1046,13 @@ impl<D: Segments> BlockDevice for Ftl<D> {
             .log
             .append(Head::Meta, 0, Kind::Trim, &rec, &mut self.map)?;
         let t = self.log.last_seq();
-        self.map.records.insert(t, Record { at, hides: 0 });
+        self.map.records.insert(
+            t,
+            Record {
+                copies: Copies::one(at),
+                hides: 0,
+            },
+        );
         for k in sector as usize..end as usize {
             if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
                 self.log.kill(old);

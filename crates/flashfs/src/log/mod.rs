@@ -923,6 +923,27 @@ impl<D: Segments> Log<D> {
         Ok(at)
     }
 
+    /// Appends a second copy of a slot the owner appended (`tag`, `data`) to `head`: a copy
+    /// as the cleaner writes them, with the same key, kind and sequence number, so a mount
+    /// takes either for the other. For records whose loss to damage at rest must not take
+    /// their effect along: the caller keeps the copy only if it landed in another segment
+    /// than the first (it kills it otherwise). `None` when no room is left for it.
+    pub fn append_twin(
+        &mut self,
+        head: Head,
+        tag: Tag,
+        data: &[u8],
+        owner: &mut dyn Owner,
+    ) -> Result<Option<SlotAddr>> {
+        match self.make_room(owner) {
+            Ok(()) => {}
+            Err(Error::NoSpace) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let tag = Tag { copy: true, ..tag };
+        self.write(head, Writer::Owner, &tag, data).map(Some)
+    }
+
     /// Makes every slot appended so far durable.
     pub fn sync(&mut self) -> Result<()> {
         self.seal_heads();
