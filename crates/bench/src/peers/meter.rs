@@ -105,7 +105,17 @@ pub struct PeerRow {
     pub heap_bytes: u64,
     /// Space the volume uses at the end of the phase, bytes, as the system reports it.
     pub used_bytes: u64,
+    /// The distribution of device time per operation: (microseconds, share of operations
+    /// that took at most that), at [`CDF_PERCENTILES`] (for the plots; not in the JSON).
+    #[serde(skip)]
+    pub latency_cdf: Vec<(f64, f64)>,
 }
+
+/// The percentiles a row's latency distribution is sampled at.
+pub const CDF_PERCENTILES: [f64; 16] = [
+    0.0, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999,
+    100.0,
+];
 
 /// Which system on which device, in which run.
 #[derive(Debug, Clone)]
@@ -201,6 +211,10 @@ impl Phase {
             max_us: us(self.latency.max()),
             heap_bytes,
             used_bytes,
+            latency_cdf: CDF_PERCENTILES
+                .iter()
+                .map(|&q| (us(self.latency.percentile(q)), q / 100.0))
+                .collect(),
         }
     }
 }

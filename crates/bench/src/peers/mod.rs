@@ -13,6 +13,7 @@
 //! - [`meter`]: a phase's device time, counters and per-operation latency, and its row.
 //! - [`littlefs_run`], [`flashfs_run`]: the phases on each system.
 //! - [`table`]: the side-by-side table.
+//! - [`plot`]: throughput and write-latency plots per device.
 //! - [`cuts`]: littlefs under the torture's power cuts (clean and torn).
 //!
 //! flashfs's native file system runs on NOR and NAND only; on the FRAM part only littlefs
@@ -24,6 +25,7 @@ pub mod littlefs;
 pub mod littlefs_run;
 pub mod meter;
 pub mod plan;
+pub mod plot;
 pub mod table;
 
 use flash::{DeviceSpec, ImageMeta, NandSim, NorSim, NvramSim};

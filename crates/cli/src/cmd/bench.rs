@@ -32,6 +32,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench peers --quick                   flashfs and littlefs on the same parts (seconds)
   flashfs bench peers --device w25n01gv --json  littlefs's benchmark workloads, one JSON row per phase
   flashfs bench peers --cuts 200                littlefs under clean and torn power cuts instead
+  flashfs bench peers --plot out/               also the throughput and latency plots per part
   flashfs bench mount --quick                   mount from the checkpoint beside the full scan (seconds)
   flashfs bench mount --json                    Ryu & Park, FRASH and the flat-cost rows (minutes)
   flashfs bench mount --experiment frash        FRASH's partitions of 10 to 100 MiB only
@@ -121,6 +122,10 @@ pub struct PeersArgs {
     /// Seed of the random offsets and of the simulated parts.
     #[arg(long, default_value_t = 2019)]
     seed: u64,
+    /// Write the plots (PNG and SVG: throughput per phase and the write-latency distribution,
+    /// per device) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 /// Options of `flashfs bench small-writes`.
@@ -688,6 +693,9 @@ fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         out.write_all(report::json_lines(&rows)?.as_bytes())?;
     } else {
         out.write_all(flashfs_bench::peers::table::table(&opts, &rows)?.as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        write_plots(dir, |dir| Ok(flashfs_bench::peers::plot::plot(&rows, dir)?))?;
     }
     Ok(())
 }
