@@ -7,7 +7,7 @@ use flashfs::fs::{Atime, ROOT_INO};
 use flashfs::{Fs, FsConfig};
 
 use super::meter::{PeerRow, Phase, Probe, RowKey, SimSegments};
-use super::plan::{Plan, Workload, CHUNK};
+use super::plan::{Plan, Workload, CHUNK, TINY_READ};
 use crate::error::{BenchError, Context, Result};
 use crate::heap::HeapMeter;
 
@@ -143,6 +143,40 @@ pub fn run<D: SimSegments>(
         }
     }
     rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let mut ph = Phase::start(Workload::TinyRead, &fs);
+    for off in (0..plan.tiny_read_bytes).step_by(TINY_READ) {
+        let t = fs.now();
+        let n = fs
+            .read(linear, off, &mut buf[..TINY_READ])
+            .context(|| "tiny read".into())?;
+        ph.op(t, &fs, n as u64);
+        let at = (off % CHUNK as u64) as usize;
+        if n != TINY_READ || buf[..n] != Plan::chunk(off - at as u64, 0)[at..at + n] {
+            return Err(BenchError::Mismatch(format!(
+                "flashfs linear file at {off}"
+            )));
+        }
+    }
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+
+    let mut ph = Phase::start(Workload::HeadOverwrite, &fs);
+    for n in 1..=plan.head_overwrites {
+        let t = fs.now();
+        fs.write(linear, 0, &Plan::head_after(n))
+            .context(|| "head overwrite".into())?;
+        if plan.sync {
+            fs.fsync(linear, false).context(|| "fsync".into())?;
+        }
+        ph.op(t, &fs, CHUNK as u64);
+    }
+    fs.sync().context(|| "sync".into())?;
+    rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
+    fs.read(linear, 0, &mut buf[..CHUNK])
+        .context(|| "head read".into())?;
+    if buf[..CHUNK] != Plan::head_after(plan.head_overwrites) {
+        return Err(BenchError::Mismatch("flashfs linear file's head".into()));
+    }
 
     let dev = fs.unmount().context(|| "unmount".into())?;
     let (t0, s0) = (dev.sim().now(), dev.sim().stats().clone());

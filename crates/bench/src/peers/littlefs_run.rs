@@ -7,7 +7,7 @@ use littlefs2::path::PathBuf;
 
 use super::littlefs::{LfsDevice, Shared};
 use super::meter::{PeerRow, Phase, Probe, RowKey};
-use super::plan::{Plan, Workload, CHUNK};
+use super::plan::{Plan, Workload, CHUNK, TINY_READ};
 use crate::error::{BenchError, Result};
 
 /// Bytes of littlefs's buffers on `D`: the file system's read and program caches and
@@ -196,6 +196,54 @@ where
             }
         }
         rows.push(ph.finish(sim, key, heap, used(&fs)?));
+
+        let mut ph = Phase::start(Workload::TinyRead, sim);
+        let r = fs.open_file_and_then(&linear, |f| {
+            let mut buf = [0u8; TINY_READ];
+            let mut bad = None;
+            for off in (0..plan.tiny_read_bytes).step_by(TINY_READ) {
+                let t = sim.now();
+                let n = f.read(&mut buf)?;
+                ph.op(t, sim, n as u64);
+                let at = (off % CHUNK as u64) as usize;
+                if n != TINY_READ || buf[..] != Plan::chunk(off - at as u64, 0)[at..at + n] {
+                    bad.get_or_insert(off);
+                }
+            }
+            Ok(bad)
+        });
+        if let Some(off) = lfs(r, "tiny read")? {
+            return Err(mismatch(format!("littlefs linear file at {off}")));
+        }
+        rows.push(ph.finish(sim, key, heap, used(&fs)?));
+
+        let mut ph = Phase::start(Workload::HeadOverwrite, sim);
+        let w = fs.open_file_with_options_and_then(
+            |o| o.write(true),
+            &linear,
+            |f| {
+                for n in 1..=plan.head_overwrites {
+                    let t = sim.now();
+                    f.seek(SeekFrom::Start(0))?;
+                    f.write(&Plan::head_after(n))?;
+                    if plan.sync {
+                        f.sync()?;
+                    }
+                    ph.op(t, sim, CHUNK as u64);
+                }
+                Ok(())
+            },
+        );
+        lfs(w, "head overwrite")?;
+        rows.push(ph.finish(sim, key, heap, used(&fs)?));
+        let r = fs.open_file_and_then(&linear, |f| {
+            let mut buf = [0u8; CHUNK];
+            f.read(&mut buf)?;
+            Ok(buf)
+        });
+        if lfs(r, "head read")? != Plan::head_after(plan.head_overwrites) {
+            return Err(mismatch("littlefs linear file's head".into()));
+        }
     }
 
     {

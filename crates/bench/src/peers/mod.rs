@@ -124,6 +124,10 @@ pub struct PeersOptions {
     pub small_files: u32,
     /// Bytes per small file.
     pub small_bytes: usize,
+    /// Bytes of the linear file read in 16-byte reads (flashfs-hostile).
+    pub tiny_read_bytes: u64,
+    /// 64-byte overwrites at the start of the linear file (littlefs-hostile).
+    pub head_overwrites: u64,
     /// Runs without a sync per write (false) and with (true).
     pub syncs: Vec<bool>,
     /// Seed of the random offsets and of the simulated parts.
@@ -139,6 +143,8 @@ impl Default for PeersOptions {
             random_writes: 2048,
             small_files: 128,
             small_bytes: 256,
+            tiny_read_bytes: 64 << 10,
+            head_overwrites: 16,
             syncs: vec![false, true],
             seed: 2019,
         }
@@ -146,12 +152,15 @@ impl Default for PeersOptions {
 }
 
 impl PeersOptions {
-    /// A short run (seconds): 16 KiB linear file, 32 random writes, 8 small files.
+    /// A short run (seconds): 16 KiB linear file, 32 random writes, 8 small files, 1 KiB of
+    /// tiny reads, 2 head overwrites.
     pub fn quick() -> Self {
         PeersOptions {
             linear_bytes: 16 << 10,
             random_writes: 32,
             small_files: 8,
+            tiny_read_bytes: 1 << 10,
+            head_overwrites: 2,
             ..PeersOptions::default()
         }
     }
@@ -165,6 +174,9 @@ impl PeersOptions {
             random_offsets: Plan::offsets(self.random_file, self.random_writes, self.seed),
             small_files: self.small_files,
             small_bytes: self.small_bytes,
+            tiny_read_bytes: self.tiny_read_bytes.min(linear) / plan::TINY_READ as u64
+                * plan::TINY_READ as u64,
+            head_overwrites: self.head_overwrites,
             sync,
         }
     }

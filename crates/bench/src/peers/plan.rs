@@ -25,6 +25,14 @@ pub enum Workload {
     RandomRead,
     /// The small files read back.
     SmallRead,
+    /// flashfs-hostile: the head of the linear file read back in 16-byte reads. flashfs keeps
+    /// no cache of data blocks: every read fetches its block from the flash and checks its
+    /// checksum, where littlefs reads through a cache of a program page.
+    TinyRead,
+    /// littlefs-hostile: 64-byte overwrites at the start of the linear file. littlefs keeps a
+    /// file as an append-only list of blocks: a write anywhere rewrites the file from there
+    /// to its end, a megabyte for each of these; flashfs rewrites the one block.
+    HeadOverwrite,
     /// A mount of the volume the phases above left.
     Mount,
     /// A mount followed by one 64-byte write made durable.
@@ -33,13 +41,15 @@ pub enum Workload {
 
 impl Workload {
     /// Every phase, in the order they run.
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 10] = [
         Workload::LinearWrite,
         Workload::RandomWrite,
         Workload::SmallFiles,
         Workload::LinearRead,
         Workload::RandomRead,
         Workload::SmallRead,
+        Workload::TinyRead,
+        Workload::HeadOverwrite,
         Workload::Mount,
         Workload::MountFirstWrite,
     ];
@@ -53,6 +63,8 @@ impl Workload {
             Workload::LinearRead => "linear-read",
             Workload::RandomRead => "random-read",
             Workload::SmallRead => "small-read",
+            Workload::TinyRead => "tiny-read",
+            Workload::HeadOverwrite => "head-overwrite",
             Workload::Mount => "mount",
             Workload::MountFirstWrite => "mount-first-write",
         }
@@ -65,6 +77,7 @@ impl Workload {
             Workload::LinearWrite
                 | Workload::RandomWrite
                 | Workload::SmallFiles
+                | Workload::HeadOverwrite
                 | Workload::MountFirstWrite
         )
     }
@@ -83,9 +96,16 @@ pub struct Plan {
     pub small_files: u32,
     /// Bytes per small file.
     pub small_bytes: usize,
+    /// Bytes of the linear file's head read in [`TINY_READ`]-byte reads.
+    pub tiny_read_bytes: u64,
+    /// Overwrites of the linear file's first [`CHUNK`] bytes.
+    pub head_overwrites: u64,
     /// A sync (fsync) after every write.
     pub sync: bool,
 }
+
+/// Bytes per read of the flashfs-hostile phase.
+pub const TINY_READ: usize = 16;
 
 impl Plan {
     /// The offsets of `writes` random writes in a file of `random_file` bytes, from `seed`.
@@ -122,6 +142,11 @@ impl Plan {
             file[at..at + CHUNK].copy_from_slice(&Plan::chunk(off, i as u64 + 1));
         }
         file
+    }
+
+    /// The linear file's first [`CHUNK`] bytes after the `n`-th head overwrite (0: none).
+    pub fn head_after(n: u64) -> [u8; CHUNK] {
+        Plan::chunk(0, n)
     }
 
     /// The content of small file `i`.

@@ -13,20 +13,23 @@ use crate::error::Result;
 use crate::plot::{err, register_font, COLORS, FONT};
 
 /// The phases whose throughput is drawn: all but the mounts (which have none).
-const THROUGHPUT: [Workload; 6] = [
+const THROUGHPUT: [Workload; 8] = [
     Workload::LinearWrite,
     Workload::RandomWrite,
     Workload::SmallFiles,
+    Workload::HeadOverwrite,
     Workload::LinearRead,
     Workload::RandomRead,
     Workload::SmallRead,
+    Workload::TinyRead,
 ];
 
 /// The phases whose latency distribution is drawn.
-const LATENCY: [Workload; 3] = [
+const LATENCY: [Workload; 4] = [
     Workload::LinearWrite,
     Workload::RandomWrite,
     Workload::SmallFiles,
+    Workload::HeadOverwrite,
 ];
 
 const SYSTEMS: [&str; 2] = ["flashfs", "littlefs"];

@@ -53,13 +53,16 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
         out,
         "flashfs and littlefs on the same simulated parts; device time. Per run: a {} KiB file \
          in 64 B writes (at most an eighth of the part), {} random 64 B writes in a {} KiB file, \
-         {} files of {} B, the same read back (checked), a mount, a mount and one durable 64 B \
-         write.",
+         {} files of {} B, the same read back (checked), then flashfs-hostile tiny-read: {} KiB \
+         of the first file in 16 B reads, littlefs-hostile head-overwrite: {} 64 B overwrites \
+         at its start, a mount, a mount and one durable 64 B write.",
         opts.linear_bytes >> 10,
         opts.random_writes,
         opts.random_file >> 10,
         opts.small_files,
-        opts.small_bytes
+        opts.small_bytes,
+        opts.tiny_read_bytes >> 10,
+        opts.head_overwrites
     )
     .map_err(w)?;
     writeln!(
