@@ -519,6 +519,36 @@ fn bench_small_writes_quick_rows_as_json() {
 }
 
 #[test]
+fn bench_peers_half_full_prints_three_systems_and_the_floor() {
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "peers", "--half-full", "--device", "w25q64jv"])
+            .arg("--json"),
+    );
+    let systems: Vec<&str> = rows.iter().map(|r| r["system"].as_str().unwrap()).collect();
+    assert_eq!(systems, ["flashfs", "flashfs-scan", "littlefs"]);
+    for r in &rows {
+        has_keys(
+            r,
+            &[
+                "device",
+                "stored_bytes",
+                "mount_ms",
+                "first_write_ms",
+                "page_reads",
+            ],
+        );
+        // Half of the 8 MiB part, give or take the volume's overhead.
+        let stored = r["stored_bytes"].as_u64().unwrap();
+        assert!((3 << 20..=5 << 20).contains(&stored), "{r}");
+    }
+    // The floor is flashfs's, and no mount beats it.
+    let floor = rows[0]["floor_ms"].as_f64().unwrap();
+    assert!(floor > 0.0 && rows[0]["mount_first_write_ms"].as_f64().unwrap() >= floor);
+    assert!(rows[1]["floor_ms"].is_null() && rows[2]["floor_ms"].is_null());
+}
+
+#[test]
 fn bench_peers_prints_both_systems_rows_as_json() {
     let rows = json_rows(
         flashfs()

@@ -15,12 +15,14 @@
 //! - [`table`]: the side-by-side table.
 //! - [`plot`]: throughput and write-latency plots per device.
 //! - [`cuts`]: littlefs under the torture's power cuts (clean and torn).
+//! - [`half`]: mount and first write on a half-full part, beside the floor.
 //!
 //! flashfs's native file system runs on NOR and NAND only; on the FRAM part only littlefs
 //! runs.
 
 pub mod cuts;
 pub mod flashfs_run;
+pub mod half;
 pub mod littlefs;
 pub mod littlefs_run;
 pub mod meter;

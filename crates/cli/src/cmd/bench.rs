@@ -33,6 +33,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench peers --device w25n01gv --json  littlefs's benchmark workloads, one JSON row per phase
   flashfs bench peers --cuts 200                littlefs under clean and torn power cuts instead
   flashfs bench peers --plot out/               also the throughput and latency plots per part
+  flashfs bench peers --half-full               mount + first write on half-full parts, beside the floor
   flashfs bench mount --quick                   mount from the checkpoint beside the full scan (seconds)
   flashfs bench mount --json                    Ryu & Park, FRASH and the flat-cost rows (minutes)
   flashfs bench mount --experiment frash        FRASH's partitions of 10 to 100 MiB only
@@ -126,6 +127,10 @@ pub struct PeersArgs {
     /// per device) into this directory.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+    /// Instead of the benchmark: fill half of each part (w25q64jv and w25n01gv, or those of
+    /// --device but the FRAM), then time a mount and the first write, beside the floor.
+    #[arg(long)]
+    half_full: bool,
 }
 
 /// Options of `flashfs bench small-writes`.
@@ -686,6 +691,9 @@ fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         }
         return peer_cuts(&opts, cuts, args.json, out);
     }
+    if args.half_full {
+        return peers_half_full(&opts, args.json, out);
+    }
     let rows = with_progress(global, "{msg:>24} [{bar:40}] {pos}/{len} {eta}", |p| {
         run_peers(&opts, p)
     })?;
@@ -696,6 +704,54 @@ fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(dir) = &args.plot {
         write_plots(dir, |dir| Ok(flashfs_bench::peers::plot::plot(&rows, dir)?))?;
+    }
+    Ok(())
+}
+
+fn peers_half_full(opts: &PeersOptions, json: bool, out: &mut dyn Write) -> Result<()> {
+    let mut rows = Vec::new();
+    for &dev in opts.devices.iter().filter(|&&d| d != PeerDevice::Cy15b102q) {
+        rows.extend(flashfs_bench::peers::half::run_half(dev, opts.seed)?);
+    }
+    if json {
+        out.write_all(report::json_lines(&rows)?.as_bytes())?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "mount and first write on a half-full part: one file written in 64 KiB writes to half \
+         the part, unmounted; then a mount and a new 64 B file, synced; device time. floor \
+         (flashfs from its checkpoint): reading the checkpoint's slots and programming one, on \
+         the same part model"
+    )?;
+    writeln!(
+        out,
+        "{:<10} {:<13} {:>11} {:>10} {:>13} {:>10} {:>11} {:>9} {:>8}",
+        "DEVICE",
+        "SYSTEM",
+        "STORED MiB",
+        "MOUNT ms",
+        "1ST WRITE ms",
+        "TOTAL ms",
+        "PAGE READS",
+        "FLOOR ms",
+        "/FLOOR"
+    )?;
+    for r in &rows {
+        let floor = r.floor_ms;
+        writeln!(
+            out,
+            "{:<10} {:<13} {:>11.1} {:>10.2} {:>13.2} {:>10.2} {:>11} {:>9} {:>8}",
+            r.device,
+            r.system,
+            r.stored_bytes as f64 / (1 << 20) as f64,
+            r.mount_ms,
+            r.first_write_ms,
+            r.mount_first_write_ms,
+            r.page_reads,
+            floor.map_or("-".into(), |f| format!("{f:.2}")),
+            floor.map_or("-".into(), |f| format!("{:.1}", r.mount_first_write_ms / f)),
+        )?;
     }
     Ok(())
 }

@@ -495,6 +495,14 @@ impl<D: Segments> Log<D> {
         self.restored
     }
 
+    /// Slots the newest checkpoint takes: its root, directory and body pages (`None` when
+    /// the volume keeps none). What a mount from it reads at the least.
+    pub fn checkpoint_len(&self) -> Option<u32> {
+        self.anchors
+            .as_ref()
+            .map(|a| 1 + a.dirs.len() as u32 + a.pages.iter().flatten().count() as u32)
+    }
+
     /// Pages the segment table takes in a checkpoint.
     fn table_pages(&self) -> u32 {
         let per = payload(self.geo.slot_size as usize) / SEG_ENTRY;
