@@ -116,11 +116,11 @@ fn ftl_config() -> FtlConfig {
     }
 }
 
-/// The slot holding the newest version of sector `key`.
-fn newest_slot<D: Segments>(dev: &mut D, key: u32) -> (u32, u32) {
+/// Every valid tag on `dev`, with its segment and slot.
+fn valid_tags<D: Segments>(dev: &mut D) -> Vec<(u32, u32, flashfs::media::tag::Tag)> {
     let geo = dev.geometry();
     let mut tags = vec![TagState::Erased; geo.slots as usize];
-    let mut best: Option<(u64, bool, u32, u32)> = None;
+    let mut out = Vec::new();
     for seg in 0..geo.segments {
         if !matches!(
             dev.read_header(seg),
@@ -131,16 +131,20 @@ fn newest_slot<D: Segments>(dev: &mut D, key: u32) -> (u32, u32) {
         dev.read_tags(seg, &mut tags).unwrap();
         for (slot, t) in tags.iter().enumerate() {
             if let TagState::Valid(t) = t {
-                if t.kind == Kind::Sector && t.key == key {
-                    let c = (t.seq, t.copy, seg, slot as u32);
-                    if best.is_none_or(|b| (c.0, c.1) > (b.0, b.1)) {
-                        best = Some(c);
-                    }
-                }
+                out.push((seg, slot as u32, *t));
             }
         }
     }
-    let (_, _, seg, slot) = best.expect("sector written");
+    out
+}
+
+/// The slot holding the newest version of sector `key`.
+fn newest_slot<D: Segments>(dev: &mut D, key: u32) -> (u32, u32) {
+    let (seg, slot, _) = valid_tags(dev)
+        .into_iter()
+        .filter(|(_, _, t)| t.kind == Kind::Sector && t.key == key)
+        .max_by_key(|(_, _, t)| (t.seq, t.copy))
+        .expect("sector written");
     (seg, slot)
 }
 
@@ -540,24 +544,11 @@ fn a_live_slot_whose_tag_is_gone_is_found_by_the_count_and_reported_lost() {
 
 /// Every valid slot holding a loss record.
 fn loss_records<D: Segments>(dev: &mut D) -> Vec<(u32, u32)> {
-    let geo = dev.geometry();
-    let mut tags = vec![TagState::Erased; geo.slots as usize];
-    let mut out = Vec::new();
-    for seg in 0..geo.segments {
-        if !matches!(
-            dev.read_header(seg),
-            Ok(flashfs::media::HeaderState::Valid(_))
-        ) {
-            continue;
-        }
-        dev.read_tags(seg, &mut tags).unwrap();
-        for (slot, t) in tags.iter().enumerate() {
-            if matches!(t, TagState::Valid(t) if t.kind == Kind::Lost) {
-                out.push((seg, slot as u32));
-            }
-        }
-    }
-    out
+    valid_tags(dev)
+        .into_iter()
+        .filter(|(_, _, t)| t.kind == Kind::Lost)
+        .map(|(seg, slot, _)| (seg, slot))
+        .collect()
 }
 
 /// A loss record is kept twice, in two segments: damage at rest destroying either copy
