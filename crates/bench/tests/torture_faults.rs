@@ -525,3 +525,19 @@ fn an_anchor_header_read_as_erased_over_records_is_damage() {
         false,
     );
 }
+
+/// A tag torn by a power cut during the recovery passed its 16-bit check by chance, with a
+/// sequence number of 10¹²: the log resumed from it, and the next mount met a sector beyond
+/// the device. A mount now takes for torn any sequence number no slot can have (found by the
+/// 200,000-cut campaign on w25q64jv).
+#[test]
+fn a_torn_tag_with_an_impossible_sequence_number_is_torn() {
+    replay(
+        "w25q64jv",
+        Fault::MountCut,
+        Workload::KawaguchiRandom,
+        25,
+        8011,
+        false,
+    );
+}

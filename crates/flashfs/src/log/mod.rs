@@ -654,6 +654,7 @@ impl<D: Segments> Log<D> {
                 });
             }
         }
+        let newest_open = max_seq;
         let known: Vec<u32> = headers.iter().map(|(_, h)| h.erase_count).collect();
         let mean = if known.is_empty() {
             0
@@ -673,6 +674,7 @@ impl<D: Segments> Log<D> {
                 continue;
             }
             log.dev.read_tags(seg, &mut tags)?;
+            log.drop_impossible_seqs(newest_open, &mut tags);
             if let Some(head) = Head::from_code(h.head) {
                 let i = log.head_index(head);
                 if newest_of[i].is_none_or(|(o, _)| h.open_seq > o) {
@@ -921,6 +923,23 @@ impl<D: Segments> Log<D> {
         let at = self.write(head, Writer::Owner, &tag, data)?;
         self.stats.user_slots += 1;
         Ok(at)
+    }
+
+    /// Takes for torn every valid tag in `tags` whose sequence number no slot can have: each
+    /// slot written since the newest segment was opened (at `newest_open`, or the newest root
+    /// written) sits in a segment not erased since, so fewer than twice the log's slots came
+    /// after it. A torn tag may pass its own check by chance (a 16-bit CRC on NOR, one in
+    /// 65,536), with a key and sequence number of garbage: resumed from such a number, the
+    /// log would number every later slot beyond it (found by flashfs torture on w25q64jv: a
+    /// sequence number of 10¹², then a sector beyond the device at the next mount).
+    pub(crate) fn drop_impossible_seqs(&self, newest_open: u64, tags: &mut [TagState]) {
+        let slots = 2 * u64::from(self.geo.segments) * u64::from(self.geo.slots);
+        let limit = newest_open.saturating_add(slots);
+        for t in tags.iter_mut() {
+            if matches!(t, TagState::Valid(tag) if tag.seq >= limit) {
+                *t = TagState::Garbage;
+            }
+        }
     }
 
     /// Appends a second copy of a slot the owner appended (`tag`, `data`) to `head`: a copy

@@ -78,6 +78,8 @@ impl<D: Segments> Log<D> {
                 }
                 Err(e) => return Err(e),
             }
+            // Its records came after its header.
+            self.drop_impossible_seqs(header.open_seq, &mut tags);
             let used = tags
                 .iter()
                 .rposition(|t| *t != TagState::Erased)
@@ -257,6 +259,9 @@ impl<D: Segments> Log<D> {
         let mut found: Vec<(SlotAddr, Tag)> = Vec::new();
         // Per segment read: its used slots and lowest sequence number.
         let mut extent: Vec<(u32, u32, u64)> = Vec::new();
+        let newest_open = rolled
+            .last()
+            .map_or(root.seq, |(_, h)| h.open_seq.max(root.seq));
         let heads = root.heads.iter().flatten().map(|&(s, u)| (s, u));
         for (seg, from) in heads.chain(rolled.iter().map(|(s, _)| (*s, 0))) {
             match self.dev.read_tags(seg, &mut tags) {
@@ -264,6 +269,7 @@ impl<D: Segments> Log<D> {
                 Err(Error::Io) => return Ok(None),
                 Err(e) => return Err(e),
             }
+            self.drop_impossible_seqs(newest_open, &mut tags);
             let used = tags
                 .iter()
                 .rposition(|t| *t != TagState::Erased)
