@@ -298,9 +298,13 @@ fn every_cut_around_a_checkpoint<D: SimSegments>(dev: D, config: FtlConfig, n: u
     assert!(restored > 0, "no cut left a checkpoint to mount from");
 }
 
+/// A volume flushed but not closed: the device, its model, the versions written, and the
+/// copies of its newest anchor record (segment, slot).
+type Unclosed = (NandSegments<NandSim>, Model, Vec<Vec<u32>>, Vec<(u32, u32)>);
+
 /// A volume flushed but not closed, and the copies of its newest anchor record (the anchor
 /// slots with the highest sequence number), the later copy first.
-fn unclosed_with_newest_record() -> (NandSegments<NandSim>, Model, Vec<Vec<u32>>, Vec<(u32, u32)>) {
+fn unclosed_with_newest_record() -> Unclosed {
     let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
     let sectors = ftl.sectors();
     let ops = workload(21, sectors, 2000);
