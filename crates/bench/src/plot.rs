@@ -40,6 +40,27 @@ pub(crate) fn err<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Plot(e.to_string())
 }
 
+/// Draws a chart's legend: the series' labels in `size`-point type on a light box at
+/// `position`.
+pub(crate) fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    size: u32,
+    position: SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .label_font((FONT, size))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+        .map_err(err)
+}
+
 pub(crate) const COLORS: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xd6, 0x27, 0x28),
@@ -546,14 +567,7 @@ fn draw_grouped<DB: DrawingBackend>(
                     PathElement::new(vec![(x, y), (x + 12, y)], color.stroke_width(1))
                 });
         }
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart, 12, SeriesLabelPosition::UpperRight)?;
     }
     root.present().map_err(err)
 }

@@ -513,12 +513,9 @@ fn growing_a_file_shows_zeros_past_its_old_end_whatever_the_block_holds() {
     }
 }
 
-/// A live slot whose page reads as erased, tag included, names no sector: the log keeps a
-/// count of live slots per segment, not a bit per slot, so the scrub finds it by the count
-/// (fewer live slots found than counted), the cleaner asks the owner for the slot by its
-/// address, and the sector is reported lost rather than left naming an erased page.
-#[test]
-fn a_live_slot_whose_tag_is_gone_is_found_by_the_count_and_reported_lost() {
+/// Sectors 0..100 written on `nand-128m` (64 blocks), closed, the page of sector 40's slot
+/// made to read as erased, tag included, and mounted again.
+fn sector_40_erased() -> Ftl<NandSegments<NandSim>> {
     let mut ftl = Ftl::format(nand_preset("nand-128m", 64), ftl_config()).unwrap();
     let ss = ftl.sector_size();
     for k in 0..100 {
@@ -527,7 +524,17 @@ fn a_live_slot_whose_tag_is_gone_is_found_by_the_count_and_reported_lost() {
     let mut dev = ftl.close().unwrap();
     let (seg, slot) = newest_slot(&mut dev, 40);
     dev.damage(seg, slot, How::Erased);
-    let mut ftl = Ftl::mount(dev, ftl_config()).unwrap();
+    Ftl::mount(dev, ftl_config()).unwrap()
+}
+
+/// A live slot whose page reads as erased, tag included, names no sector: the log keeps a
+/// count of live slots per segment, not a bit per slot, so the scrub finds it by the count
+/// (fewer live slots found than counted), the cleaner asks the owner for the slot by its
+/// address, and the sector is reported lost rather than left naming an erased page.
+#[test]
+fn a_live_slot_whose_tag_is_gone_is_found_by_the_count_and_reported_lost() {
+    let mut ftl = sector_40_erased();
+    let ss = ftl.sector_size();
     let (report, lost) = ftl.scrub().unwrap();
     assert_eq!(lost, [40]);
     assert_eq!(report.lost_slots, 1, "{report:?}");
@@ -565,15 +572,8 @@ fn a_loss_record_outlives_the_loss_of_either_copy() {
         ..ftl_config()
     };
     for destroyed in 0..2 {
-        let mut ftl = Ftl::format(nand_preset("nand-128m", 64), ftl_config()).unwrap();
+        let mut ftl = sector_40_erased();
         let ss = ftl.sector_size();
-        for k in 0..100 {
-            ftl.write(k, &pattern(k, 2, ss)).unwrap();
-        }
-        let mut dev = ftl.close().unwrap();
-        let (seg, slot) = newest_slot(&mut dev, 40);
-        dev.damage(seg, slot, How::Erased);
-        let mut ftl = Ftl::mount(dev, ftl_config()).unwrap();
         assert_eq!(ftl.scrub().unwrap().1, [40]);
         let mut dev = ftl.close().unwrap();
         let copies = loss_records(&mut dev);

@@ -164,8 +164,10 @@ fn floor_ms<D: SimSegments>(blank: &mut D, n: u32) -> Result<f64> {
     let mut buf = vec![0u8; geo.slot_size as usize];
     let t0 = blank.sim().now();
     for i in 0..n {
-        // Read results do not matter here, only their time: the slots are erased.
-        let _ = blank.read_slot(1 + i / geo.slots, i % geo.slots, &mut buf);
+        // Read results do not matter here, only their time: the slots are erased. Segment 0
+        // takes the program.
+        let seg = 1 + (i / geo.slots) % (geo.segments - 1);
+        let _ = blank.read_slot(seg, i % geo.slots, &mut buf);
     }
     let tag = Tag {
         key: 0,

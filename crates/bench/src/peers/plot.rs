@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use super::{PeerRow, Workload};
 use crate::error::Result;
-use crate::plot::{err, register_font, COLORS, FONT};
+use crate::plot::{draw_legend, err, register_font, COLORS, FONT};
 
 /// The phases whose throughput is drawn: all but the mounts (which have none).
 const THROUGHPUT: [Workload; 8] = [
@@ -135,14 +135,7 @@ fn draw_throughput<DB: DrawingBackend>(
                     Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart, 12, SeriesLabelPosition::UpperRight)?;
     }
     root.present().map_err(err)
 }
@@ -227,14 +220,7 @@ fn draw_latency<DB: DrawingBackend>(
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
             }
         }
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 11))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart, 11, SeriesLabelPosition::LowerRight)?;
     }
     root.present().map_err(err)
 }
