@@ -939,7 +939,8 @@ fn every_cut<D: Sim>(dev: D, config: FsConfig, steps: &[Step]) {
         states.push(state(&mut fs));
     }
     let total = ops(&fs) - start;
-    assert!(total >= 4, "only {total} device operations");
+    // A sync of record operations may be a single journal entry: a program.
+    assert!(total >= 3, "only {total} device operations");
     drop(fs);
     for k in 0..=total {
         for torn in [false, true] {

@@ -22,6 +22,11 @@ use crate::media::Segments;
 /// nodes one operation dirties, which the space reserve must cover.
 pub const PIECE_BLOCKS: u64 = 128;
 
+/// A write of at most a block over this goes to the journal with its bytes, where the
+/// volume has one. Larger writes are cheaper as data blocks: an entry programs its bytes
+/// once now and the checkpoint programs their block again.
+pub const JOURNALED_WRITE_SHARE: usize = 4;
+
 /// `fallocate` mode bit: do not change the size.
 pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;
 /// `fallocate` mode bit: free the range (with `FALLOC_FL_KEEP_SIZE`).
@@ -69,8 +74,24 @@ impl<D: Segments> Fs<D> {
     /// on its own). The block the write ends inside may wait in RAM until then
     /// ([`FsConfig::write_buffers`](super::FsConfig)): a power cut before the commit may
     /// lose the write, whole, with every write after it, and never loses or tears a write a
-    /// commit covered.
+    /// commit covered. A write of at most a quarter of a block, outside a transaction, is
+    /// made durable as a journal entry carrying its bytes where the volume has a journal
+    /// (SPEC.md §8.5b): its `fsync` programs that entry alone.
     pub fn write(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        // A small write is journaled with its bytes (SPEC.md §8.5b): its `fsync` then
+        // programs one entry rather than a data block, index nodes and a superblock.
+        if data.len() <= self.bs() as usize / JOURNALED_WRITE_SHARE && !self.tree.tx.in_operation()
+        {
+            let kind = |_: &usize| OpKind::Write {
+                offset: off,
+                data: data.to_vec(),
+            };
+            return self.journaled(ino, kind, |fs| fs.write_blocks(ino, off, data));
+        }
+        self.write_blocks(ino, off, data)
+    }
+
+    fn write_blocks(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let mut inode = self.regular(ino)?;
         self.refuse_records(ino)?;
         if data.is_empty() {
@@ -384,6 +405,7 @@ impl<D: Segments> Fs<D> {
                     block[at..at + data.len()].copy_from_slice(data);
                     store.write_data(s, &block)?;
                     store.wb.take(s);
+                    store.wb.changed();
                 } else {
                     store.wb.write(s, at, data);
                 }

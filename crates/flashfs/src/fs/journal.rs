@@ -216,11 +216,14 @@ pub struct Journal {
     pending: Vec<Op>,
     /// A bound on the bytes `pending` encodes to.
     pending_bytes: usize,
-    /// The index's mutation count if every change since the last durable point is one of
+    /// Whether `pending` holds a small write ([`OpKind::Write`]).
+    pending_writes: bool,
+    /// The file system's count of changes (of the index, and of file blocks waiting in RAM)
+    /// if every change since the last durable point is one of
     /// `pending`; anything else changing the index leaves it behind, and the next commit is
     /// a checkpoint.
     mark: u64,
-    /// The index's mutation count at the last durable point.
+    /// The count of changes at the last durable point.
     durable: u64,
     /// Set after a failure: the next commit is a checkpoint.
     must_checkpoint: bool,
@@ -235,6 +238,10 @@ pub struct Journal {
     /// with their file: no allocation takes them before an entry counting those frames is
     /// durable.
     held: Vec<(Ino, u64)>,
+    /// Files written by [`OpKind::Write`]s since the last checkpoint: the replay of a small
+    /// write reads the block it lands in, so the blocks these files free wait for the
+    /// checkpoint.
+    rewritten: BTreeSet<Ino>,
     /// Entries written since mount.
     entries: u64,
     /// Commits since mount whose every operation committed itself by its frame.
@@ -259,38 +266,53 @@ impl Journal {
     }
 
     /// Starts a new epoch after the checkpoint `epoch`: every block may be rewritten.
-    pub fn checkpointed(&mut self, epoch: u64, mutations: u64) {
+    pub fn checkpointed(&mut self, epoch: u64, changes: u64) {
         self.epoch = epoch;
         self.tail = None;
         self.in_epoch.iter_mut().for_each(|b| *b = false);
         self.next_index = 0;
         self.pending.clear();
         self.pending_bytes = 0;
-        self.mark = mutations;
-        self.durable = mutations;
+        self.pending_writes = false;
+        self.mark = changes;
+        self.durable = changes;
         self.replay_pinned = 0;
         self.released.clear();
         self.held.clear();
+        self.rewritten.clear();
     }
 
-    /// Notes an operation done; `mutations` is the index's count after it. Operations that
-    /// would make an entry of more than [`MAX_ENTRY_BLOCKS`] blocks of `block_size` are not
-    /// kept (nor their RAM): the next commit is then a checkpoint.
-    pub fn note(&mut self, op: Op, mutations: u64, block_size: usize) {
+    /// Notes an operation done; `changes` is the count of changes after it. Operations that
+    /// would make an entry of more than [`MAX_ENTRY_BLOCKS`] blocks of `block_size` — or of
+    /// more than one, once it holds a small write — are not kept (nor their RAM): the next
+    /// commit is then a checkpoint. Small writes are worth an entry only while it is
+    /// smaller than the data block, index leaf and superblock a checkpoint would program
+    /// instead; their bytes are programmed again at the checkpoint.
+    pub fn note(&mut self, op: Op, changes: u64, block_size: usize) {
         // Code, inode, time, record number and length: at most 41 bytes as varints.
         self.pending_bytes += 41
             + match &op.kind {
-                OpKind::Add(d) | OpKind::Update(_, d) => d.len(),
+                OpKind::Add(d) | OpKind::Update(_, d) | OpKind::Write { data: d, .. } => d.len(),
                 _ => 0,
             };
+        if matches!(op.kind, OpKind::Write { .. }) {
+            self.rewritten.insert(op.ino);
+            self.pending_writes = true;
+        }
         self.pending.push(op);
-        if self.pending_bytes > MAX_ENTRY_BLOCKS * (block_size - HEADER_LEN) {
+        let blocks = if self.pending_writes {
+            1
+        } else {
+            MAX_ENTRY_BLOCKS
+        };
+        if self.pending_bytes > blocks * (block_size - HEADER_LEN) {
             self.pending.clear();
             self.pending_bytes = 0;
+            self.pending_writes = false;
             // No count ever reaches it: the next commit checkpoints, and resets it.
             self.mark = u64::MAX;
         } else {
-            self.mark = mutations;
+            self.mark = changes;
         }
     }
 
@@ -298,6 +320,7 @@ impl Journal {
     fn settled(&mut self) {
         self.pending.clear();
         self.pending_bytes = 0;
+        self.pending_writes = false;
         self.durable = self.mark;
     }
 
@@ -326,10 +349,16 @@ impl Journal {
         adds
     }
 
-    /// Whether every change up to the index's mutation count `mutations` is durable in an
-    /// entry (a volume without a journal has none).
-    pub fn covers(&self, mutations: u64) -> bool {
-        self.blocks > 0 && mutations == self.durable
+    /// Whether every change up to the count `changes` is durable in an entry (a volume
+    /// without a journal has none).
+    pub fn covers(&self, changes: u64) -> bool {
+        self.blocks > 0 && changes == self.durable
+    }
+
+    /// Whether every change up to the count `changes` is durable in an entry or can be one:
+    /// noted, and no failure since asks for a checkpoint.
+    pub fn may_hold(&self, changes: u64) -> bool {
+        self.blocks > 0 && !self.must_checkpoint && changes == self.mark
     }
 
     /// Whether the next commit must be a checkpoint (after a failure).
@@ -372,6 +401,12 @@ impl Journal {
     /// A freed block waits for the checkpoint because this epoch's replay reads it.
     pub fn pin_for_replay(&mut self) {
         self.replay_pinned += 1;
+    }
+
+    /// Whether the replay of this epoch may read blocks `ino` frees: it replays small
+    /// writes to the file, and each reads the block it lands in.
+    pub fn rereads(&self, ino: Ino) -> bool {
+        self.rewritten.contains(&ino)
     }
 
     /// Freed blocks that wait only for the replay or for a count of frames.
@@ -428,14 +463,14 @@ impl<D: Segments> Fs<D> {
             // Inside another journaled operation, or replaying: that one is what counts.
             return f(self);
         }
-        let before = self.tree.mutations();
+        let before = self.changes();
         let noting = self.journal.blocks > 0 && before == self.journal.mark;
         let commits = self.commits;
         self.op_time = Some(self.now());
         let result = f(self);
         self.note_released(ino);
         let time = self.op_time.take();
-        let changed = self.tree.mutations() != before;
+        let changed = self.changes() != before;
         // A checkpoint during `f` (the dirty budget) holds the operation already.
         if noting && changed && self.commits == commits {
             if let (Some(time), Ok(r)) = (time, &result) {
@@ -445,7 +480,7 @@ impl<D: Segments> Fs<D> {
                     kind: kind(r),
                 };
                 self.journal
-                    .note(op, self.tree.mutations(), self.sb.block_size as usize);
+                    .note(op, self.changes(), self.sb.block_size as usize);
             }
         }
         result
@@ -477,11 +512,7 @@ impl<D: Segments> Fs<D> {
     /// blocks; its last fragment is the commit point.
     pub(super) fn journal_commit(&mut self) -> Result<bool> {
         let j = &self.journal;
-        if j.blocks == 0
-            || j.must_checkpoint
-            || j.pending.is_empty()
-            || self.tree.mutations() != j.mark
-        {
+        if j.blocks == 0 || j.must_checkpoint || j.pending.is_empty() || self.changes() != j.mark {
             return Ok(false);
         }
         // Blocks of records the pending adds complete go to data blocks now, and the entry
@@ -489,7 +520,7 @@ impl<D: Segments> Fs<D> {
         self.pack_pending()?;
         // Other records added go after the frames of their file's append block.
         self.append_pending()?;
-        self.journal.mark = self.tree.mutations();
+        self.journal.mark = self.changes();
         if self.journal.pending.is_empty() {
             // Every operation committed itself by its frame.
             self.journal.settled();
@@ -585,11 +616,13 @@ impl<D: Segments> Fs<D> {
                 .store_mut()
                 .ftl
                 .write_to(block, &self.buf, Some(Head::Meta))?;
+            let patchable = self.tree.store().ftl.can_patch();
             let j = &mut self.journal;
             j.in_epoch[block as usize - 1] = true;
             j.next_index += 1;
             j.block_writes += 1;
-            j.tail = Some(Tail {
+            // Where written bytes cannot be programmed again, the next entry starts a block.
+            j.tail = patchable.then_some(Tail {
                 block,
                 header,
                 offset: HEADER_LEN + f.len(),
@@ -638,45 +671,24 @@ impl<D: Segments> Fs<D> {
         // Per file, where the entries have come to in its newest append block.
         let mut tails: BTreeMap<Ino, ReplayTail> = BTreeMap::new();
         self.replaying = true;
+        // Small writes are replayed after every other operation: they take new blocks, and
+        // taken earlier they could take a block a later entry names, or one the records'
+        // replay reads, which the checkpoint leaves free. They change regular files only,
+        // whose other journaled operations set access times alone, so the result is the
+        // same as in the order they ran.
         let result = (|| -> Result<()> {
-            // An entry begun in an earlier block: its bytes so far, and the time its first
-            // operation is relative to.
-            let mut carry: Option<(Vec<u8>, Timespec)> = None;
-            let mut prev: Option<u32> = None;
-            // Each block is read again rather than kept from the scan: a block of RAM, not
-            // a journal's worth.
-            for &(index, b) in &found {
-                if carry.is_some() && prev.and_then(|i| i.checked_add(1)) != Some(index) {
-                    break;
-                }
-                prev = Some(index);
-                self.tree.store_mut().read(b, &mut buf)?;
-                let h = BlockHeader::decode(&buf).ok_or(Error::Corrupt("journal block changed"))?;
-                let (fragments, _) = decode_fragments(&h, &buf);
-                if carry.is_some() && fragments.is_empty() {
-                    break;
-                }
-                // Entries that start in a block are relative to the one before them in it,
-                // the first to the block's base.
-                let mut time = h.base;
-                for (part, continued) in fragments {
-                    let (mut bytes, base) = carry.take().unwrap_or((Vec::new(), time));
-                    bytes.extend_from_slice(part);
-                    if continued {
-                        carry = Some((bytes, base));
-                        continue;
+            for writes in [false, true] {
+                self.for_each_op(&found, &mut buf, |fs, op| {
+                    if matches!(op.kind, OpKind::Write { .. }) == writes {
+                        replayed += fs.replay_op(op, &mut tails)?;
                     }
-                    let ops = decode_ops(&bytes, base)?;
-                    time = ops.last().map_or(base, |o| o.time);
-                    for op in &ops {
-                        replayed += self.replay_op(op, &mut tails)?;
-                    }
+                    Ok(())
+                })?;
+                // Records that committed themselves after the last entry on their file
+                // come last.
+                for (ino, mut tail) in core::mem::take(&mut tails) {
+                    replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
                 }
-            }
-            // An entry still going on when the blocks end was never committed. Records
-            // that committed themselves after the last entry on their file come last.
-            for (ino, mut tail) in tails {
-                replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
             }
             Ok(())
         })();
@@ -684,15 +696,61 @@ impl<D: Segments> Fs<D> {
         result?;
         // Blocks the replay freed wait for the checkpoint that follows a mount.
         self.tree.store_mut().space.take_released();
+        let changes = self.changes();
         let j = &mut self.journal;
         for &(i, b) in &found {
             j.in_epoch[b as usize - 1] = true;
             j.next_index = j.next_index.max(i.saturating_add(1));
         }
         j.replayed += replayed;
-        j.mark = self.tree.mutations();
-        j.durable = j.mark;
+        j.mark = changes;
+        j.durable = changes;
         Ok(replayed)
+    }
+
+    /// Calls `f` with each operation of the committed entries in the epoch's blocks `found`
+    /// (place in the epoch, block), in order. An entry still going on when the blocks end
+    /// was never committed. Each block is read again rather than kept from the scan, and
+    /// one entry is decoded at a time: RAM for a block and an entry, not a journal's worth.
+    fn for_each_op(
+        &mut self,
+        found: &[(u32, u64)],
+        buf: &mut [u8],
+        mut f: impl FnMut(&mut Self, &Op) -> Result<()>,
+    ) -> Result<()> {
+        // An entry begun in an earlier block: its bytes so far, and the time its first
+        // operation is relative to.
+        let mut carry: Option<(Vec<u8>, Timespec)> = None;
+        let mut prev: Option<u32> = None;
+        for &(index, b) in found {
+            if carry.is_some() && prev.and_then(|i| i.checked_add(1)) != Some(index) {
+                break;
+            }
+            prev = Some(index);
+            self.tree.store_mut().read(b, buf)?;
+            let h = BlockHeader::decode(buf).ok_or(Error::Corrupt("journal block changed"))?;
+            let (fragments, _) = decode_fragments(&h, buf);
+            if carry.is_some() && fragments.is_empty() {
+                break;
+            }
+            // Entries that start in a block are relative to the one before them in it, the
+            // first to the block's base.
+            let mut time = h.base;
+            for (part, continued) in fragments {
+                let (mut bytes, base) = carry.take().unwrap_or((Vec::new(), time));
+                bytes.extend_from_slice(part);
+                if continued {
+                    carry = Some((bytes, base));
+                    continue;
+                }
+                let ops = decode_ops(&bytes, base)?;
+                time = ops.last().map_or(base, |o| o.time);
+                for op in &ops {
+                    f(self, op)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Applies one journaled operation as it ran; `tails` follows where each file's
@@ -725,6 +783,7 @@ impl<D: Segments> Fs<D> {
                         applied
                     })
             }
+            OpKind::Write { offset, data } => self.write(ino, *offset, data).map(|_| 1),
             &OpKind::Framed { count } => match tails.get_mut(&ino) {
                 Some(tail) => self.replay_framed(ino, tail, Some(count)),
                 None => Err(Error::Corrupt(

@@ -574,8 +574,10 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// padding, span, link and remove, and the journal has operations 10 to 12 (a reader of
 /// version 6 would misread them). Versions 1 to 6, which have none of these, are read too.
 /// 8 since the superblock counts inodes and names a saved free-space map, its block numbers
-/// in 32 bits (a reader of version 7 would misread it).
-pub const FS_VERSION: u8 = 8;
+/// in 32 bits (a reader of version 7 would misread it). 9 since journal entries may carry
+/// small writes of file data (operation 13) and volumes on media that cannot program
+/// written bytes again may have a journal (a reader of version 8 would fail on them).
+pub const FS_VERSION: u8 = 9;
 /// Bytes of an encoded superblock record (68 before version 8).
 pub const SB_LEN: usize = 72;
 /// Distance between superblock records appended in block 0 (a whole number of words of any

@@ -105,19 +105,22 @@ pub struct FsConfig {
     /// extents over all of them). 0 keeps none: every read finds its extents in the index,
     /// for devices with little RAM.
     pub extent_maps: usize,
-    /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations commit
-    /// without writing the index. `None`: where the device can program written bytes again
-    /// (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks; elsewhere none. A mount
-    /// uses the volume's journal whatever this says.
+    /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations and
+    /// small writes commit without writing the index. `None`: where the device can program
+    /// written bytes again (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks, its
+    /// entries sharing blocks; elsewhere 8 to 16 blocks, an entry each. `Some(0)`: none. A
+    /// mount uses the volume's journal whatever this says.
     pub journal_blocks: Option<u16>,
     /// File blocks a write may leave in RAM, at most (4 by default; 0: none, every write
     /// programs its blocks at once). The block a write ends inside (an append's last,
     /// partial block; a small write's block) waits there, so the next small writes to it
     /// change RAM, not flash; it is programmed when written to its end, when its file is
     /// closed ([`Fs::release`]), when the bound is passed (least recently written first),
-    /// and before every commit. Durability is unchanged: a power cut loses what no commit
-    /// (`fsync`, `sync`, a transaction's commit, or one the file system makes on its own)
-    /// covered, and never part of what one did. Each costs a block of heap
+    /// and before every commit but a journal entry that carries the small writes that
+    /// changed it (SPEC.md §8.5b), which leaves it for the checkpoint. Durability is
+    /// unchanged: a power cut loses what no commit (`fsync`, `sync`, a transaction's
+    /// commit, or one the file system makes on its own) covered, and never part of what one
+    /// did. Each costs a block of heap
     /// ([`Fs::write_back_stats`]).
     pub write_buffers: usize,
 }
@@ -477,16 +480,20 @@ impl<D: Segments> Fs<D> {
     /// Makes the working version durable: as a journal entry if it can be one, otherwise
     /// as a checkpoint.
     fn commit(&mut self) -> Result<()> {
-        // The data of the operations the commit covers must be on flash before it.
-        if let Err(e) = self.tree.store_mut().write_back_all(None) {
-            self.journal.require_checkpoint(true);
-            self.reload()?;
-            return Err(e);
+        // The data of the operations the commit covers must be on flash before it, unless
+        // the journal holds every one: then the blocks in RAM hold only bytes of its small
+        // writes, which the entry carries, and they wait for the checkpoint or their turn.
+        if !self.journal.may_hold(self.changes()) {
+            if let Err(e) = self.tree.store_mut().write_back_all(None) {
+                self.journal.require_checkpoint(true);
+                self.reload()?;
+                return Err(e);
+            }
         }
         let settled = self.tree.store().space.pending() == 0 && !self.tree.is_dirty();
         // Dirty nodes whose every change a journal entry already holds are durable; the
         // sectors those changes released stay reserved until the next checkpoint.
-        let journaled = self.journal.covers(self.tree.mutations());
+        let journaled = self.journal.covers(self.changes());
         if !self.journal.checkpoint_required() && (settled || journaled) {
             return Ok(());
         }
@@ -535,7 +542,7 @@ impl<D: Segments> Fs<D> {
     /// Forgets block `k`, freed by a durable operation (of file `by`), unless the replay
     /// reads it; frees it unless frames of `by` that no durable entry counts freed it.
     fn forget_freed(&mut self, by: Option<Ino>, k: u64) {
-        if self.tails.read_by_replay(k) {
+        if self.tails.read_by_replay(k) || by.is_some_and(|ino| self.journal.rereads(ino)) {
             self.journal.pin_for_replay();
             return;
         }
@@ -644,7 +651,7 @@ impl<D: Segments> Fs<D> {
         for k in used {
             self.tree.store_mut().ftl.forget(k)?;
         }
-        self.journal.checkpointed(sb.commit, self.tree.mutations());
+        self.journal.checkpointed(sb.commit, self.changes());
         self.tails.checkpointed();
         Ok(())
     }
@@ -729,6 +736,14 @@ impl<D: Segments> Fs<D> {
         } else {
             Err(Error::NoSpace)
         }
+    }
+
+    /// A count that moves with every change of the working version: of the index, and of
+    /// file blocks waiting in RAM changed in place (which the index does not see). The
+    /// journal compares it to know whether every change is one it noted.
+    fn changes(&self) -> u64 {
+        let in_place = self.tree.store().wb.changes();
+        self.tree.mutations().wrapping_add(in_place)
     }
 
     /// The time now (the running journaled operation's time, if one runs).

@@ -99,10 +99,11 @@ fn tree_config<D: Segments>(config: &FsConfig, ftl: &Ftl<D>) -> TreeConfig {
 
 /// Reserve and commit budget for a volume of `sectors`: the reserve holds a commit of a
 /// full budget of dirty nodes plus the nodes one operation can dirty on top. With a
-/// journal the budget is larger: dirty nodes then wait for a checkpoint over many commits,
-/// and a small budget would force one every few.
-fn budgets(sectors: u64, dirty_limit: Option<usize>, journal: bool) -> (u64, usize) {
-    let share = if journal { 20 } else { 64 };
+/// journal whose entries share blocks (`long_journal`) the budget is larger: dirty nodes
+/// then wait for a checkpoint over many commits, and a small budget would force one every
+/// few. A journal of a block per entry checkpoints every few commits anyway.
+fn budgets(sectors: u64, dirty_limit: Option<usize>, long_journal: bool) -> (u64, usize) {
+    let share = if long_journal { 20 } else { 64 };
     let limit = dirty_limit.unwrap_or((sectors / share).clamp(8, 512) as usize);
     (limit as u64 * 2 + 32, limit)
 }
@@ -125,12 +126,11 @@ impl<D: Segments> Fs<D> {
         }
         let journal_blocks = match config.journal_blocks {
             None if ftl.can_patch() => (sectors / 32).clamp(8, 256) as u16,
-            None | Some(0) => 0,
-            Some(_) if !ftl.can_patch() => {
-                return Err(Error::InvalidArgument(
-                    "a journal needs a medium that can program written bytes again",
-                ))
-            }
+            // Where written bytes cannot be programmed again each entry takes a block of
+            // its own, and a mount reads every journal block: a few blocks give most of
+            // the gain (a checkpoint per that many small commits).
+            None => (sectors / 32).clamp(8, 16) as u16,
+            Some(0) => 0,
             Some(n) if u64::from(n) > sectors / 4 => {
                 return Err(Error::InvalidArgument(
                     "a journal of more than a quarter of the volume",
@@ -138,7 +138,8 @@ impl<D: Segments> Fs<D> {
             }
             Some(n) => n,
         };
-        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit, journal_blocks > 0);
+        let long_journal = journal_blocks > 0 && ftl.can_patch();
+        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit, long_journal);
         if sectors < MIN_SECTORS.max(reserve * 2) {
             return Err(Error::InvalidArgument("device too small for a file system"));
         }
@@ -245,7 +246,8 @@ impl<D: Segments> Fs<D> {
             Tree::open_at(store, Some(sb.root), sb.index_gen, tree_config)?,
             config.tid_window,
         );
-        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit, sb.journal_blocks > 0);
+        let long_journal = sb.journal_blocks > 0 && tree.store().ftl.can_patch();
+        let (reserve, dirty_limit) = budgets(sectors, config.dirty_limit, long_journal);
         let mut fs = Fs {
             tree,
             sb,

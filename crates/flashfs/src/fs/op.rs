@@ -25,6 +25,7 @@ mod code {
     pub const REMOVE_FIRST_LEN: u8 = 10;
     pub const ADD_AT: u8 = 11;
     pub const ADD_SPANNED: u8 = 12;
+    pub const WRITE: u8 = 13;
 }
 
 /// What a journaled operation did.
@@ -88,12 +89,22 @@ pub enum OpKind {
         /// The block the rest of the frame starts.
         sector: u64,
     },
+    /// A small [`Fs::write`](super::Fs::write) of `data` at `offset` of a regular file
+    /// (file-system version 9): the bytes travel in the entry, not in a data block, so a
+    /// small write and its `fsync` program the entry alone.
+    Write {
+        /// Where in the file.
+        offset: u64,
+        /// The bytes written.
+        data: Vec<u8>,
+    },
 }
 
 /// One journaled operation: replayed, it changes the index exactly as it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
-    /// The record file (or, for [`OpKind::Atime`], any inode).
+    /// The record file (for [`OpKind::Write`], the regular file; for [`OpKind::Atime`], any
+    /// inode).
     pub ino: Ino,
     /// The clock's time when it ran (the inode's new times).
     pub time: Timespec,
@@ -185,6 +196,9 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
             OpKind::AddSpanned { len, k, sector } => {
                 (code::ADD_SPANNED, &[*len, *k, *sector][..], None)
             }
+            OpKind::Write { offset, data } => {
+                (code::WRITE, core::slice::from_ref(offset), Some(data))
+            }
         };
         out.push(c);
         put_varint(&mut out, op.ino);
@@ -252,6 +266,14 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                     k: c.varint()?,
                     sector: c.varint()?,
                 },
+                code::WRITE => {
+                    let offset = c.varint()?;
+                    let n = c.varint()?;
+                    OpKind::Write {
+                        offset,
+                        data: c.bytes(n)?,
+                    }
+                }
                 _ => return None,
             };
             Some(Op { ino, time, kind })

@@ -9,7 +9,10 @@
 //! block is written to its end, when the file is closed, when the buffers are over their
 //! bound (least recently used first), when an operation runs in a transaction, and before
 //! every commit — so every commit, whatever starts it, holds all the data before it, and a
-//! power cut loses only what no commit has covered, as without the buffers.
+//! power cut loses only what no commit has covered, as without the buffers. The one commit
+//! that leaves blocks here is a journal entry that carries, as small writes, every change
+//! made to them (SPEC.md §8.5b); changes made here otherwise are counted
+//! ([`WriteBack::changes`]) so that the next commit is a checkpoint.
 //!
 //! The file system keeps the index consistent with the buffers: a sector freed while its
 //! content waits here is dropped from them ([`WriteBack::drop_range`]).
@@ -37,6 +40,9 @@ pub struct WriteBack {
     limit: usize,
     blocks: BTreeMap<u64, Buffered>,
     clock: u64,
+    /// Changes made to buffered blocks in place since mount: they change file data without
+    /// changing the index, and the journal must know ([`WriteBack::changes`]).
+    changes: u64,
     /// The most bytes held at once since mount.
     high_water: usize,
 }
@@ -88,7 +94,19 @@ impl WriteBack {
         };
         dst.copy_from_slice(bytes);
         b.used = self.clock;
+        self.changes += 1;
         true
+    }
+
+    /// Counts a change made to a buffered block outside [`WriteBack::write`] (its content
+    /// completed and programmed in place).
+    pub fn changed(&mut self) {
+        self.changes += 1;
+    }
+
+    /// Changes made to buffered blocks in place since mount.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Buffers `data` as `sector`'s content (replacing what was buffered for it).
