@@ -212,12 +212,15 @@ pub struct SmallWritesRow {
     pub buffer_bytes: u64,
     /// Commits the file system made (those of the syncs and those it made on its own).
     pub commits: u64,
+    /// Of those, commits written as journal entries (SPEC.md §8.5b): small writes and
+    /// their sync in one entry, no index.
+    pub journal_entries: u64,
     /// Index nodes the commits wrote.
     pub index_nodes: u64,
     /// Superblocks written as a whole block (others were appended in place).
     pub superblocks: u64,
-    /// Slots the log wrote for the block device: data blocks, index nodes and whole
-    /// superblocks.
+    /// Slots the log wrote for the block device: data blocks, index nodes, whole
+    /// superblocks and journal blocks started.
     pub log_slots: u64,
     /// Slots the log wrote for its own checkpoints (the block device's map).
     pub checkpoint_slots: u64,
@@ -421,6 +424,7 @@ impl Run<'_> {
             heap_bytes,
             buffer_bytes,
             commits: f1.commits - f0.commits,
+            journal_entries: f1.journal_entries - f0.journal_entries,
             index_nodes: f1.node_writes - f0.node_writes,
             superblocks: f1.superblock_writes - f0.superblock_writes,
             log_slots: l1.user_slots - l0.user_slots,
