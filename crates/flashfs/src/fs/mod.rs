@@ -27,6 +27,7 @@
 //! unless the replay reads it (then it waits for the checkpoint).
 
 mod append;
+mod block0;
 mod check;
 mod extents;
 mod file;
@@ -279,15 +280,8 @@ pub struct Fs<D: Segments> {
     buf: Vec<u8>,
     /// Extent maps of recently read files.
     extent_cache: extents::ExtentCache,
-    /// Superblock records block 0 holds, the newest being `sb`, when the next commit may
-    /// append after them; 0 when it must write block 0 afresh (after a mount, a failure, or
-    /// on media that cannot append).
-    sb_records: usize,
-    /// Bytes at the end of block 0 its first record's free-space delta takes: appended
-    /// records stop before them.
-    sb_tail: usize,
-    /// Commits since mount that appended their superblock.
-    sb_appends: u64,
+    /// Where the next superblock goes: appended in block 0 or block 0 anew.
+    block0: block0::Block0,
     /// Whether the mount read the saved free-space map.
     mapped_mount: bool,
     /// Whether [`Fs::unmount`] runs: its commit names a current free-space map.
@@ -358,8 +352,8 @@ impl<D: Segments> Fs<D> {
             journal_replayed: journal.replayed,
             node_writes: self.tree.store().node_writes,
             node_patches: self.tree.store().node_patches,
-            superblock_writes: self.commits - self.sb_appends,
-            superblock_appends: self.sb_appends,
+            superblock_writes: self.commits - self.block0.appends(),
+            superblock_appends: self.block0.appends(),
             bytes_written: self.bytes_written,
             write_buffer_bytes: self.tree.store().wb.bytes() as u64,
             space_map_writes: self.tree.store().map_writes,
@@ -410,7 +404,7 @@ impl<D: Segments> Fs<D> {
     pub fn unmount(mut self) -> Result<D> {
         // The last commit writes block 0 anew, where a current map fits.
         self.closing = true;
-        self.sb_records = 0;
+        self.block0.rewrite_next();
         self.checkpoint()?;
         if !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0 {
             // Nothing to commit, but the superblock names no current map.
@@ -616,12 +610,10 @@ impl<D: Segments> Fs<D> {
             space: self.sb.space.map().map_or(SpaceRef::None, SpaceRef::Stale),
             ..self.sb
         };
-        // Until this commit is on flash, nothing may be appended after a record that may
-        // be torn: a failure below leaves `sb_records` at 0, so the next commit writes a
-        // fresh block 0.
-        let appended = core::mem::take(&mut self.sb_records);
         let mut map_written = None;
-        if !self.append_superblock(&sb, appended)? {
+        let block_size = self.sb.block_size as usize;
+        let ftl = &mut self.tree.store_mut().ftl;
+        if !self.block0.append(ftl, &sb, block_size)? {
             let delta = if current_map {
                 self.space_for_commit(&mut sb)?
             } else {
@@ -635,8 +627,7 @@ impl<D: Segments> Fs<D> {
             let store = self.tree.store_mut();
             store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
             store.ftl.flush()?;
-            self.sb_records = 1;
-            self.sb_tail = sb.delta_bytes();
+            self.block0.written(sb.delta_bytes());
             if map_written.is_some() || sb.space == SpaceRef::None {
                 self.tree.store_mut().space.reset_changes(map_written);
             }
@@ -654,31 +645,6 @@ impl<D: Segments> Fs<D> {
         self.journal.checkpointed(sb.commit, self.changes());
         self.tails.checkpointed();
         Ok(())
-    }
-
-    /// Appends `sb` in place after the `records` superblocks block 0 holds, where the medium
-    /// allows it (reprogrammable NOR, SPEC §8.2): a commit then programs one record, not a
-    /// whole block. False when it cannot (no room left, no record known to end cleanly, or a
-    /// program that did not take), and the caller writes block 0 afresh.
-    fn append_superblock(&mut self, sb: &Superblock, records: usize) -> Result<bool> {
-        let room = (self.sb.block_size as usize).saturating_sub(self.sb_tail);
-        let store = self.tree.store_mut();
-        if records == 0 || (records + 1) * layout::SB_STRIDE > room || !store.ftl.can_patch() {
-            return Ok(false);
-        }
-        let mut rec = [0xFFu8; layout::SB_STRIDE];
-        sb.encode_record(&mut rec);
-        match store.ftl.patch_sector(0, records * layout::SB_STRIDE, &rec) {
-            Ok(()) => {}
-            // A program that did not take (caught by reading back): the record may be
-            // half there; a fresh block 0 supersedes it.
-            Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-        store.ftl.flush()?;
-        self.sb_records = records + 1;
-        self.sb_appends += 1;
-        Ok(true)
     }
 
     /// Forgets the working version: the tree, the free space and the counters go back to
