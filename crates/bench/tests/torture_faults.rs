@@ -365,7 +365,7 @@ fn factory_bad_blocks_are_never_touched() {
 /// Replays one case of the block device's torture, as `flashfs torture --preset P --target
 /// ftl --fault F --workload W --seed S --cut K [--torn]` does, and asserts it runs clean.
 fn replay(preset: &str, fault: Fault, workload: Workload, seed: u64, cut: u64, torn: bool) {
-    let opts = TortureOptions {
+    replay_case(TortureOptions {
         presets: vec![preset.into()],
         targets: vec![TargetKind::Ftl],
         faults: vec![fault],
@@ -375,12 +375,19 @@ fn replay(preset: &str, fault: Fault, workload: Workload, seed: u64, cut: u64, t
         cut: Some(cut),
         torn,
         ..TortureOptions::default()
-    };
+    });
+}
+
+/// Runs the one case `opts` names and fails on any violation.
+fn replay_case(opts: TortureOptions) {
     let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
     assert_eq!(outcome.reports[0].cases, 1);
     assert!(
         outcome.violations.is_empty(),
-        "{preset} seed {seed} cut {cut}: {:?}",
+        "{:?} seed {} cut {:?}: {:?}",
+        opts.presets,
+        opts.seed,
+        opts.cut,
         outcome.violations
     );
 }
@@ -556,7 +563,7 @@ fn replayed_small_writes_take_no_block_a_record_entry_names() {
         ("28f008sa", 65, 154, true),
         ("w25q64jv", 31, 68, true),
     ] {
-        let opts = TortureOptions {
+        replay_case(TortureOptions {
             presets: vec![preset.into()],
             targets: vec![TargetKind::Fs],
             faults: vec![Fault::PowerCut],
@@ -566,13 +573,6 @@ fn replayed_small_writes_take_no_block_a_record_entry_names() {
             cut: Some(cut),
             torn,
             ..TortureOptions::default()
-        };
-        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-        assert_eq!(outcome.reports[0].cases, 1);
-        assert!(
-            outcome.violations.is_empty(),
-            "{preset} seed {seed} cut {cut}: {:?}",
-            outcome.violations
-        );
+        });
     }
 }
