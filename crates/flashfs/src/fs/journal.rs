@@ -242,6 +242,11 @@ pub struct Journal {
     /// write reads the block it lands in, so the blocks these files free wait for the
     /// checkpoint.
     rewritten: BTreeSet<Ino>,
+    /// The time of the operation running under [`Fs::journaled`] (or being replayed):
+    /// every timestamp it sets.
+    op_time: Option<Timespec>,
+    /// Whether the mount is replaying the entries (no commits meanwhile).
+    replaying: bool,
     /// Entries written since mount.
     entries: u64,
     /// Commits since mount whose every operation committed itself by its frame.
@@ -403,6 +408,22 @@ impl Journal {
         self.replay_pinned += 1;
     }
 
+    /// The time of the operation running under [`Fs::journaled`] or being replayed, if one
+    /// is: every time it sets is this one, so its replay sets the same.
+    pub fn op_time(&self) -> Option<Timespec> {
+        self.op_time
+    }
+
+    /// Sets the running operation's time (`None`: none runs); returns the one before.
+    pub fn set_op_time(&mut self, time: Option<Timespec>) -> Option<Timespec> {
+        core::mem::replace(&mut self.op_time, time)
+    }
+
+    /// Whether the mount is replaying the entries: nothing commits meanwhile.
+    pub fn replaying(&self) -> bool {
+        self.replaying
+    }
+
     /// Whether the replay of this epoch may read blocks `ino` frees: it replays small
     /// writes to the file, and each reads the block it lands in.
     pub fn rereads(&self, ino: Ino) -> bool {
@@ -459,17 +480,17 @@ impl<D: Segments> Fs<D> {
         kind: impl FnOnce(&R) -> OpKind,
         f: impl FnOnce(&mut Self) -> Result<R>,
     ) -> Result<R> {
-        if self.op_time.is_some() {
+        if self.journal.op_time.is_some() {
             // Inside another journaled operation, or replaying: that one is what counts.
             return f(self);
         }
         let before = self.changes();
         let noting = self.journal.blocks > 0 && before == self.journal.mark;
         let commits = self.commits;
-        self.op_time = Some(self.now());
+        self.journal.op_time = Some(self.now());
         let result = f(self);
         self.note_released(ino);
-        let time = self.op_time.take();
+        let time = self.journal.op_time.take();
         let changed = self.changes() != before;
         // A checkpoint during `f` (the dirty budget) holds the operation already.
         if noting && changed && self.commits == commits {
@@ -670,7 +691,7 @@ impl<D: Segments> Fs<D> {
         let mut replayed = 0;
         // Per file, where the entries have come to in its newest append block.
         let mut tails: BTreeMap<Ino, ReplayTail> = BTreeMap::new();
-        self.replaying = true;
+        self.journal.replaying = true;
         // Small writes are replayed after every other operation: they take new blocks, and
         // taken earlier they could take a block a later entry names, or one the records'
         // replay reads, which the checkpoint leaves free. They change regular files only,
@@ -692,7 +713,7 @@ impl<D: Segments> Fs<D> {
             }
             Ok(())
         })();
-        self.replaying = false;
+        self.journal.replaying = false;
         result?;
         // Blocks the replay freed wait for the checkpoint that follows a mount.
         self.tree.store_mut().space.take_released();
@@ -757,7 +778,7 @@ impl<D: Segments> Fs<D> {
     /// entries have come to in its newest append block. Returns the record operations
     /// applied (an [`OpKind::Framed`] applies its count).
     fn replay_op(&mut self, op: &Op, tails: &mut BTreeMap<Ino, ReplayTail>) -> Result<u64> {
-        self.op_time = Some(op.time);
+        self.journal.op_time = Some(op.time);
         let ino = op.ino;
         let result = match &op.kind {
             OpKind::Add(d) => self.record_add(ino, d).map(|_| 1),
@@ -791,7 +812,7 @@ impl<D: Segments> Fs<D> {
                 )),
             },
         };
-        self.op_time = None;
+        self.journal.op_time = None;
         let applied = result.map_err(damage)?;
         match op.kind {
             // Records after these are not framed in that block: its next frames, if any,

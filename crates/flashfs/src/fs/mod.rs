@@ -121,8 +121,7 @@ pub struct FsConfig {
     /// changed it (SPEC.md §8.5b), which leaves it for the checkpoint. Durability is
     /// unchanged: a power cut loses what no commit (`fsync`, `sync`, a transaction's
     /// commit, or one the file system makes on its own) covered, and never part of what one
-    /// did. Each costs a block of heap
-    /// ([`Fs::write_back_stats`]).
+    /// did. Each costs a block of heap ([`Fs::write_back_stats`]).
     pub write_buffers: usize,
 }
 
@@ -288,11 +287,6 @@ pub struct Fs<D: Segments> {
     closing: bool,
     /// The journal (SPEC.md §8.5b).
     journal: journal::Journal,
-    /// The time of the operation running under [`Fs::journaled`] (or being replayed):
-    /// every timestamp it sets.
-    op_time: Option<Timespec>,
-    /// Whether the mount is replaying the journal (no commits meanwhile).
-    replaying: bool,
     /// Record files whose records may fill data blocks at the next checkpoint.
     pack: alloc::collections::BTreeSet<Ino>,
     /// Run blocks this mount may append records to, by file (SPEC.md §8.4a).
@@ -670,7 +664,7 @@ impl<D: Segments> Fs<D> {
     /// blocks that keep the free ones down near the reserve (a journal commit's new blocks
     /// would find no room).
     fn maybe_commit(&mut self) -> Result<()> {
-        if self.replaying {
+        if self.journal.replaying() {
             return Ok(());
         }
         let space = &self.tree.store().space;
@@ -714,7 +708,9 @@ impl<D: Segments> Fs<D> {
 
     /// The time now (the running journaled operation's time, if one runs).
     fn now(&self) -> Timespec {
-        self.op_time.unwrap_or_else(|| (self.config.clock)())
+        self.journal
+            .op_time()
+            .unwrap_or_else(|| (self.config.clock)())
     }
 
     /// An inode's attributes.

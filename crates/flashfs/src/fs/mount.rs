@@ -189,8 +189,6 @@ impl<D: Segments> Fs<D> {
             closing: false,
             buf: vec![0; ss],
             journal: Journal::new(u32::from(journal_blocks), 0),
-            op_time: None,
-            replaying: false,
             pack: Default::default(),
             tails: Default::default(),
         };
@@ -264,8 +262,6 @@ impl<D: Segments> Fs<D> {
             closing: false,
             buf,
             journal: Journal::default(),
-            op_time: None,
-            replaying: false,
             pack: Default::default(),
             tails: Default::default(),
         };

@@ -1034,7 +1034,7 @@ impl<D: Segments> Fs<D> {
         let bad = || Error::Corrupt("a journal entry counts frames that are not there");
         let fixed = self.record_head(ino)?.ok_or_else(bad)?.record_size as usize;
         let want = count.unwrap_or(u64::MAX);
-        let before = self.op_time.replace(tail.time);
+        let before = self.journal.set_op_time(Some(tail.time));
         let mut done = 0u64;
         let result = (|| -> Result<()> {
             loop {
@@ -1090,7 +1090,7 @@ impl<D: Segments> Fs<D> {
                 };
             }
         })();
-        self.op_time = before;
+        self.journal.set_op_time(before);
         result?;
         if count.is_some_and(|c| c != done) {
             return Err(bad());
