@@ -145,6 +145,9 @@ enum Op {
     },
     Sync,
     Remount,
+    /// A sync, then the power goes instead of an unmount: the mount replays the journal's
+    /// entries (small writes and their blocks left in RAM among them).
+    SyncAndCut,
 }
 
 /// A name to make.
@@ -186,6 +189,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => i().prop_map(|dir| Op::Readdir { dir }),
         1 => Just(Op::Sync),
         1 => Just(Op::Remount),
+        1 => Just(Op::SyncAndCut),
     ]
 }
 
@@ -996,6 +1000,14 @@ fn run<D: Segments>(dev: D, config: FsConfig, ops: &[Op]) -> Result<(), TestCase
             }
             Op::Remount => {
                 fs = remount(fs, config)?;
+                m.remount();
+                compare(&mut fs, &m, &when)?;
+                fsck(&mut fs, &when)?;
+            }
+            Op::SyncAndCut => {
+                fs.sync().unwrap();
+                fs = Fs::mount(fs.into_device(), config)
+                    .map_err(|e| TestCaseError::fail(format!("mount after a cut: {e}")))?;
                 m.remount();
                 compare(&mut fs, &m, &when)?;
                 fsck(&mut fs, &when)?;
