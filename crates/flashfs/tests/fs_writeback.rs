@@ -41,7 +41,12 @@ fn buffered(n: usize) -> FsConfig {
 
 #[test]
 fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() {
-    let mut fs = Fs::format(nand(), fs_config()).unwrap();
+    // A journal asked for on NAND (an entry per block), as small syncs use it.
+    let journaled = FsConfig {
+        journal_blocks: Some(8),
+        ..fs_config()
+    };
+    let mut fs = Fs::format(nand(), journaled).unwrap();
     let f = file(&mut fs, b"f");
     fs.sync().unwrap();
     let before = slots(&fs);
