@@ -539,10 +539,11 @@ fn small_writes_between_syncs() {
     every_cut(nor(true), eager(), &steps);
 }
 
-/// Small writes each made durable by an `fsync` are journal entries carrying their bytes;
-/// a punch between them changes a block waiting in RAM, which the journal does not hold,
-/// so its sync is a checkpoint. A cut keeps every synced write, whether the block it
-/// landed in was programmed, evicted or still waiting in RAM when the power went.
+/// Small writes each made durable by an `fsync` are journal entries carrying their bytes
+/// where the volume has a journal (reprogrammable NOR by default, NAND when asked); a
+/// punch between them changes a block waiting in RAM, which the journal does not hold, so
+/// its sync is a checkpoint. A cut keeps every synced write, whether the block it landed
+/// in was programmed, evicted or still waiting in RAM when the power went.
 #[test]
 fn small_synced_writes_in_the_journal() {
     let mut steps = vec![
@@ -575,6 +576,12 @@ fn small_synced_writes_in_the_journal() {
     };
     every_cut(nand(), one, &steps);
     every_cut(nor(true), one, &steps);
+    let journaled = FsConfig {
+        journal_blocks: Some(8),
+        ..fs_config()
+    };
+    every_cut(nand(), journaled, &steps);
+    every_cut(nor(false), journaled, &steps);
 }
 
 #[test]
