@@ -697,19 +697,30 @@ impl<D: Segments> Fs<D> {
         // replay reads, which the checkpoint leaves free. They change regular files only,
         // whose other journaled operations set access times alone, so the result is the
         // same as in the order they ran.
+        // The second pass reads the blocks again only if the first met a small write.
         let result = (|| -> Result<()> {
-            for writes in [false, true] {
+            let mut writes = false;
+            self.for_each_op(&found, &mut buf, |fs, op| {
+                if matches!(op.kind, OpKind::Write { .. }) {
+                    writes = true;
+                } else {
+                    replayed += fs.replay_op(op, &mut tails)?;
+                }
+                Ok(())
+            })?;
+            // Records that committed themselves after the last entry on their file come
+            // last.
+            for (ino, mut tail) in tails {
+                replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
+            }
+            if writes {
+                let mut none = BTreeMap::new();
                 self.for_each_op(&found, &mut buf, |fs, op| {
-                    if matches!(op.kind, OpKind::Write { .. }) == writes {
-                        replayed += fs.replay_op(op, &mut tails)?;
+                    if matches!(op.kind, OpKind::Write { .. }) {
+                        replayed += fs.replay_op(op, &mut none)?;
                     }
                     Ok(())
                 })?;
-                // Records that committed themselves after the last entry on their file
-                // come last.
-                for (ino, mut tail) in core::mem::take(&mut tails) {
-                    replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
-                }
             }
             Ok(())
         })();
