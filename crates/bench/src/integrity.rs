@@ -4,7 +4,6 @@
 //! live slot read back) — and a scrub of the same volume after bit errors the ECC still
 //! corrects were planted in some of its pages (the segments it then moves).
 
-use flash::PageAddr;
 use flashfs::log::ScrubReport;
 use flashfs::media::tag::TagState;
 use flashfs::{Fs, FsConfig, Segments};
@@ -168,8 +167,7 @@ fn plant_bit_errors(dev: &mut Dev, n: u32, seed: u64) {
         {
             continue;
         }
-        // Slot `s` of a segment is page `s + 1` of its block (page 0 holds the header).
-        let at = PageAddr::new(seg, slot + 1);
+        let at = dev.slot_page(seg, slot);
         if dev.flash_mut().0.inject_bit_errors(at, t).is_ok() {
             planted.insert((seg, slot));
         }

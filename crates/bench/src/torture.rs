@@ -897,10 +897,11 @@ impl Striker {
                     continue;
                 };
                 let bits = 1 + self.rng.below(t as u64) as u8;
+                let first_unit = seg as usize * dev.units_per_segment() as usize;
                 let erases = dev
                     .sim()
                     .erase_counts()
-                    .get(seg as usize)
+                    .get(first_unit)
                     .copied()
                     .unwrap_or(0);
                 if self.stuck.insert((seg, slot, erases)) {
@@ -1421,6 +1422,9 @@ pub struct TortureDevice {
     pub preset: &'static str,
     /// The device actually simulated.
     pub spec: DeviceSpec,
+    /// Blocks per segment on NAND: the full part's (SPEC.md §2.1), kept on the smaller
+    /// device so that its segments are laid out as the preset's are.
+    pub nand_blocks_per_segment: u32,
     /// How it differs from the preset, in words (empty when it is the preset itself).
     pub note: &'static str,
     /// The target it is shaped for.
@@ -1431,7 +1435,8 @@ pub struct TortureDevice {
 pub const MAX_SEGMENTS: u32 = 16;
 /// NOR erase-unit size a torture device keeps at most, in bytes.
 pub const MAX_UNIT_BYTES: u32 = 8 * 1024;
-/// NAND blocks a torture device keeps at most.
+/// NAND segments a torture device keeps at most (blocks, or groups of blocks where the
+/// full part has more than [`flashfs::media::NAND_MAX_SEGMENTS`]).
 pub const MAX_BLOCKS: u32 = 24;
 /// NAND pages per block a torture device keeps at most.
 pub const MAX_PAGES_PER_BLOCK: u32 = 16;
@@ -1464,7 +1469,10 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
             (DeviceSpec::Nor(d), d != s)
         }
         DeviceSpec::Nand(s) => {
-            let per_bank = (MAX_BLOCKS / s.banks).max(1);
+            // Segments of as many blocks as the full part's (SPEC.md §2.1): keep as many
+            // segments, not blocks.
+            let grouped = flashfs::media::nand_blocks_per_segment(&s);
+            let per_bank = (MAX_BLOCKS / s.banks).max(1) * grouped;
             let d = NandSpec {
                 blocks: s.blocks.min(per_bank * s.banks),
                 pages_per_block: s.pages_per_block.min(MAX_PAGES_PER_BLOCK),
@@ -1482,6 +1490,10 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
         .context(|| format!("the torture geometry of {preset}"))?;
     Ok(TortureDevice {
         preset: p.name,
+        nand_blocks_per_segment: match p.spec {
+            DeviceSpec::Nand(s) => flashfs::media::nand_blocks_per_segment(&s),
+            _ => 1,
+        },
         spec,
         note: if shrunk {
             "fewer and smaller erase blocks than the preset"
@@ -1504,11 +1516,15 @@ impl TortureDevice {
                 s.word_size
             ),
             DeviceSpec::Nand(s) => format!(
-                "{} {} blocks x {} pages x {} B",
+                "{} {} blocks x {} pages x {} B{}",
                 if s.is_mlc() { "MLC NAND" } else { "NAND" },
                 s.blocks,
                 s.pages_per_block,
-                s.page_size
+                s.page_size,
+                match self.nand_blocks_per_segment {
+                    1 => String::new(),
+                    n => format!(", {n} blocks per segment"),
+                }
             ),
             DeviceSpec::Nvram(s) => format!("NVRAM {} B", s.size),
         }
@@ -1806,7 +1822,7 @@ fn nand_part_of(
 ) -> Result<NandSegments<NandSim>> {
     let what = || format!("the NAND part of {}", dev.preset);
     let sim = NandSim::new(spec, ImageMeta::new(dev.preset, meta_seed)).context(what)?;
-    NandSegments::new(sim).context(what)
+    NandSegments::with_blocks_per_segment(sim, dev.nand_blocks_per_segment).context(what)
 }
 
 /// The block device formatted on `seg`.
@@ -1822,6 +1838,8 @@ pub const BAD_BLOCK_PERMILLE: u32 = 100;
 
 /// The unformatted NAND part of [`Fault::BadBlocks`] for a case seed: a tenth of its blocks
 /// (never block 0) left the factory bad, at least one; the same seed gives the same blocks.
+/// Where segments take several blocks, each bad block retires its segment, so the part has
+/// that many times fewer bad blocks: about a tenth of its segments are lost either way.
 pub fn bad_block_part(dev: &TortureDevice, seed: u64) -> Result<(NandSegments<NandSim>, Vec<u32>)> {
     let DeviceSpec::Nand(spec) = dev.spec else {
         return Err(BenchError::InvalidOptions(format!(
@@ -1833,7 +1851,7 @@ pub fn bad_block_part(dev: &TortureDevice, seed: u64) -> Result<(NandSegments<Na
         )));
     };
     let spec = NandSpec {
-        factory_bad_permille: BAD_BLOCK_PERMILLE,
+        factory_bad_permille: BAD_BLOCK_PERMILLE / dev.nand_blocks_per_segment.max(1),
         ..spec
     };
     let mut last = Vec::new();

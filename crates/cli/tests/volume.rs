@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::{fails, flashfs};
 use flash::store::FileStore;
-use flash::{NandSim, PageAddr};
+use flash::NandSim;
 use flashfs::{BlockDevice, Ftl, FtlConfig, NandSegments};
 use predicates::prelude::*;
 use tempfile::TempDir;
@@ -213,9 +213,10 @@ fn info_reports_what_was_written_and_plots_both_histograms() {
         heap > map && map > 0 && map <= 256 * 1024,
         "heap {heap}, map {map}"
     );
-    // The data fills at least 2048 / 31 segments; segments left with nothing live are free
-    // after the mount, and dead slots beside live ones are reclaimable.
-    assert!(j["log"]["segments_in_use"].as_u64().unwrap() >= 2048 / 31);
+    // The data fills at least 2048 segments' worth of slots; segments left with nothing
+    // live are free after the mount, and dead slots beside live ones are reclaimable.
+    let per_segment = j["log"]["slots_per_segment"].as_u64().unwrap();
+    assert!(j["log"]["segments_in_use"].as_u64().unwrap() >= 2048 / per_segment);
     assert!(j["log"]["reclaimable_slots"].as_u64().unwrap() < 2 * 2048);
     assert!(j["log"]["newest_sequence"].as_u64().unwrap() >= 3 * 2048);
     // The block device's counters: every sector write, and at least as many programs.
@@ -447,10 +448,11 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
     // device records the sector as lost (it keeps failing after a remount).
     // A full segment of sectors (not of the format's checkpoint pages).
     use flashfs::media::tag::{Kind, TagState};
+    let slots = ftl.log().geometry().slots;
     let full: Vec<u32> = (0..ftl.log().segments().len() as u32)
-        .filter(|&i| ftl.log().segments()[i as usize].live() == 31)
+        .filter(|&i| ftl.log().segments()[i as usize].live() == slots)
         .collect();
-    let mut tags = vec![TagState::Erased; 31];
+    let mut tags = vec![TagState::Erased; slots as usize];
     let seg = full
         .into_iter()
         .find(|&i| {
@@ -458,11 +460,9 @@ fn fsck_finds_unreadable_sectors_and_repair_makes_them_read_as_zeros() {
             matches!(tags[1], TagState::Valid(t) if t.kind == Kind::Sector)
         })
         .expect("a full segment of sectors");
-    ftl.log_mut()
-        .device_mut()
-        .flash_mut()
-        .inject_bit_errors(PageAddr::new(seg, 2), 8)
-        .unwrap();
+    let dev = ftl.log_mut().device_mut();
+    let at = dev.slot_page(seg, 1);
+    dev.flash_mut().inject_bit_errors(at, 8).unwrap();
     let mut buf = vec![0u8; 512];
     let failing: Vec<u64> = (0..256u64)
         .filter(|&s| ftl.read(s, &mut buf).is_err())

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use flash::{preset, DeviceSpec, ImageMeta, NandFlash, NandSim, NorFlash, NorSim, PageAddr};
+use flash::{preset, DeviceSpec, ImageMeta, NandFlash, NandSim, NorFlash, NorSim};
 use flashfs::fs::ROOT_INO;
 use flashfs::media::tag::{Kind, TagLayout, TagState};
 use flashfs::{
@@ -62,7 +62,7 @@ impl Poke for NorSegments<NorSim> {
 
 impl Poke for NandSegments<NandSim> {
     fn damage(&mut self, seg: u32, slot: u32, how: How) {
-        let at = PageAddr::new(seg, slot + 1);
+        let at = self.slot_page(seg, slot);
         if let How::Erased = how {
             self.flash_mut().erase_page_at_rest(at).unwrap();
             return;
@@ -339,7 +339,7 @@ fn sectors_keep_their_size_and_a_damaged_checksum_is_damage() {
     let mut dev = ftl.close().unwrap();
     let (seg, slot) = newest_slot(&mut dev, 1);
     // The last spare byte of the entry: part of the data CRC.
-    let at = PageAddr::new(seg, slot + 1);
+    let at = dev.slot_page(seg, slot);
     let mut spare = [0u8; 16];
     dev.flash_mut().read_page(at, &mut [], &mut spare).unwrap();
     spare[15] ^= 0x10;
@@ -609,9 +609,8 @@ fn a_scrub_moves_wearing_data_and_reports_what_was_lost() {
     let mut dev = ftl.close().unwrap();
     let (worn_seg, worn_slot) = newest_slot(&mut dev, 10);
     let t = dev.flash().spec().ecc.correctable as u8;
-    dev.flash_mut()
-        .inject_bit_errors(PageAddr::new(worn_seg, worn_slot + 1), t)
-        .unwrap();
+    let at = dev.slot_page(worn_seg, worn_slot);
+    dev.flash_mut().inject_bit_errors(at, t).unwrap();
     let (seg, slot) = newest_slot(&mut dev, 70);
     dev.damage(seg, slot, How::Flip(3));
     let mut ftl = Ftl::mount(dev, ftl_config()).unwrap();

@@ -335,11 +335,10 @@ fn unclosed_with_newest_record() -> Unclosed {
     (dev, model, vers, newest)
 }
 
-/// Makes the page of a slot read as erased (slot s is page s + 1 of its block).
+/// Makes the page of a slot read as erased.
 fn erase_at_rest(dev: &mut NandSegments<NandSim>, seg: u32, slot: u32) {
-    dev.flash_mut()
-        .erase_page_at_rest(flash::PageAddr::new(seg, slot + 1))
-        .unwrap();
+    let at = dev.slot_page(seg, slot);
+    dev.flash_mut().erase_page_at_rest(at).unwrap();
 }
 
 #[test]
@@ -421,9 +420,8 @@ fn an_anchor_whose_header_reads_as_erased_over_records_sends_the_mount_to_the_sc
     assert_ne!(newer, anchors[0], "the anchors never took turns");
     // The newer anchor's header lost its charge: its turn had not begun, by the look of it,
     // and the older anchor's newest root would look current.
-    dev.flash_mut()
-        .erase_page_at_rest(flash::PageAddr::new(newer, 0))
-        .unwrap();
+    let at = dev.header_page(newer);
+    dev.flash_mut().erase_page_at_rest(at).unwrap();
     let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
     assert!(
         !ftl.log().restored(),

@@ -262,12 +262,10 @@ fn an_unreadable_page_is_reported_and_its_block_retired() {
         .iter()
         .position(|s| s.state == flashfs::log::segment::SegState::Full && s.live() > 2)
         .unwrap() as u32;
-    // Slot 1 of that segment is NAND page 2; push it past what ECC corrects.
-    ftl.log_mut()
-        .device_mut()
-        .flash_mut()
-        .inject_bit_errors(flash::PageAddr::new(victim, 2), 30)
-        .unwrap();
+    // Push slot 1 of that segment past what ECC corrects.
+    let dev = ftl.log_mut().device_mut();
+    let at = dev.slot_page(victim, 1);
+    dev.flash_mut().inject_bit_errors(at, 30).unwrap();
     let mut buf = vec![0u8; ss];
     let mut failed = Vec::new();
     for k in 0..n {

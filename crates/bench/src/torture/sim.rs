@@ -1,7 +1,7 @@
 //! Segments on a simulated part, with the fault control the torture and the file-system
 //! workloads under cuts need ([`SimSegments`]).
 
-use flash::{AgeReport, AtRest, NandFlash, NandSim, NorSim, PageAddr, Simulated};
+use flash::{AgeReport, AtRest, NandFlash, NandSim, NorSim, Simulated};
 use flashfs::{NandSegments, NorSegments, Segments};
 
 /// Segments on a simulated part: what [`super::FtlTarget`] needs for fault control.
@@ -71,13 +71,18 @@ impl SimSegments for NandSegments<NandSim> {
         Some(self.flash().spec().ecc.correctable)
     }
     fn inject_bit_errors(&mut self, seg: u32, slot: u32, bits: u8) -> bool {
-        // Slot s of a segment is page s + 1 of its block (page 0 holds the header).
-        self.flash_mut()
-            .inject_bit_errors(PageAddr::new(seg, slot + 1), bits)
-            .is_ok()
+        let at = self.slot_page(seg, slot);
+        self.flash_mut().inject_bit_errors(at, bits).is_ok()
     }
     fn age(&mut self, seg: u32, cfg: &AtRest) -> AgeReport {
-        self.flash_mut().age_block(seg, cfg).unwrap_or_default()
+        let blocks = self.units_per_segment();
+        let mut rep = AgeReport::default();
+        for b in seg * blocks..(seg + 1) * blocks {
+            if let Ok(r) = self.flash_mut().age_block(b, cfg) {
+                rep.add(&r);
+            }
+        }
+        rep
     }
     fn at_rest(&self) -> AtRest {
         // A mean of (t + 1) / 4 errors per codeword on a fresh block: most pages corrected,

@@ -55,6 +55,10 @@ const HEADS: usize = 4;
 /// of the device, and the capacity it holds back costs more than separation saves.
 pub const SEPARATE_HEADS_MIN_SEGMENTS: u32 = 16;
 
+/// Slots of the segments [`LogConfig::checkpoint_set`] counts: a block of the NAND presets'
+/// 64 pages.
+pub const SET_SEGMENT_SLOTS: u32 = 64;
+
 /// Segments a device needs before short-lived data gets a head of its own
 /// ([`LogConfig::hot_head`]): the segment of capacity it holds back is then at most a 64th
 /// of the device, whatever the workload. On 448 KiB in 56 segments it held back 2%, and
@@ -150,7 +154,10 @@ pub struct LogConfig {
     /// Free segments a checkpoint lets the log open before the next one (its *set*): after
     /// a power cut, a mount reads the set's headers and the tags of the segments written,
     /// instead of every segment. A checkpoint is written once half of them are used; if
-    /// they run out first, the log goes on outside them and the next mount scans.
+    /// they run out first, the log goes on outside them and the next mount scans. Counted
+    /// in segments of up to [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
+    /// several blocks, SPEC.md §2.1) take proportionally fewer, at least 4, so that a
+    /// roll-forward reads about as many tags whatever the segments' size.
     pub checkpoint_set: u32,
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).

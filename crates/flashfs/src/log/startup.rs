@@ -509,6 +509,18 @@ impl<D: Segments> Log<D> {
             .map(|a| 1 + a.dirs.len() as u32 + a.pages.iter().flatten().count() as u32)
     }
 
+    /// Free segments a checkpoint names for the log to open before the next one
+    /// ([`LogConfig::checkpoint_set`], scaled down for segments of more slots than
+    /// [`SET_SEGMENT_SLOTS`]).
+    fn set_segments(&self) -> u32 {
+        let asked = self.config.checkpoint_set.max(2);
+        if self.geo.slots <= SET_SEGMENT_SLOTS {
+            return asked;
+        }
+        let scaled = u64::from(asked) * u64::from(SET_SEGMENT_SLOTS) / u64::from(self.geo.slots);
+        (scaled as u32).clamp(asked.min(4), asked)
+    }
+
     /// Pages the segment table takes in a checkpoint.
     fn table_pages(&self) -> u32 {
         let per = payload(self.geo.slot_size as usize) / SEG_ENTRY;
@@ -561,8 +573,7 @@ impl<D: Segments> Log<D> {
             .max(1) as usize;
         // The root names the directory, the late segments and the set: the set gives way.
         let named = ndirs + (log_pages as usize + ndirs).div_ceil(usable) + 2;
-        let set =
-            (self.config.checkpoint_set.max(2) as usize).min(max_dirs(slot).saturating_sub(named));
+        let set = (self.set_segments() as usize).min(max_dirs(slot).saturating_sub(named));
         if set < 2 {
             // No root can name this checkpoint: the volume is mounted by a scan.
             return Ok(());

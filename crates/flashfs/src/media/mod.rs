@@ -622,12 +622,38 @@ pub fn units_per_segment(s: &flash::NorSpec) -> u32 {
     units
 }
 
-/// NAND flash as segments: page 0 of each block holds the header, every other page a slot
-/// with its tag in the spare area.
+/// Segments a NAND part is divided into at most: above this, a segment takes several
+/// blocks ([`nand_blocks_per_segment`]). The log keeps a record of every segment in RAM, so
+/// the count, not the part's size, is what that RAM grows with: capped, it stays the same
+/// from a 128 MiB part to a 16 GiB one.
+pub const NAND_MAX_SEGMENTS: u32 = 4096;
+
+/// Blocks per segment on a NAND part: the fewest (a power of two, at most 128, the header's
+/// field) that leave at most [`NAND_MAX_SEGMENTS`] segments, within one bank, and with
+/// slots that a 16-bit count holds.
+pub fn nand_blocks_per_segment(s: &flash::NandSpec) -> u32 {
+    let per_bank = s.blocks / s.banks.max(1);
+    let mut units = 1u32;
+    while s.blocks / units > NAND_MAX_SEGMENTS
+        && units < 128
+        && per_bank % (units * 2) == 0
+        && u64::from(s.pages_per_block) * u64::from(units * 2) <= u64::from(u16::MAX)
+    {
+        units *= 2;
+    }
+    units
+}
+
+/// NAND flash as segments of one block, or of several consecutive blocks of one bank on
+/// parts of more than [`NAND_MAX_SEGMENTS`] blocks (SPEC.md §2.1): page 0 of a segment's
+/// first block holds the header, every other page of its blocks a slot with its tag in the
+/// spare area.
 #[derive(Debug, Clone)]
 pub struct NandSegments<F> {
     flash: F,
     layout: TagLayout,
+    /// Blocks per segment.
+    units: u32,
 }
 
 impl<F: NandFlash> NandSegments<F> {
@@ -653,7 +679,7 @@ impl<F: NandFlash> NandSegments<F> {
         let ps = self.flash.spec().page_size as usize;
         let mut spare = [0u8; ENTRY_LEN];
         let spare = &mut spare[..self.layout.entry_len()];
-        let at = PageAddr::new(seg, slot + 1);
+        let at = self.slot_page(seg, slot);
         let (status, ok) = if buf.len() == ps {
             let status = self.flash.read_page(at, buf, spare)?;
             (status, self.layout.data_ok(spare, buf))
@@ -671,6 +697,16 @@ impl<F: NandFlash> NandSegments<F> {
     /// page's data: [`TagLayout::Wide`] where 16 free bytes allow, else
     /// [`TagLayout::Compact`]).
     pub fn new(flash: F) -> Result<Self> {
+        let units = nand_blocks_per_segment(flash.spec());
+        Self::with_blocks_per_segment(flash, units)
+    }
+
+    /// Views `flash` as segments of `units` blocks each, whatever its size: for a part
+    /// that stands in for a larger one (a test or torture device keeps the full part's
+    /// segments on fewer blocks). A volume is mounted with the blocks per segment it was
+    /// formatted with (its headers say, SPEC.md §2.3). `units` is a power of two of at
+    /// most 128 that divides each bank's blocks.
+    pub fn with_blocks_per_segment(flash: F, units: u32) -> Result<Self> {
         let s = flash.spec();
         let Some(layout) = TagLayout::for_spare(s.spare_size as usize) else {
             return Err(Error::InvalidArgument("NAND spare area smaller than a tag"));
@@ -678,7 +714,39 @@ impl<F: NandFlash> NandSegments<F> {
         if s.pages_per_block < 2 || (s.page_size as usize) < HEADER_LEN {
             return Err(Error::InvalidArgument("NAND block too small"));
         }
-        Ok(NandSegments { flash, layout })
+        let per_bank = s.blocks / s.banks.max(1);
+        if !units.is_power_of_two()
+            || units > 128
+            || per_bank % units != 0
+            || u64::from(s.pages_per_block) * u64::from(units) > u64::from(u16::MAX)
+        {
+            return Err(Error::InvalidArgument(
+                "blocks per segment must be a power of two of at most 128 dividing each bank",
+            ));
+        }
+        Ok(NandSegments {
+            flash,
+            layout,
+            units,
+        })
+    }
+
+    /// The page holding slot `slot` of segment `seg`: slot `i` is the segment's page `i +
+    /// 1`, counted across its blocks in order.
+    pub fn slot_page(&self, seg: u32, slot: u32) -> PageAddr {
+        let ppb = self.flash.spec().pages_per_block;
+        let n = slot + 1;
+        PageAddr::new(seg * self.units + n / ppb, n % ppb)
+    }
+
+    /// The page holding segment `seg`'s header: the first of its first block.
+    pub fn header_page(&self, seg: u32) -> PageAddr {
+        PageAddr::new(seg * self.units, 0)
+    }
+
+    /// The blocks of a segment, the one holding the header first.
+    fn blocks_of(&self, seg: u32) -> core::ops::Range<u32> {
+        seg * self.units..(seg + 1) * self.units
     }
 
     /// The flash underneath.
@@ -701,20 +769,24 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     fn geometry(&self) -> SegGeometry {
         let s = self.flash.spec();
         SegGeometry {
-            segments: s.blocks,
-            slots: s.pages_per_block - 1,
+            segments: s.blocks / self.units,
+            slots: s.pages_per_block * self.units - 1,
             slot_size: s.page_size,
             banks: s.banks,
         }
     }
 
     fn bank_of(&self, seg: u32) -> u32 {
-        self.flash.spec().bank_of(seg)
+        self.flash.spec().bank_of(seg * self.units)
+    }
+
+    fn units_per_segment(&self) -> u32 {
+        self.units
     }
 
     fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
         let mut b = [0u8; HEADER_LEN];
-        match self.flash.read_page(PageAddr::new(seg, 0), &mut b, &mut []) {
+        match self.flash.read_page(self.header_page(seg), &mut b, &mut []) {
             Ok(_) => {}
             Err(FlashError::Uncorrectable { .. }) => return Ok(HeaderState::Garbage),
             Err(FlashError::BadBlock { .. }) => return Ok(HeaderState::Bad),
@@ -730,19 +802,20 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()> {
         Ok(self
             .flash
-            .program_page(PageAddr::new(seg, 0), &header.encode(), &[])?)
+            .program_page(self.header_page(seg), &header.encode(), &[])?)
     }
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
         let mut spare = [0u8; ENTRY_LEN];
         let spare = &mut spare[..self.layout.entry_len()];
         for (i, o) in out.iter_mut().enumerate() {
-            *o = match self
-                .flash
-                .read_page(PageAddr::new(seg, i as u32 + 1), &mut [], spare)
-            {
+            let at = self.slot_page(seg, i as u32);
+            *o = match self.flash.read_page(at, &mut [], spare) {
                 Ok(_) => self.layout.decode(spare),
-                Err(FlashError::Uncorrectable { .. }) => TagState::Garbage,
+                // A block of the segment marked bad by a retirement a cut interrupted.
+                Err(FlashError::Uncorrectable { .. } | FlashError::BadBlock { .. }) => {
+                    TagState::Garbage
+                }
                 Err(e) => return Err(e.into()),
             };
         }
@@ -786,12 +859,12 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
         let mut spare = [0u8; ENTRY_LEN];
         let spare = &mut spare[..self.layout.entry_len()];
-        match self
-            .flash
-            .read_page(PageAddr::new(seg, slot + 1), &mut [], spare)
-        {
+        let at = self.slot_page(seg, slot);
+        match self.flash.read_page(at, &mut [], spare) {
             Ok(_) => Ok(self.layout.decode(spare)),
-            Err(FlashError::Uncorrectable { .. }) => Ok(TagState::Garbage),
+            Err(FlashError::Uncorrectable { .. } | FlashError::BadBlock { .. }) => {
+                Ok(TagState::Garbage)
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -801,7 +874,8 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn risks_earlier_slot(&self, slot: u32) -> bool {
-        // Slot s is page s + 1; odd pages are the MSB pages of their pair.
+        // Slot s is the segment's page s + 1 (blocks have an even count of pages, so its
+        // parity is the page's in its block); odd pages are the MSB pages of their pair.
         self.flash.spec().is_mlc() && (slot + 1) % 2 == 1
     }
 
@@ -813,10 +887,8 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         let s = *self.flash.spec();
         let mut data = alloc::vec![0u8; s.page_size as usize];
         let mut spare = alloc::vec![0u8; s.spare_size as usize];
-        match self
-            .flash
-            .read_page(PageAddr::new(seg, slot + 1), &mut data, &mut spare)
-        {
+        let at = self.slot_page(seg, slot);
+        match self.flash.read_page(at, &mut data, &mut spare) {
             Ok(_) => Ok(data.iter().chain(&spare).all(|&b| b == 0xFF)),
             Err(FlashError::Uncorrectable { .. }) => Ok(false),
             Err(e) => Err(e.into()),
@@ -835,25 +907,55 @@ impl<F: NandFlash> Segments for NandSegments<F> {
             whole[..data.len()].copy_from_slice(data);
             self.layout.encode(tag, &whole, spare);
         }
-        Ok(self
-            .flash
-            .program_page(PageAddr::new(seg, slot + 1), data, spare)?)
-    }
-
-    fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
-        if background {
-            Ok(self.flash.start_erase(seg)?)
-        } else {
-            Ok(self.flash.erase_block(seg)?)
+        let at = self.slot_page(seg, slot);
+        match self.flash.program_page(at, data, spare) {
+            // A block of the segment marked bad by a retirement a cut interrupted: the
+            // segment fails, as on a program that did not take.
+            Err(FlashError::BadBlock { .. }) => {
+                Err(Error::Flash(FlashError::ProgramFailed { block: seg }))
+            }
+            r => Ok(r?),
         }
     }
 
+    fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
+        // The block holding the header goes first: a cut part-way leaves an erased header,
+        // so the segment is erased again, whole, before use (as on NOR, SPEC.md §2.2a).
+        for block in self.blocks_of(seg) {
+            let r = if background {
+                self.flash.start_erase(block)
+            } else {
+                self.flash.erase_block(block)
+            };
+            match r {
+                // The log knows segments, not blocks; a block marked bad by a retirement a
+                // cut interrupted fails the segment's erase, which retires it again.
+                Err(FlashError::EraseFailed { .. } | FlashError::BadBlock { .. }) => {
+                    return Err(Error::Flash(FlashError::EraseFailed { block: seg }))
+                }
+                r => r?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any block of the segment is marked bad: a segment is bad whole.
     fn is_bad(&mut self, seg: u32) -> Result<bool> {
-        Ok(self.flash.is_bad(seg)?)
+        for block in self.blocks_of(seg) {
+            if self.flash.is_bad(block)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn mark_bad(&mut self, seg: u32) -> Result<()> {
-        Ok(self.flash.mark_bad(seg)?)
+        // The header's block last, so that a segment whose header reads as bad has every
+        // block marked; one a cut left part-marked is still bad by `is_bad`.
+        for block in self.blocks_of(seg).rev() {
+            self.flash.mark_bad(block)?;
+        }
+        Ok(())
     }
 
     fn sync(&mut self) -> Result<()> {
@@ -869,7 +971,7 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn erase_time(&self) -> Duration {
-        Duration::from_nanos(self.flash.spec().timing.erase_ns)
+        Duration::from_nanos(self.flash.spec().timing.erase_ns * u64::from(self.units))
     }
 }
 
@@ -962,5 +1064,113 @@ mod tests {
         assert_eq!(erased, [4, 5, 6, 7]);
         assert_eq!(d.read_header(1).unwrap(), HeaderState::Erased);
         assert!(d.slot_erased(1, 14).unwrap());
+    }
+
+    fn nand(name: &str) -> NandSegments<flash::NandSim> {
+        let DeviceSpec::Nand(spec) = preset::lookup(name).unwrap().spec else {
+            panic!("{name} is not NAND");
+        };
+        NandSegments::new(flash::NandSim::new(spec, ImageMeta::new(name, 1)).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn large_nand_parts_take_several_blocks_to_a_segment() {
+        // (preset, blocks per segment, segments, slots per segment): SPEC.md §2.1.
+        for (name, units, segments, slots) in [
+            ("nand-128m", 2, 4096, 63),
+            ("nand-1g", 2, 4096, 127),
+            ("w25n01gv", 1, 1024, 63),
+            ("mlc-flexfs", 1, 2048, 127),
+        ] {
+            let d = nand(name);
+            let g = d.geometry();
+            assert_eq!(
+                (d.units_per_segment(), g.segments, g.slots),
+                (units, segments, slots),
+                "{name}"
+            );
+        }
+        // A 16 GiB part of 128 KiB blocks: the count stays capped.
+        let DeviceSpec::Nand(spec) = preset::lookup("nand-1g").unwrap().spec else {
+            unreachable!()
+        };
+        let big = flash::NandSpec {
+            blocks: 131_072,
+            ..spec
+        };
+        assert_eq!(nand_blocks_per_segment(&big), 32);
+        assert_eq!(
+            big.blocks / nand_blocks_per_segment(&big),
+            NAND_MAX_SEGMENTS
+        );
+    }
+
+    #[test]
+    fn a_nand_segment_numbers_its_pages_across_its_blocks() {
+        let d = nand("nand-1g");
+        assert_eq!(d.header_page(3), PageAddr::new(6, 0));
+        assert_eq!(d.slot_page(3, 0), PageAddr::new(6, 1));
+        assert_eq!(d.slot_page(3, 62), PageAddr::new(6, 63));
+        assert_eq!(d.slot_page(3, 63), PageAddr::new(7, 0));
+        assert_eq!(d.slot_page(3, 126), PageAddr::new(7, 63));
+    }
+
+    #[test]
+    fn a_nand_segment_is_erased_and_retired_whole() {
+        let mut d = nand("nand-1g");
+        let header = SegHeader {
+            erase_count: 1,
+            open_seq: 1,
+            head: 1,
+            volume: crate::media::tag::Volume {
+                format: 1,
+                slot_shift: 11,
+                unit_shift: 1,
+                size: 1,
+                anchors: None,
+            },
+        };
+        let good = (0..d.geometry().segments - 1)
+            .find(|&s| !d.is_bad(s).unwrap() && !d.is_bad(s + 1).unwrap())
+            .unwrap();
+        d.write_header(good, &header).unwrap();
+        let tag = Tag {
+            key: 7,
+            seq: 1,
+            kind: crate::media::tag::Kind::Sector,
+            copy: false,
+        };
+        // The last slot lies in the segment's second block.
+        d.write_slot(good, 126, &tag, &[0x5A; 2048]).unwrap();
+        assert_eq!(d.read_tag(good, 126).unwrap(), TagState::Valid(tag));
+        let before = d.flash().erase_counts();
+        d.erase(good, false).unwrap();
+        let after = d.flash().erase_counts();
+        let erased: Vec<usize> = (0..after.len())
+            .filter(|&u| after[u] != before[u])
+            .collect();
+        let first = 2 * good as usize;
+        assert_eq!(erased, [first, first + 1]);
+        assert_eq!(d.read_header(good).unwrap(), HeaderState::Erased);
+        assert!(d.slot_erased(good, 126).unwrap());
+        // A bad block in the second half (a retirement a cut stopped part-way) makes the
+        // segment bad; its slots there read as garbage, and its erase fails.
+        let next = good + 1;
+        d.write_header(next, &header).unwrap();
+        d.flash_mut().mark_bad(2 * next + 1).unwrap();
+        assert!(d.is_bad(next).unwrap());
+        assert_eq!(d.read_tag(next, 126).unwrap(), TagState::Garbage);
+        assert!(matches!(
+            d.write_slot(next, 126, &tag, &[0x5A; 2048]),
+            Err(Error::Flash(FlashError::ProgramFailed { block })) if block == next
+        ));
+        assert!(matches!(
+            d.erase(next, false),
+            Err(Error::Flash(FlashError::EraseFailed { block })) if block == next
+        ));
+        // Retiring a segment marks each of its blocks.
+        d.mark_bad(good).unwrap();
+        assert!(d.flash_mut().is_bad(2 * good).unwrap());
+        assert!(d.flash_mut().is_bad(2 * good + 1).unwrap());
     }
 }
