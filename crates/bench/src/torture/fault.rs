@@ -250,6 +250,14 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.access(|d| d.read_tags(seg, out))
     }
+    fn read_tags_from(
+        &mut self,
+        seg: u32,
+        first: u32,
+        out: &mut [TagState],
+    ) -> flashfs::Result<()> {
+        self.access(|d| d.read_tags_from(seg, first, out))
+    }
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<()> {
         self.access(|d| d.read_slot(seg, slot, buf))
     }

@@ -264,7 +264,8 @@ impl<D: Segments> Log<D> {
             .map_or(root.seq, |(_, h)| h.open_seq.max(root.seq));
         let heads = root.heads.iter().flatten().map(|&(s, u)| (s, u));
         for (seg, from) in heads.chain(rolled.iter().map(|(s, _)| (*s, 0))) {
-            match self.dev.read_tags(seg, &mut tags) {
+            tags.fill(TagState::Erased);
+            match self.dev.read_tags_from(seg, from, &mut tags) {
                 Ok(()) => {}
                 Err(Error::Io) => return Ok(None),
                 Err(e) => return Err(e),

@@ -63,6 +63,14 @@ pub trait Segments {
     fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()>;
     /// Reads the tags of every slot of a segment into `out` (one per slot).
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()>;
+    /// Reads the tags of slots `first..` of a segment into `out[first..]`; what
+    /// `out[..first]` then holds is unspecified (a medium whose tags come in one read
+    /// reads them all). A mount rolling forward needs only the slots past a head's used
+    /// count, and on NAND each tag is a read of its own.
+    fn read_tags_from(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
+        let _ = first;
+        self.read_tags(seg, out)
+    }
     /// Reads one slot's tag (by default through [`Segments::read_tags`]).
     fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
         let mut tags = alloc::vec![TagState::Erased; self.geometry().slots as usize];
@@ -806,9 +814,13 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
+        self.read_tags_from(seg, 0, out)
+    }
+
+    fn read_tags_from(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
         let mut spare = [0u8; ENTRY_LEN];
         let spare = &mut spare[..self.layout.entry_len()];
-        for (i, o) in out.iter_mut().enumerate() {
+        for (i, o) in out.iter_mut().enumerate().skip(first as usize) {
             let at = self.slot_page(seg, i as u32);
             *o = match self.flash.read_page(at, &mut [], spare) {
                 Ok(_) => self.layout.decode(spare),
@@ -1172,5 +1184,29 @@ mod tests {
         d.mark_bad(good).unwrap();
         assert!(d.flash_mut().is_bad(2 * good).unwrap());
         assert!(d.flash_mut().is_bad(2 * good + 1).unwrap());
+    }
+
+    #[test]
+    fn a_roll_forward_reads_only_the_tags_past_a_used_count() {
+        let mut d = nand("w25n01gv");
+        let tag = |seq| Tag {
+            key: 7,
+            seq,
+            kind: crate::media::tag::Kind::Sector,
+            copy: false,
+        };
+        for slot in 0..4 {
+            d.write_slot(2, slot, &tag(u64::from(slot) + 1), &[0x5A; 2048])
+                .unwrap();
+        }
+        let slots = d.geometry().slots;
+        let mut out = vec![TagState::Erased; slots as usize];
+        let before = d.flash().stats().reads;
+        d.read_tags_from(2, 3, &mut out).unwrap();
+        // One spare read per slot from the fourth on; the first three are not read.
+        assert_eq!(d.flash().stats().reads - before, u64::from(slots - 3));
+        assert_eq!(out[3], TagState::Valid(tag(4)));
+        assert!(out[..3].iter().all(|t| *t == TagState::Erased));
+        assert!(out[4..].iter().all(|t| *t == TagState::Erased));
     }
 }
