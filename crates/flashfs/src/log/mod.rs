@@ -6,6 +6,7 @@
 //! when the cleaner moves a slot, and may veto copying a slot it no longer needs.
 
 pub mod checkpoint;
+mod death_age;
 pub mod policy;
 mod scrub;
 pub mod segment;
@@ -21,6 +22,7 @@ use crate::media::tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
 use crate::media::{HeaderState, SegGeometry, Segments};
 pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
+use death_age::DeathAge;
 use policy::{threshold, Policy};
 pub use scrub::ScrubReport;
 use segment::{SegInfo, SegState};
@@ -425,9 +427,8 @@ pub struct Log<D> {
     deferred: Vec<u32>,
     victim: Option<Victim>,
     buf: Vec<u8>,
-    /// How old slots are when they die, recently: an average over the last few hundred
-    /// kills of the time since their segment opened (0 until one is known).
-    death_age_ns: u64,
+    /// How old slots are when they die, on a device too small for a head of survivors.
+    death_age: DeathAge,
     /// The checkpoint anchors, on a volume that keeps checkpoints.
     anchors: Option<Anchors>,
     /// The anchors' last state once they failed and checkpoints stopped: the owner still
@@ -464,7 +465,7 @@ impl<D: Segments> Log<D> {
             erasing_until: alloc::vec![0; geo.banks as usize],
             deferred: Vec::new(),
             victim: None,
-            death_age_ns: 0,
+            death_age: DeathAge::new(geo.segments, geo.segments < SEPARATE_HEADS_MIN_SEGMENTS),
             anchors: None,
             retired: None,
             restored: false,
@@ -796,21 +797,10 @@ impl<D: Segments> Log<D> {
     /// live slot less. Called once per slot that was live (written, or marked at mount).
     pub fn kill(&mut self, at: SlotAddr) {
         let now = self.now_ns();
-        if let Some(age) = self.segs[at.seg as usize].open_age_ns(now) {
-            self.note_death(age);
-        }
+        self.death_age.died(at.seg, now);
         let s = &mut self.segs[at.seg as usize];
         s.drop_live();
         s.touch(now);
-    }
-
-    /// Counts a slot dying `age` ns after its segment was opened in the average age at death
-    /// (segments found at mount, whose opening time is unknown, do not count).
-    fn note_death(&mut self, age: u64) {
-        self.death_age_ns = match self.death_age_ns {
-            0 => age,
-            avg => (avg as i128 + (age as i128 - avg as i128) / 256) as u64,
-        };
     }
 
     /// Reads a slot's data (one slot long).
@@ -1366,8 +1356,8 @@ impl<D: Segments> Log<D> {
             // more than that its young data has died: it counts up to the age at which data
             // dies (`flashfs bench tffs`, 448/64: phone 79.3 → 80.8%, recorder 89.1 → 90.1%,
             // fax 86.74 → 86.77%).
-            if !self.room_for_heads() && self.death_age_ns > 0 {
-                age = age.min(self.death_age_ns);
+            if let (false, Some(death)) = (self.room_for_heads(), self.death_age.mean_ns()) {
+                age = age.min(death);
             }
             let Some(mut score) = score_at(age) else {
                 continue;
@@ -1593,7 +1583,7 @@ impl<D: Segments> Log<D> {
                     let s = &mut self.segs[seg as usize];
                     s.clear();
                     s.set_open_seq(header.open_seq);
-                    s.opened_at(now);
+                    self.death_age.opened(seg, now);
                     self.heads[h] = Some(seg);
                     self.seal(seg);
                     if let Some(o) = &mut self.opened {

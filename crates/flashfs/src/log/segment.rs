@@ -54,9 +54,10 @@ impl SegState {
 }
 
 /// One segment's record. Every segment has one in RAM, so each field is as narrow as what
-/// it holds allows (28 bytes): counts of slots fit 16 bits (a log refuses a geometry of
+/// it holds allows (24 bytes): counts of slots fit 16 bits (a log refuses a geometry of
 /// more slots per segment), sequence numbers 40 bits (as in a checkpoint), times 32 bits
-/// (to about a millisecond).
+/// (to about a millisecond). When it was opened is kept apart, and only on the small
+/// devices whose cleaner uses it ([`super::death_age`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegInfo {
     /// Life stage.
@@ -69,9 +70,6 @@ pub struct SegInfo {
     pub erase_count: u32,
     /// When the last write or invalidation happened (the "age" of cost-benefit).
     modified: Tick,
-    /// When it was opened in this mount ([`Tick::NEVER`]: before it): its slots are no
-    /// older.
-    opened: Tick,
     /// Lowest sequence number among the slots it holds ([`Seq40::NONE`] when none).
     min_seq: Seq40,
     /// Sequence number when it was opened (its place in the log's order).
@@ -87,7 +85,6 @@ impl SegInfo {
             erase_count,
             // Untouched since the mount: as old as the device's clock says.
             modified: Tick::at(0),
-            opened: Tick::NEVER,
             min_seq: Seq40::NONE,
             open_seq: Seq40::new(0),
         }
@@ -169,16 +166,6 @@ impl SegInfo {
     pub(crate) fn touch(&mut self, now_ns: u64) {
         self.modified = Tick::at(now_ns);
     }
-
-    /// Nanoseconds since it was opened in this mount; `None` if opened before it.
-    pub fn open_age_ns(&self, now_ns: u64) -> Option<u64> {
-        (self.opened != Tick::NEVER).then(|| self.opened.age_ns(now_ns))
-    }
-
-    /// Records its opening at `now_ns`.
-    pub(crate) fn opened_at(&mut self, now_ns: u64) {
-        self.opened = Tick::at(now_ns);
-    }
 }
 
 /// A sequence number in 40 bits, as a checkpoint stores it (SPEC §3.5): the log never
@@ -215,16 +202,16 @@ impl Seq40 {
 /// ages serve the cleaner's cost-benefit score, where a segment untouched for weeks scores
 /// as old as one untouched for 26 days, which changes no choice that matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Tick(u32);
+pub(super) struct Tick(u32);
 
 impl Tick {
     const SHIFT: u32 = 20;
     /// Ages beyond this (half the wrap) read as this.
     const MAX_AGE: u32 = 1 << 31;
     /// Not this mount: no time [`Tick::at`] gives.
-    const NEVER: Tick = Tick(u32::MAX);
+    pub(super) const NEVER: Tick = Tick(u32::MAX);
 
-    fn at(now_ns: u64) -> Tick {
+    pub(super) fn at(now_ns: u64) -> Tick {
         // NEVER's value is skipped: a time that lands on it is a tick later.
         match (now_ns >> Self::SHIFT) as u32 {
             u32::MAX => Tick(0),
@@ -232,7 +219,7 @@ impl Tick {
         }
     }
 
-    fn age_ns(self, now_ns: u64) -> u64 {
+    pub(super) fn age_ns(self, now_ns: u64) -> u64 {
         let d = Tick::at(now_ns).0.wrapping_sub(self.0);
         u64::from(d.min(Self::MAX_AGE)) << Self::SHIFT
     }
@@ -243,9 +230,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_segment_record_is_28_bytes() {
-        // Every segment has one in RAM: 8,192 of them on a 1 GiB NAND.
-        assert_eq!(core::mem::size_of::<SegInfo>(), 28);
+    fn a_segment_record_is_24_bytes() {
+        // Every segment has one in RAM: up to 4,096 of them on NAND (SPEC.md §2.1).
+        assert_eq!(core::mem::size_of::<SegInfo>(), 24);
     }
 
     #[test]
@@ -270,12 +257,9 @@ mod tests {
         let mut s = SegInfo::new(SegState::Full, 0);
         // Untouched since the mount: as old as the clock.
         assert_eq!(s.age_ns(5 * tick), 5 * tick);
-        assert_eq!(s.open_age_ns(5 * tick), None);
         s.touch(10 * tick + 3);
-        s.opened_at(8 * tick);
         assert_eq!(s.age_ns(10 * tick + 999), 0);
         assert_eq!(s.age_ns(25 * tick), 15 * tick);
-        assert_eq!(s.open_age_ns(25 * tick), Some(17 * tick));
         // Across the 32-bit wrap of ticks.
         let late = (u64::from(u32::MAX) - 2) * tick;
         s.touch(late);
@@ -283,9 +267,6 @@ mod tests {
         // Older than half the wrap reads as half the wrap.
         let half = u64::from(Tick::MAX_AGE) * tick;
         assert_eq!(s.age_ns(late + 3 * half / 2), half);
-        // The time whose tick is NEVER's value counts as opened, a tick later.
-        s.opened_at(u64::from(u32::MAX) * tick);
-        assert_eq!(s.open_age_ns((u64::from(u32::MAX) + 1) * tick), Some(0));
     }
 
     #[test]
