@@ -206,6 +206,11 @@ pub struct Journal {
     blocks: u32,
     /// The epoch: the commit number of the last checkpoint.
     epoch: u64,
+    /// The newest epoch a journal block was found in at mount, when newer than the
+    /// superblock's: a checkpoint written after those entries, then lost (its superblock
+    /// damaged, so the mount took the one before). The next commit is numbered above it,
+    /// so that those entries are never taken for its epoch's.
+    lost_epoch: u64,
     /// The block taking entries, if one may be appended to.
     tail: Option<Tail>,
     /// Which journal blocks hold entries of this epoch (index `block - 1`).
@@ -270,9 +275,16 @@ impl Journal {
         }
     }
 
+    /// The number of the next checkpoint, which follows `last`: above every epoch a
+    /// journal block was found in.
+    pub fn next_commit(&self, last: u64) -> u64 {
+        last.max(self.lost_epoch) + 1
+    }
+
     /// Starts a new epoch after the checkpoint `epoch`: every block may be rewritten.
     pub fn checkpointed(&mut self, epoch: u64, changes: u64) {
         self.epoch = epoch;
+        self.lost_epoch = 0;
         self.tail = None;
         self.in_epoch.iter_mut().for_each(|b| *b = false);
         self.next_index = 0;
@@ -680,8 +692,14 @@ impl<D: Segments> Fs<D> {
             self.tree.store_mut().read(b, &mut buf)?;
             match BlockHeader::decode(&buf) {
                 Some(h) if h.epoch == self.sb.commit => found.push((h.index, b)),
-                // An earlier epoch's: dead, and forgotten so the cleaner does not copy it.
-                _ => self.tree.store_mut().ftl.forget(b)?,
+                // An earlier epoch's, or a later one whose checkpoint was lost: dead, and
+                // forgotten so the cleaner does not copy it.
+                h => {
+                    if let Some(h) = h.filter(|h| h.epoch > self.sb.commit) {
+                        self.journal.lost_epoch = self.journal.lost_epoch.max(h.epoch);
+                    }
+                    self.tree.store_mut().ftl.forget(b)?
+                }
             }
         }
         found.sort_unstable();

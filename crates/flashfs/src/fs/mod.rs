@@ -594,7 +594,7 @@ impl<D: Segments> Fs<D> {
         let index_gen = self.tree.committed_generation();
         self.tree.store_mut().ftl.flush()?;
         let mut sb = Superblock {
-            commit: self.sb.commit + 1,
+            commit: self.journal.next_commit(self.sb.commit),
             root,
             index_gen,
             user_bytes: self.mount_base.user_bytes + self.bytes_written,
@@ -607,7 +607,10 @@ impl<D: Segments> Fs<D> {
         let mut map_written = None;
         let block_size = self.sb.block_size as usize;
         let ftl = &mut self.tree.store_mut().ftl;
-        if !self.block0.append(ftl, &sb, block_size)? {
+        // A record appended in place must follow its predecessor's number (SPEC.md §8.2):
+        // one that skips a lost epoch's goes to block 0 anew.
+        let follows = sb.commit == self.sb.commit + 1;
+        if !(follows && self.block0.append(ftl, &sb, block_size)?) {
             let delta = if current_map {
                 self.space_for_commit(&mut sb)?
             } else {
