@@ -1591,6 +1591,9 @@ pub struct TortureOptions {
     pub cut: Option<u64>,
     /// With `cut`: whether that cut tears its operation.
     pub torn: bool,
+    /// The file system's journal blocks ([`flashfs::FsConfig::journal_blocks`]; `None`:
+    /// the default for the medium, none where written bytes cannot be programmed again).
+    pub journal_blocks: Option<u16>,
 }
 
 /// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND.
@@ -1625,6 +1628,7 @@ impl Default for TortureOptions {
             exhaustive: false,
             cut: None,
             torn: false,
+            journal_blocks: None,
         }
     }
 }
@@ -1690,6 +1694,8 @@ pub struct Violation {
     pub workload: String,
     /// Operations per workload.
     pub ops: usize,
+    /// The file system's journal blocks where asked for.
+    pub journal_blocks: Option<u16>,
     /// The case (with its fault kind).
     pub case: Case,
     /// What went wrong.
@@ -1708,6 +1714,9 @@ impl Violation {
         }
         if self.ops != DEFAULT_OPS {
             s.push_str(&format!(" --ops {}", self.ops));
+        }
+        if let Some(n) = self.journal_blocks {
+            s.push_str(&format!(" --journal-blocks {n}"));
         }
         s
     }
@@ -2000,6 +2009,9 @@ fn run_combo<D: Clone, T: Target>(
                     target: report.target.clone(),
                     workload: c.workload.clone(),
                     ops: opts.ops,
+                    journal_blocks: opts
+                        .journal_blocks
+                        .filter(|_| report.target == TargetKind::Fs.name()),
                     case: *case,
                     message,
                 });
@@ -2066,7 +2078,7 @@ fn run_fs<D: SimSegments>(
     opts: &TortureOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Report, Vec<Violation>)> {
-    let config = fs::fs_config(fault);
+    let config = fs::fs_config(fault, opts.journal_blocks);
     let ops = opts.ops;
     run_combo(
         Combo {
@@ -2155,13 +2167,13 @@ fn run_preset(
     let formatted = |seg| -> Result<_> {
         match target {
             TargetKind::Ftl => format_ftl(dev, seg),
-            TargetKind::Fs => fs::format_fs(dev, seg),
+            TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
         }
     };
     let formatted_nand = |seg| -> Result<_> {
         match target {
             TargetKind::Ftl => format_ftl(dev, seg),
-            TargetKind::Fs => fs::format_fs(dev, seg),
+            TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
         }
     };
     for &fault in &opts.faults {

@@ -576,3 +576,22 @@ fn replayed_small_writes_take_no_block_a_record_entry_names() {
         });
     }
 }
+
+/// A NAND journal asked for at format: damage took the newest superblock, the mount took the
+/// one before, and the next checkpoint took the lost one's number, so the lost epoch's
+/// journal blocks, back after the next cut, passed for its own entries (a file grew by 505
+/// bytes). Found by a 400,000-cut campaign while the NAND journal was on by default.
+#[test]
+fn a_lost_checkpoints_journal_blocks_never_pass_for_a_later_ones() {
+    replay_case(TortureOptions {
+        presets: vec!["w25n01gv".into()],
+        targets: vec![TargetKind::Fs],
+        faults: vec![Fault::EccBeyond],
+        fs_workloads: vec![FsWorkload::SmallWrites],
+        cuts: 1,
+        seed: 920219,
+        cut: Some(55),
+        journal_blocks: Some(16),
+        ..TortureOptions::default()
+    });
+}

@@ -37,8 +37,9 @@ fn fixed_clock() -> Timespec {
 /// log reads back every program ([`flashfs::LogConfig::verify_programs`]). The torture's
 /// small devices keep checkpoints, as larger ones do by default, so that a mount after a
 /// cut rolls forward from the last one — but not the smallest (seven units of 64 KiB),
-/// which their anchors and room would leave too small for the file system.
-pub fn fs_config(fault: Fault) -> FsConfig {
+/// which their anchors and room would leave too small for the file system. `journal_blocks`
+/// as [`FsConfig::journal_blocks`] (`None`: the medium's default).
+pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
     let mut c = FsConfig {
         clock: fixed_clock,
         ..FsConfig::default()
@@ -46,13 +47,19 @@ pub fn fs_config(fault: Fault) -> FsConfig {
     c.ftl.log.verify_programs |= fault.verifies_programs();
     c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
     c.ftl.map_cache = super::SMALL_MAP_CACHE;
+    c.journal_blocks = journal_blocks;
     c
 }
 
-/// An empty file system formatted on `seg`; gives the device back.
-pub fn format_fs<D: Segments>(dev: &TortureDevice, seg: D) -> Result<D> {
+/// An empty file system formatted on `seg` with `journal_blocks` ([`fs_config`]); gives the
+/// device back.
+pub fn format_fs<D: Segments>(
+    dev: &TortureDevice,
+    seg: D,
+    journal_blocks: Option<u16>,
+) -> Result<D> {
     let what = || format!("formatting the file system on {}", dev.preset);
-    Fs::format(seg, fs_config(Fault::PowerCut))
+    Fs::format(seg, fs_config(Fault::PowerCut, journal_blocks))
         .context(what)?
         .unmount()
         .context(what)
@@ -60,7 +67,7 @@ pub fn format_fs<D: Segments>(dev: &TortureDevice, seg: D) -> Result<D> {
 
 /// Free blocks of an empty file system formatted on the device, or the error formatting met.
 fn free_blocks_of(dev: &TortureDevice) -> std::result::Result<u64, Error> {
-    let config = fs_config(Fault::PowerCut);
+    let config = fs_config(Fault::PowerCut, None);
     let free = match dev.spec {
         DeviceSpec::Nor(_) => {
             let seg = nor_part(dev).map_err(|_| Error::InvalidArgument("no NOR part"))?;

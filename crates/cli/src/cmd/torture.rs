@@ -88,6 +88,10 @@ pub struct Args {
     /// With --cut: the operation at the cut is torn (left half done).
     #[arg(long, requires = "cut")]
     torn: bool,
+    /// The file system's journal blocks (fs target): 0 for none [default: the medium's,
+    /// none on NAND and on NOR that programs once].
+    #[arg(long, value_name = "N")]
+    journal_blocks: Option<u16>,
     /// One JSON object per preset, target, fault kind and workload instead of the table.
     #[arg(long)]
     json: bool,
@@ -109,6 +113,7 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
         exhaustive: args.exhaustive,
         cut: args.cut,
         torn: args.torn,
+        journal_blocks: args.journal_blocks,
         ..TortureOptions::default()
     };
     if !args.preset.is_empty() {
@@ -197,6 +202,12 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
                 format!(" ({})", d.note)
             };
             writeln!(out, "{} {}: {}{note}", d.preset, d.target, d.geometry())?;
+        }
+        if let Some(n) = opts.journal_blocks {
+            writeln!(
+                out,
+                "fs: a journal of {n} blocks asked for at format (the medium's default otherwise)"
+            )?;
         }
         if outcome.reports.iter().any(|r| r.verify_programs) {
             writeln!(
