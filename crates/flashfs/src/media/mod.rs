@@ -1018,14 +1018,14 @@ mod tests {
             ("st10f280/8", 1, 56, 15),
             ("w25q64jv", 2, 1024, 15),
         ] {
-            let d = part(name);
-            let g = d.geometry();
-            assert_eq!(
-                (d.units_per_segment(), g.segments, g.slots),
-                (units, segments, slots),
-                "{name}"
-            );
+            assert_layout(&part(name), name, (units, segments, slots));
         }
+    }
+
+    /// Units per segment, segments and slots per segment of `d`, preset `name`.
+    fn assert_layout<S: Segments>(d: &S, name: &str, want: (u32, u32, u32)) {
+        let g = d.geometry();
+        assert_eq!((d.units_per_segment(), g.segments, g.slots), want, "{name}");
     }
 
     #[test]
@@ -1094,13 +1094,7 @@ mod tests {
             ("w25n01gv", 1, 1024, 63),
             ("mlc-flexfs", 1, 2048, 127),
         ] {
-            let d = nand(name);
-            let g = d.geometry();
-            assert_eq!(
-                (d.units_per_segment(), g.segments, g.slots),
-                (units, segments, slots),
-                "{name}"
-            );
+            assert_layout(&nand(name), name, (units, segments, slots));
         }
         // A 16 GiB part of 128 KiB blocks: the count stays capped.
         let DeviceSpec::Nand(spec) = preset::lookup("nand-1g").unwrap().spec else {
