@@ -74,8 +74,8 @@ fn silent_failures_are_caught_on_nand_with_programs_read_back() {
         "{:?}",
         outcome.reports
     );
-    assert!(fs_config(Fault::Silent).ftl.log.verify_programs);
-    assert!(!fs_config(Fault::PowerCut).ftl.log.verify_programs);
+    assert!(fs_config(Fault::Silent, None).ftl.log.verify_programs);
+    assert!(!fs_config(Fault::PowerCut, None).ftl.log.verify_programs);
 }
 
 #[test]
@@ -187,8 +187,8 @@ impl Target for SkipsSyncs {
 #[test]
 fn a_file_system_that_acknowledges_syncs_it_did_not_make_is_caught() {
     let dev = torture_device("nand-128m").unwrap();
-    let base = format_fs(&dev, nand_part(&dev, 1).unwrap()).unwrap();
-    let config = fs_config(Fault::PowerCut);
+    let base = format_fs(&dev, nand_part(&dev, 1).unwrap(), None).unwrap();
+    let config = fs_config(Fault::PowerCut, None);
     let mount = || FsTarget::mount(base.clone(), config).unwrap();
     let ops = fs_ops(FsWorkload::MailSpool, 3, 120, &mount());
     let run_with = |broken: bool| {
