@@ -1592,7 +1592,7 @@ pub struct TortureOptions {
     /// With `cut`: whether that cut tears its operation.
     pub torn: bool,
     /// The file system's journal blocks ([`flashfs::FsConfig::journal_blocks`]; `None`:
-    /// the default for the medium, none where written bytes cannot be programmed again).
+    /// the medium's default).
     pub journal_blocks: Option<u16>,
 }
 

@@ -162,32 +162,18 @@ fn entries_for_one_record<D: Segments>(mut fs: Fs<D>) -> u64 {
     fs.stats().journal_entries
 }
 
-/// A journal by default where written bytes can be programmed again (its entries share
-/// blocks); elsewhere on request, an entry per block.
+/// Every medium has a journal by default: where written bytes can be programmed again its
+/// entries share blocks, elsewhere each takes a block of its own.
 #[test]
-fn a_journal_by_default_where_bytes_program_again_and_on_request_elsewhere() {
-    assert_eq!(
-        entries_for_one_record(Fs::format(nor(true), fs_config()).unwrap()),
-        1
-    );
-    assert_eq!(
-        entries_for_one_record(Fs::format(nor(false), fs_config()).unwrap()),
-        0
-    );
+fn every_medium_has_a_journal_unless_left_out() {
+    for dev in [
+        Fs::format(nor(true), fs_config()),
+        Fs::format(nor(false), fs_config()),
+    ] {
+        assert_eq!(entries_for_one_record(dev.unwrap()), 1);
+    }
     assert_eq!(
         entries_for_one_record(Fs::format(nand(), fs_config()).unwrap()),
-        0
-    );
-    let asked = FsConfig {
-        journal_blocks: Some(8),
-        ..fs_config()
-    };
-    assert_eq!(
-        entries_for_one_record(Fs::format(nand(), asked).unwrap()),
-        1
-    );
-    assert_eq!(
-        entries_for_one_record(Fs::format(nor(false), asked).unwrap()),
         1
     );
     // The journal can be left out, and its blocks are the files'.
@@ -199,9 +185,10 @@ fn a_journal_by_default_where_bytes_program_again_and_on_request_elsewhere() {
     assert!(fs.statfs().blocks > Fs::format(nor(true), fs_config()).unwrap().statfs().blocks);
     assert_eq!(
         fs.statfs().blocks,
-        Fs::format(nor(false), fs_config()).unwrap().statfs().blocks
+        Fs::format(nor(false), none).unwrap().statfs().blocks
     );
     assert_eq!(entries_for_one_record(fs), 0);
+    assert_eq!(entries_for_one_record(Fs::format(nand(), none).unwrap()), 0);
 }
 
 /// An entry pads only to the part's word: the update of a 15-byte record (19 bytes of

@@ -89,7 +89,7 @@ pub struct Args {
     #[arg(long, requires = "cut")]
     torn: bool,
     /// The file system's journal blocks (fs target): 0 for none [default: the medium's,
-    /// none on NAND and on NOR that programs once].
+    /// 8 to 256 blocks by the volume's size].
     #[arg(long, value_name = "N")]
     journal_blocks: Option<u16>,
     /// One JSON object per preset, target, fault kind and workload instead of the table.

@@ -109,8 +109,8 @@ pub struct FsConfig {
     /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations and
     /// small writes commit without writing the index. `None`: where the device can program
     /// written bytes again (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks, its
-    /// entries sharing blocks; elsewhere none (`Some(n)` gives one there, an entry per
-    /// block). `Some(0)`: none. A mount uses the volume's journal whatever this says.
+    /// entries sharing blocks; elsewhere 8 to 16 blocks, an entry each. `Some(0)`: none. A
+    /// mount uses the volume's journal whatever this says.
     pub journal_blocks: Option<u16>,
     /// File blocks a write may leave in RAM, at most (4 by default; 0: none, every write
     /// programs its blocks at once). The block a write ends inside (an append's last,

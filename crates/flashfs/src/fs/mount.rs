@@ -126,11 +126,11 @@ impl<D: Segments> Fs<D> {
         }
         let journal_blocks = match config.journal_blocks {
             None if ftl.can_patch() => (sectors / 32).clamp(8, 256) as u16,
-            // Where written bytes cannot be programmed again each entry would take a block
-            // of its own. Off by default there: under media damage (a journal block lost
-            // or read unreliably) the replay can show an older state and then a newer one
-            // again, which the torture catches; asked for, 8 to 16 blocks serve.
-            None | Some(0) => 0,
+            // Where written bytes cannot be programmed again each entry takes a block of
+            // its own, and a mount reads every journal block: a few blocks give most of
+            // the gain (a checkpoint per that many small commits).
+            None => (sectors / 32).clamp(8, 16) as u16,
+            Some(0) => 0,
             Some(n) if u64::from(n) > sectors / 4 => {
                 return Err(Error::InvalidArgument(
                     "a journal of more than a quarter of the volume",
