@@ -57,8 +57,8 @@ const HEADS: usize = 4;
 /// of the device, and the capacity it holds back costs more than separation saves.
 pub const SEPARATE_HEADS_MIN_SEGMENTS: u32 = 16;
 
-/// Slots of the segments [`LogConfig::checkpoint_set`] counts: a block of the NAND presets'
-/// 64 pages.
+/// Slots of the segments [`LogConfig::checkpoint_set`] counts: a block of 64 pages, as on the
+/// large-page NAND presets.
 pub const SET_SEGMENT_SLOTS: u32 = 64;
 
 /// Segments a device needs before short-lived data gets a head of its own

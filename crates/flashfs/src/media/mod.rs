@@ -1042,37 +1042,52 @@ mod tests {
         assert_eq!((d.bank_of(0), d.bank_of(1)), (0, 1));
     }
 
-    #[test]
-    fn erasing_a_segment_erases_each_of_its_units() {
-        let mut d = part("st10f280/2");
-        let header = SegHeader {
+    /// A segment header of a volume with slots of 2^`slot_shift` bytes in segments of
+    /// 2^`unit_shift` erase units.
+    fn test_header(slot_shift: u8, unit_shift: u8) -> SegHeader {
+        SegHeader {
             erase_count: 1,
             open_seq: 1,
             head: 1,
             volume: crate::media::tag::Volume {
                 format: 1,
-                slot_shift: 9,
-                unit_shift: 2,
+                slot_shift,
+                unit_shift,
                 size: 1,
                 anchors: None,
             },
-        };
-        d.write_header(1, &header).unwrap();
-        let tag = Tag {
+        }
+    }
+
+    /// The tag of sector 7 at sequence number `seq`.
+    fn sector_tag(seq: u64) -> Tag {
+        Tag {
             key: 7,
-            seq: 1,
+            seq,
             kind: crate::media::tag::Kind::Sector,
             copy: false,
-        };
+        }
+    }
+
+    /// The erase units whose counts differ between `before` and `after`.
+    fn changed_units(before: &[u32], after: &[u32]) -> Vec<usize> {
+        (0..after.len())
+            .filter(|&u| after[u] != before[u])
+            .collect()
+    }
+
+    #[test]
+    fn erasing_a_segment_erases_each_of_its_units() {
+        let mut d = part("st10f280/2");
+        let header = test_header(9, 2);
+        d.write_header(1, &header).unwrap();
+        let tag = sector_tag(1);
         // The last slot lies in the segment's last unit.
         d.write_slot(1, 14, &tag, &[0x5A; 512]).unwrap();
         assert!(!d.slot_erased(1, 14).unwrap());
         let before = d.flash().erase_counts();
         d.erase(1, false).unwrap();
-        let after = d.flash().erase_counts();
-        let erased: Vec<usize> = (0..after.len())
-            .filter(|&u| after[u] != before[u])
-            .collect();
+        let erased = changed_units(&before, &d.flash().erase_counts());
         assert_eq!(erased, [4, 5, 6, 7]);
         assert_eq!(d.read_header(1).unwrap(), HeaderState::Erased);
         assert!(d.slot_erased(1, 14).unwrap());
@@ -1124,37 +1139,18 @@ mod tests {
     #[test]
     fn a_nand_segment_is_erased_and_retired_whole() {
         let mut d = nand("nand-1g");
-        let header = SegHeader {
-            erase_count: 1,
-            open_seq: 1,
-            head: 1,
-            volume: crate::media::tag::Volume {
-                format: 1,
-                slot_shift: 11,
-                unit_shift: 1,
-                size: 1,
-                anchors: None,
-            },
-        };
+        let header = test_header(11, 1);
         let good = (0..d.geometry().segments - 1)
             .find(|&s| !d.is_bad(s).unwrap() && !d.is_bad(s + 1).unwrap())
             .unwrap();
         d.write_header(good, &header).unwrap();
-        let tag = Tag {
-            key: 7,
-            seq: 1,
-            kind: crate::media::tag::Kind::Sector,
-            copy: false,
-        };
+        let tag = sector_tag(1);
         // The last slot lies in the segment's second block.
         d.write_slot(good, 126, &tag, &[0x5A; 2048]).unwrap();
         assert_eq!(d.read_tag(good, 126).unwrap(), TagState::Valid(tag));
         let before = d.flash().erase_counts();
         d.erase(good, false).unwrap();
-        let after = d.flash().erase_counts();
-        let erased: Vec<usize> = (0..after.len())
-            .filter(|&u| after[u] != before[u])
-            .collect();
+        let erased = changed_units(&before, &d.flash().erase_counts());
         let first = 2 * good as usize;
         assert_eq!(erased, [first, first + 1]);
         assert_eq!(d.read_header(good).unwrap(), HeaderState::Erased);
@@ -1183,12 +1179,7 @@ mod tests {
     #[test]
     fn a_roll_forward_reads_only_the_tags_past_a_used_count() {
         let mut d = nand("w25n01gv");
-        let tag = |seq| Tag {
-            key: 7,
-            seq,
-            kind: crate::media::tag::Kind::Sector,
-            copy: false,
-        };
+        let tag = sector_tag;
         for slot in 0..4 {
             d.write_slot(2, slot, &tag(u64::from(slot) + 1), &[0x5A; 2048])
                 .unwrap();
