@@ -276,9 +276,10 @@ impl Journal {
     }
 
     /// The number of the next checkpoint, which follows `last`: above every epoch a
-    /// journal block was found in.
+    /// journal block was found in. Both come from flash, so the sum saturates rather than
+    /// overflow on a volume whose numbers are at the end of their range.
     pub fn next_commit(&self, last: u64) -> u64 {
-        last.max(self.lost_epoch) + 1
+        last.max(self.lost_epoch).saturating_add(1)
     }
 
     /// Starts a new epoch after the checkpoint `epoch`: every block may be rewritten.
@@ -1012,6 +1013,19 @@ mod tests {
         // A damaged header makes the block hold nothing.
         block[6] ^= 1;
         assert_eq!(BlockHeader::decode(&block), None);
+    }
+
+    #[test]
+    fn the_next_commit_is_numbered_above_a_lost_epoch_and_saturates() {
+        let mut j = Journal::new(8, 5);
+        assert_eq!(j.next_commit(5), 6);
+        j.lost_epoch = 9;
+        assert_eq!(j.next_commit(5), 10);
+        // Numbers read from flash at the end of their range do not overflow.
+        j.lost_epoch = u64::MAX;
+        assert_eq!(j.next_commit(5), u64::MAX);
+        j.checkpointed(u64::MAX, 0);
+        assert_eq!(j.next_commit(u64::MAX), u64::MAX);
     }
 
     #[test]

@@ -609,7 +609,7 @@ impl<D: Segments> Fs<D> {
         let ftl = &mut self.tree.store_mut().ftl;
         // A record appended in place must follow its predecessor's number (SPEC.md §8.2):
         // one that skips a lost epoch's goes to block 0 anew.
-        let follows = sb.commit == self.sb.commit + 1;
+        let follows = self.sb.commit.checked_add(1) == Some(sb.commit);
         if !(follows && self.block0.append(ftl, &sb, block_size)?) {
             let delta = if current_map {
                 self.space_for_commit(&mut sb)?
