@@ -47,13 +47,13 @@ impl<D: Segments> Segments for Shared<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.0.borrow_mut().read_tags(seg, out)
     }
-    fn read_tags_from(
+    fn read_written_tags(
         &mut self,
         seg: u32,
         first: u32,
         out: &mut [TagState],
     ) -> flashfs::Result<()> {
-        self.0.borrow_mut().read_tags_from(seg, first, out)
+        self.0.borrow_mut().read_written_tags(seg, first, out)
     }
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<()> {
         self.0.borrow_mut().read_slot(seg, slot, buf)

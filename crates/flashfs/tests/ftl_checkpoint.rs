@@ -389,8 +389,9 @@ fn a_newest_anchor_record_decayed_whole_sends_the_mount_to_the_scan() {
     );
 }
 
-#[test]
-fn an_anchor_whose_header_reads_as_erased_over_records_sends_the_mount_to_the_scan() {
+/// A volume flushed but not closed after its anchors took turns: the device, its model,
+/// the versions written, and the anchors, the one begun last first.
+fn turned_anchors() -> (NandSegments<NandSim>, Model, Vec<Vec<u32>>, [u32; 2]) {
     let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
     let sectors = ftl.sectors();
     let ops = workload(23, sectors, 3000);
@@ -412,12 +413,18 @@ fn an_anchor_whose_header_reads_as_erased_over_records_sends_the_mount_to_the_sc
         flashfs::media::HeaderState::Valid(h) => h.open_seq,
         h => panic!("anchor {seg}: {h:?}"),
     };
-    let newer = if opened(&mut dev, anchors[1]) > opened(&mut dev, anchors[0]) {
-        anchors[1]
+    let newer_first = if opened(&mut dev, anchors[1]) > opened(&mut dev, anchors[0]) {
+        [anchors[1], anchors[0]]
     } else {
-        anchors[0]
+        anchors
     };
-    assert_ne!(newer, anchors[0], "the anchors never took turns");
+    assert_ne!(newer_first[0], anchors[0], "the anchors never took turns");
+    (dev, model, vers, newer_first)
+}
+
+#[test]
+fn an_anchor_whose_header_reads_as_erased_over_records_sends_the_mount_to_the_scan() {
+    let (mut dev, model, vers, [newer, _]) = turned_anchors();
     // The newer anchor's header lost its charge: its turn had not begun, by the look of it,
     // and the older anchor's newest root would look current.
     let at = dev.header_page(newer);
@@ -432,6 +439,29 @@ fn an_anchor_whose_header_reads_as_erased_over_records_sends_the_mount_to_the_sc
         &model,
         &vers,
         "after the newer anchor's header read as erased",
+    );
+}
+
+#[test]
+fn a_mount_reads_no_record_of_the_older_anchor_when_the_newer_holds_one() {
+    let (dev, model, vers, [_, older]) = turned_anchors();
+    let mut wiped = dev.clone();
+    let slots = wiped.geometry().slots;
+    for slot in 0..slots {
+        let at = wiped.slot_page(older, slot);
+        wiped.flash_mut().erase_page_at_rest(at).unwrap();
+    }
+    let mut mounted_reads = Vec::new();
+    for (what, dev) in [("as written", dev), ("older anchor wiped", wiped)] {
+        let before = reads(&dev);
+        let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+        mounted_reads.push(reads(ftl.log().device()) - before);
+        assert!(ftl.log().restored(), "{what}: the mount scanned");
+        check(&mut ftl, &model, &vers, what);
+    }
+    assert_eq!(
+        mounted_reads[0], mounted_reads[1],
+        "the older anchor's slots changed what the mount read"
     );
 }
 

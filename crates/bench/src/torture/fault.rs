@@ -250,13 +250,13 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.access(|d| d.read_tags(seg, out))
     }
-    fn read_tags_from(
+    fn read_written_tags(
         &mut self,
         seg: u32,
         first: u32,
         out: &mut [TagState],
     ) -> flashfs::Result<()> {
-        self.access(|d| d.read_tags_from(seg, first, out))
+        self.access(|d| d.read_written_tags(seg, first, out))
     }
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<()> {
         self.access(|d| d.read_slot(seg, slot, buf))

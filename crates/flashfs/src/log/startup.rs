@@ -30,6 +30,10 @@ impl<D: Segments> Log<D> {
     /// number and address (newest first), and whether the newest can be trusted: no anchor
     /// header is damaged and nothing unreadable follows the newest record, which could
     /// have been a newer one (a torn or decayed record sends the mount to a scan).
+    ///
+    /// The anchor begun last is read first; when both headers hold and it has a record,
+    /// the other is not read further: all its records came before the newer one was
+    /// begun, so only that anchor's can be the newest.
     pub(super) fn read_anchors(&mut self, segs: [u32; 2]) -> Result<AnchorScan> {
         let mut a = Anchors::new(segs);
         let mut records = Vec::new();
@@ -43,14 +47,35 @@ impl<D: Segments> Log<D> {
         let mut ends = [0u32; 2];
         let mut opened = [0u64; 2];
         let mut unreadable = [false; 2];
-        for (i, &seg) in segs.iter().enumerate() {
-            let header = match self.dev.read_header(seg)? {
+        let headers = [
+            self.dev.read_header(segs[0])?,
+            self.dev.read_header(segs[1])?,
+        ];
+        let begun = headers.map(|h| match h {
+            HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => Some(h),
+            _ => None,
+        });
+        for (i, h) in begun.iter().enumerate() {
+            if let Some(h) = h {
+                self.segs[segs[i] as usize].erase_count = h.erase_count;
+                opened[i] = h.open_seq;
+            }
+        }
+        let begun = begun.map(|h| h.map(|h| h.open_seq));
+        let order = if begun[1] > begun[0] { [1, 0] } else { [0, 1] };
+        for i in order {
+            if newest.is_some() && begun.iter().all(Option::is_some) {
+                break;
+            }
+            let seg = segs[i];
+            let header = match headers[i] {
                 HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => h,
                 // Erased: the other anchor's turn had begun, its header not yet written —
                 // unless slots behind it hold something: then the header decayed, and the
                 // anchor may hold the newest records.
                 HeaderState::Erased => {
-                    let empty = match self.dev.read_tags(seg, &mut tags) {
+                    tags.fill(TagState::Erased);
+                    let empty = match self.dev.read_written_tags(seg, 0, &mut tags) {
                         Ok(()) => tags.iter().all(|t| *t == TagState::Erased),
                         Err(Error::Io) => false,
                         Err(e) => return Err(e),
@@ -67,9 +92,8 @@ impl<D: Segments> Log<D> {
                     continue;
                 }
             };
-            self.segs[seg as usize].erase_count = header.erase_count;
-            opened[i] = header.open_seq;
-            match self.dev.read_tags(seg, &mut tags) {
+            tags.fill(TagState::Erased);
+            match self.dev.read_written_tags(seg, 0, &mut tags) {
                 Ok(()) => {}
                 Err(Error::Io) => {
                     trusted = false;
@@ -265,7 +289,7 @@ impl<D: Segments> Log<D> {
         let heads = root.heads.iter().flatten().map(|&(s, u)| (s, u));
         for (seg, from) in heads.chain(rolled.iter().map(|(s, _)| (*s, 0))) {
             tags.fill(TagState::Erased);
-            match self.dev.read_tags_from(seg, from, &mut tags) {
+            match self.dev.read_written_tags(seg, from, &mut tags) {
                 Ok(()) => {}
                 Err(Error::Io) => return Ok(None),
                 Err(e) => return Err(e),

@@ -25,6 +25,13 @@ use tag::{SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
 /// §2.2): the written length (3) and the in-place mark (1).
 const WRITTEN_LEN: usize = 4;
 
+/// Slots in a row that read as erased whole (tag and data) and end what a segment holds,
+/// for a reader going a tag at a time ([`Segments::read_written_tags`]). The log leaves at
+/// most one erased slot between two written ones (an MSB page skipped on MLC NAND, SPEC.md
+/// §4.2a); one more tolerates a written page that reads as erased (damage), as the
+/// reading of every tag did.
+pub const WRITTEN_END_RUN: u32 = 3;
+
 /// Shape of a segmented device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegGeometry {
@@ -63,11 +70,14 @@ pub trait Segments {
     fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()>;
     /// Reads the tags of every slot of a segment into `out` (one per slot).
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()>;
-    /// Reads the tags of slots `first..` of a segment into `out[first..]`; what
-    /// `out[..first]` then holds is unspecified (a medium whose tags come in one read
-    /// reads them all). A mount rolling forward needs only the slots past a head's used
-    /// count, and on NAND each tag is a read of its own.
-    fn read_tags_from(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
+    /// Reads the tags of slots `first..` of a segment into `out[first..]` up to the end of
+    /// what the segment holds: a medium reading a tag at a time (NAND) stops after
+    /// [`WRITTEN_END_RUN`] slots in a row that read as erased whole, tag and data, and
+    /// leaves the tags past them as `out` held them (the caller fills it with
+    /// [`TagState::Erased`]); what `out[..first]` then holds is unspecified (a medium whose
+    /// tags come in one read reads them all). A mount needs the tags of a head's segment
+    /// only past its used count, and only up to where writing stopped.
+    fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
         let _ = first;
         self.read_tags(seg, out)
     }
@@ -814,22 +824,25 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
-        self.read_tags_from(seg, 0, out)
+        for (slot, o) in (0..).zip(out.iter_mut()) {
+            *o = self.read_tag(seg, slot)?;
+        }
+        Ok(())
     }
 
-    fn read_tags_from(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
-        let mut spare = [0u8; ENTRY_LEN];
-        let spare = &mut spare[..self.layout.entry_len()];
-        for (i, o) in out.iter_mut().enumerate().skip(first as usize) {
-            let at = self.slot_page(seg, i as u32);
-            *o = match self.flash.read_page(at, &mut [], spare) {
-                Ok(_) => self.layout.decode(spare),
-                // A block of the segment marked bad by a retirement a cut interrupted.
-                Err(FlashError::Uncorrectable { .. } | FlashError::BadBlock { .. }) => {
-                    TagState::Garbage
+    fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
+        let mut erased_run = 0;
+        for (slot, o) in (0..).zip(out.iter_mut()).skip(first as usize) {
+            *o = self.read_tag(seg, slot)?;
+            // A program cut short can leave data under a spare area that reads as erased.
+            if *o == TagState::Erased && self.slot_erased(seg, slot)? {
+                erased_run += 1;
+                if erased_run == WRITTEN_END_RUN {
+                    break;
                 }
-                Err(e) => return Err(e.into()),
-            };
+            } else {
+                erased_run = 0;
+            }
         }
         Ok(())
     }
@@ -1177,21 +1190,44 @@ mod tests {
     }
 
     #[test]
-    fn a_roll_forward_reads_only_the_tags_past_a_used_count() {
+    fn a_roll_forward_reads_only_the_tags_past_a_used_count_up_to_the_written_end() {
         let mut d = nand("w25n01gv");
         let tag = sector_tag;
         for slot in 0..4 {
             d.write_slot(2, slot, &tag(u64::from(slot) + 1), &[0x5A; 2048])
                 .unwrap();
         }
+        // One slot left erased between two written (an MSB page skipped on MLC) does not
+        // end what the segment holds.
+        d.write_slot(2, 5, &tag(6), &[0x5A; 2048]).unwrap();
         let slots = d.geometry().slots;
         let mut out = vec![TagState::Erased; slots as usize];
         let before = d.flash().stats().reads;
-        d.read_tags_from(2, 3, &mut out).unwrap();
-        // One spare read per slot from the fourth on; the first three are not read.
-        assert_eq!(d.flash().stats().reads - before, u64::from(slots - 3));
+        d.read_written_tags(2, 3, &mut out).unwrap();
+        // A spare read for each written slot from the fourth on; a spare and a page read
+        // for each erased one: slot 4, then three in a row from 6 end the segment.
+        let erased = 1 + WRITTEN_END_RUN;
+        assert_eq!(d.flash().stats().reads - before, u64::from(2 + 2 * erased));
         assert_eq!(out[3], TagState::Valid(tag(4)));
+        assert_eq!(out[5], TagState::Valid(tag(6)));
         assert!(out[..3].iter().all(|t| *t == TagState::Erased));
-        assert!(out[4..].iter().all(|t| *t == TagState::Erased));
+        assert_eq!(out[4], TagState::Erased);
+        assert!(out[6..].iter().all(|t| *t == TagState::Erased));
+    }
+
+    #[test]
+    fn data_under_an_erased_spare_does_not_end_what_a_segment_holds() {
+        let mut d = nand("w25n01gv");
+        let tag = sector_tag;
+        // Programs cut short before their spare area: data under erased tags.
+        for slot in 0..WRITTEN_END_RUN {
+            let at = d.slot_page(2, slot);
+            d.flash_mut().program_page(at, &[0x5A; 2048], &[]).unwrap();
+        }
+        d.write_slot(2, WRITTEN_END_RUN, &tag(9), &[0x5A; 2048])
+            .unwrap();
+        let mut out = vec![TagState::Erased; d.geometry().slots as usize];
+        d.read_written_tags(2, 0, &mut out).unwrap();
+        assert_eq!(out[WRITTEN_END_RUN as usize], TagState::Valid(tag(9)));
     }
 }
