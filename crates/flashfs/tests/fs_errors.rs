@@ -35,6 +35,9 @@ impl<D: Segments> Segments for FailingSync<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.dev.read_tags(seg, out)
     }
+    fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
+        self.dev.written_end(seg)
+    }
     fn read_written_tags(
         &mut self,
         seg: u32,

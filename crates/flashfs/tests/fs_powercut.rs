@@ -47,6 +47,9 @@ impl<D: Segments> Segments for Shared<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.0.borrow_mut().read_tags(seg, out)
     }
+    fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
+        self.0.borrow_mut().written_end(seg)
+    }
     fn read_written_tags(
         &mut self,
         seg: u32,

@@ -250,6 +250,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.access(|d| d.read_tags(seg, out))
     }
+    fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
+        self.access(|d| d.written_end(seg))
+    }
     fn read_written_tags(
         &mut self,
         seg: u32,

@@ -93,7 +93,7 @@ impl<D: Segments> Log<D> {
                 }
             };
             tags.fill(TagState::Erased);
-            match self.dev.read_written_tags(seg, 0, &mut tags) {
+            match self.read_anchor_tags(seg, header.open_seq, &mut tags) {
                 Ok(()) => {}
                 Err(Error::Io) => {
                     trusted = false;
@@ -102,8 +102,6 @@ impl<D: Segments> Log<D> {
                 }
                 Err(e) => return Err(e),
             }
-            // Its records came after its header.
-            self.drop_impossible_seqs(header.open_seq, &mut tags);
             let used = tags
                 .iter()
                 .rposition(|t| *t != TagState::Erased)
@@ -172,6 +170,28 @@ impl<D: Segments> Log<D> {
             records,
             trusted,
         })
+    }
+
+    /// Reads into `tags` (all erased) the tags of an anchor begun at `open_seq` that can
+    /// bear on the mount: those of its newest record that reads and of every slot after
+    /// it. Where the medium finds where writing stopped without reading every tag
+    /// ([`Segments::written_end`]), the tags are read back from there to that record's
+    /// first copy: records go down in order, so nothing before it is newer or follows it.
+    fn read_anchor_tags(&mut self, seg: u32, open_seq: u64, tags: &mut [TagState]) -> Result<()> {
+        let Some(end) = self.dev.written_end(seg)? else {
+            self.dev.read_written_tags(seg, 0, tags)?;
+            // Its records came after its header.
+            self.drop_impossible_seqs(open_seq, tags);
+            return Ok(());
+        };
+        for slot in (0..end.min(self.geo.slots) as usize).rev() {
+            tags[slot] = self.dev.read_tag(seg, slot as u32)?;
+            self.drop_impossible_seqs(open_seq, &mut tags[slot..=slot]);
+            if matches!(tags[slot], TagState::Valid(t) if t.kind == Kind::Root && t.key == 0) {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Restores the log from its newest checkpoint, if it is current and whole; `None` sends

@@ -157,6 +157,15 @@ pub trait Segments {
     }
     /// Whether a slot (data and tag) is entirely erased, so it can be written.
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool>;
+    /// A slot of `seg` from which on every slot reads as erased, found without reading every
+    /// tag, or `None` where the medium has no cheaper way than reading them all (its tags
+    /// come in one read). It rests on the rule that ends [`Segments::read_written_tags`]:
+    /// before the last written slot, never [`WRITTEN_END_RUN`] slots in a row read as
+    /// erased whole.
+    fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
+        let _ = seg;
+        Ok(None)
+    }
     /// Whether programming `slot` can destroy what an earlier slot (or the header) of its
     /// segment holds if the power goes during the program: an MSB page of MLC NAND shares its
     /// cells with an LSB page written before it.
@@ -757,6 +766,21 @@ impl<F: NandFlash> NandSegments<F> {
         PageAddr::new(seg * self.units + n / ppb, n % ppb)
     }
 
+    /// Whether the slots from `first` (up to [`WRITTEN_END_RUN`] of them, fewer at the
+    /// segment's end) all read as erased whole. Stops at the first written one, which costs
+    /// a spare-area read.
+    fn erased_run_at(&mut self, seg: u32, first: u32) -> Result<bool> {
+        let end = first
+            .saturating_add(WRITTEN_END_RUN)
+            .min(self.geometry().slots);
+        for slot in first..end {
+            if self.read_tag(seg, slot)? != TagState::Erased || !self.slot_erased(seg, slot)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The page holding segment `seg`'s header: the first of its first block.
     pub fn header_page(&self, seg: u32) -> PageAddr {
         PageAddr::new(seg * self.units, 0)
@@ -828,6 +852,21 @@ impl<F: NandFlash> Segments for NandSegments<F> {
             *o = self.read_tag(seg, slot)?;
         }
         Ok(())
+    }
+
+    fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
+        // A binary search for the first slot that starts a run of erased slots (cut short
+        // by the segment's end): by the rule, every slot after such a run is erased too.
+        let (mut lo, mut hi) = (0, self.geometry().slots);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.erased_run_at(seg, mid)? {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(Some(lo))
     }
 
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
@@ -1213,6 +1252,34 @@ mod tests {
         assert!(out[..3].iter().all(|t| *t == TagState::Erased));
         assert_eq!(out[4], TagState::Erased);
         assert!(out[6..].iter().all(|t| *t == TagState::Erased));
+    }
+
+    #[test]
+    fn the_written_end_is_found_by_a_search_past_single_erased_slots() {
+        let mut d = nand("w25n01gv");
+        let slots = d.geometry().slots;
+        assert_eq!(d.written_end(2).unwrap(), Some(0), "an erased segment");
+        // Written slots with one erased slot after every other (MLC's skipped MSB pages),
+        // then a page programmed short of its spare area.
+        for end in [1, 2, 7, 40, slots - 2, slots] {
+            let mut d = nand("w25n01gv");
+            for slot in (0..end).filter(|s| s % 4 != 1 || *s + 1 == end) {
+                if slot + 1 == end && end % 3 == 0 {
+                    let at = d.slot_page(2, slot);
+                    d.flash_mut().program_page(at, &[0x5A; 2048], &[]).unwrap();
+                } else {
+                    d.write_slot(2, slot, &sector_tag(u64::from(slot) + 1), &[0x5A; 2048])
+                        .unwrap();
+                }
+            }
+            let before = d.flash().stats().reads;
+            assert_eq!(d.written_end(2).unwrap(), Some(end), "written up to {end}");
+            let probes = d.flash().stats().reads - before;
+            assert!(
+                probes <= 8 * 2 * u64::from(WRITTEN_END_RUN),
+                "{probes} reads"
+            );
+        }
     }
 
     #[test]
