@@ -544,20 +544,24 @@ fn remount<D: Segments>(fs: Fs<D>, config: FsConfig) -> Result<Fs<D>, TestCaseEr
 /// small to hold it. With each, blocks left in RAM by writes: the default bound, one (every
 /// other block written evicts one), or none.
 fn config_s() -> impl Strategy<Value = FsConfig> {
-    (0..3u8, prop_oneof![Just(4usize), Just(1), Just(0)]).prop_map(|(k, buffers)| {
-        let mut c = fs_config();
-        c.write_buffers = buffers;
-        match k {
-            0 => {}
-            1 => c.dirty_limit = Some(1),
-            _ => {
-                c.tree.max_entries = Some(4);
-                c.tree.cache_bytes = 4096;
-                c.dirty_limit = Some(4);
+    (
+        0..3u8,
+        prop_oneof![Just(FsConfig::default().write_buffers), Just(1), Just(0)],
+    )
+        .prop_map(|(k, buffers)| {
+            let mut c = fs_config();
+            c.write_buffers = buffers;
+            match k {
+                0 => {}
+                1 => c.dirty_limit = Some(1),
+                _ => {
+                    c.tree.max_entries = Some(4);
+                    c.tree.cache_bytes = 4096;
+                    c.dirty_limit = Some(4);
+                }
             }
-        }
-        c
-    })
+            c
+        })
 }
 
 fn fsck<D: Segments>(fs: &mut Fs<D>, when: &str) -> Result<(), TestCaseError> {

@@ -109,10 +109,10 @@ pub struct FsConfig {
     /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations and
     /// small writes commit without writing the index. `None`: where the device can program
     /// written bytes again (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks, its
-    /// entries sharing blocks; elsewhere 8 to 16 blocks, an entry each. `Some(0)`: none. A
+    /// entries sharing blocks; elsewhere 8 to 128 blocks, an entry each. `Some(0)`: none. A
     /// mount uses the volume's journal whatever this says.
     pub journal_blocks: Option<u16>,
-    /// File blocks a write may leave in RAM, at most (4 by default; 0: none, every write
+    /// File blocks a write may leave in RAM, at most (16 by default; 0: none, every write
     /// programs its blocks at once). The block a write ends inside (an append's last,
     /// partial block; a small write's block) waits there, so the next small writes to it
     /// change RAM, not flash; it is programmed when written to its end, when its file is
@@ -140,7 +140,7 @@ impl Default for FsConfig {
             tid_window: 64,
             extent_maps: extents::FILES,
             journal_blocks: None,
-            write_buffers: 4,
+            write_buffers: 16,
         }
     }
 }

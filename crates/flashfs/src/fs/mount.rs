@@ -127,9 +127,11 @@ impl<D: Segments> Fs<D> {
         let journal_blocks = match config.journal_blocks {
             None if ftl.can_patch() => (sectors / 32).clamp(8, 256) as u16,
             // Where written bytes cannot be programmed again each entry takes a block of
-            // its own, and a mount reads every journal block: a few blocks give most of
-            // the gain (a checkpoint per that many small commits).
-            None => (sectors / 32).clamp(8, 16) as u16,
+            // its own. An epoch of that many small commits lets the blocks they change
+            // wait in the write-back buffers until its checkpoint, each then programmed
+            // once for all the small writes to it; a mount after a cut reads the epoch's
+            // blocks, at most this many.
+            None => (sectors / 32).clamp(8, 128) as u16,
             Some(0) => 0,
             Some(n) if u64::from(n) > sectors / 4 => {
                 return Err(Error::InvalidArgument(
