@@ -530,7 +530,14 @@ mod tests {
             }
         }
         for device in ["w25q64jv", "w25n01gv"] {
-            let on = find(&rows, Pattern::Append, 64, SyncEvery::End, 4, device);
+            let on = find(
+                &rows,
+                Pattern::Append,
+                64,
+                SyncEvery::End,
+                FsConfig::default().write_buffers,
+                device,
+            );
             let off = find(&rows, Pattern::Append, 64, SyncEvery::End, 0, device);
             // Without the buffers every 64-byte append programs a whole block.
             assert!(

@@ -510,7 +510,8 @@ fn bench_small_writes_quick_rows_as_json() {
             .unwrap()
     };
     for dev in ["w25q64jv", "w25n01gv"] {
-        let (on, off) = (ppb(dev, 4), ppb(dev, 0));
+        let default = ::flashfs::FsConfig::default().write_buffers as u64;
+        let (on, off) = (ppb(dev, default), ppb(dev, 0));
         assert!(
             on < 1.5 && on * 4.0 < off,
             "{dev}: {on} with, {off} without"
