@@ -88,8 +88,9 @@ pub struct Args {
     /// With --cut: the operation at the cut is torn (left half done).
     #[arg(long, requires = "cut")]
     torn: bool,
-    /// The file system's journal blocks (fs target): 0 for none [default: the medium's,
-    /// 8 to 256 blocks by the volume's size].
+    /// The file system's journal blocks (fs target): 0 for none [default: the medium's, a
+    /// 32nd of the volume: 8 to 256 blocks on reprogrammable NOR, 8 to 128 elsewhere]. A
+    /// case whose volume it passes a quarter of fails to format.
     #[arg(long, value_name = "N")]
     journal_blocks: Option<u16>,
     /// One JSON object per preset, target, fault kind and workload instead of the table.

@@ -51,6 +51,7 @@ impl<D: Segments> Log<D> {
             self.dev.read_header(segs[0])?,
             self.dev.read_header(segs[1])?,
         ];
+        // The headers that hold: this volume's anchors'.
         let begun = headers.map(|h| match h {
             HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => Some(h),
             _ => None,
@@ -61,19 +62,20 @@ impl<D: Segments> Log<D> {
                 opened[i] = h.open_seq;
             }
         }
-        let begun = begun.map(|h| h.map(|h| h.open_seq));
-        let order = if begun[1] > begun[0] { [1, 0] } else { [0, 1] };
+        let both_begun = begun.iter().all(Option::is_some);
+        let seq = |i: usize| begun[i].map(|h| h.open_seq);
+        let order = if seq(1) > seq(0) { [1, 0] } else { [0, 1] };
         for i in order {
-            if newest.is_some() && begun.iter().all(Option::is_some) {
+            if both_begun && newest.is_some() {
                 break;
             }
             let seg = segs[i];
-            let header = match headers[i] {
-                HeaderState::Valid(h) if h.head == ANCHOR_HEAD && h.volume == self.volume => h,
+            let header = match (begun[i], headers[i]) {
+                (Some(h), _) => h,
                 // Erased: the other anchor's turn had begun, its header not yet written —
                 // unless slots behind it hold something: then the header decayed, and the
                 // anchor may hold the newest records.
-                HeaderState::Erased => {
+                (None, HeaderState::Erased) => {
                     tags.fill(TagState::Erased);
                     let empty = match self.dev.read_written_tags(seg, 0, &mut tags) {
                         Ok(()) => tags.iter().all(|t| *t == TagState::Erased),
