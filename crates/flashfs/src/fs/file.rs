@@ -11,8 +11,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::extents::{self, Known};
+use super::layout::op::OpKind;
 use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, FileType, Ino, Inode};
-use super::op::OpKind;
 use super::{Atime, Fs};
 use crate::error::{Error, Result};
 use crate::media::Segments;

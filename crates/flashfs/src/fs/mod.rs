@@ -36,7 +36,6 @@ mod layout;
 mod mount;
 mod names;
 mod namespace;
-mod op;
 mod path;
 mod record;
 mod space;

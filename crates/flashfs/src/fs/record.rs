@@ -34,17 +34,16 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::layout::op::{Op, OpKind};
 use super::layout::{
     item, key, record_key, record_suffix, split_key, Extent, FileType, Ino, Inode, RecordHead,
 };
-use super::op::{Op, OpKind};
 use super::{Attr, Fs};
 use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;
 use crate::media::Segments;
 
-/// Longest record, in bytes. Larger content belongs in a regular file.
-pub const RECORD_MAX: usize = 4096;
+pub use super::layout::RECORD_MAX;
 
 /// Blocks a cyclic record file's records take at most for its blocks to be written as
 /// short-lived data (`Fs::short_lived`).

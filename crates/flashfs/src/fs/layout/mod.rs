@@ -12,6 +12,10 @@ use alloc::vec::Vec;
 use crate::error::{Error, Result};
 use crate::index::NodePtr;
 
+pub mod append;
+pub mod journal;
+pub mod op;
+
 /// Inode number.
 pub type Ino = u64;
 
@@ -113,6 +117,9 @@ pub struct RecordHead {
     /// Number the next record added gets: the records are `first..next`.
     pub next: u64,
 }
+
+/// Longest record, in bytes. Larger content belongs in a regular file.
+pub const RECORD_MAX: usize = 4096;
 
 /// Bytes of an encoded record head.
 pub const RECORD_HEAD_LEN: usize = 26;

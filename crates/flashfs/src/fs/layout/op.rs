@@ -1,10 +1,10 @@
 //! The operations a commit that writes no index records, journal entries and append frames
-//! alike (journal.rs, append/), and their encoding: what a replay applies over the index.
+//! alike (`fs::journal`, `fs::append`), and their encoding: what a replay applies over the index.
 //! Layout: SPEC.md §8.5b.
 
 use alloc::vec::Vec;
 
-use super::layout::{Ino, Timespec};
+use super::{Ino, Timespec};
 use crate::error::{Error, Result};
 
 /// Entries and frames start and end on a word of the part (a journal block's header says
@@ -31,21 +31,21 @@ mod code {
 /// What a journaled operation did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpKind {
-    /// [`Fs::record_add`](super::Fs::record_add).
+    /// [`Fs::record_add`](crate::fs::Fs::record_add).
     Add(Vec<u8>),
-    /// [`Fs::record_update`](super::Fs::record_update) of record `n`.
+    /// [`Fs::record_update`](crate::fs::Fs::record_update) of record `n`.
     Update(u64, Vec<u8>),
-    /// [`Fs::record_remove_first`](super::Fs::record_remove_first) of a record of `len`
+    /// [`Fs::record_remove_first`](crate::fs::Fs::record_remove_first) of a record of `len`
     /// bytes (`None` in entries of file-system version 6 and before: the replay reads it).
     RemoveFirst {
         /// The removed record's length.
         len: Option<u64>,
     },
-    /// [`Fs::record_remove_last`](super::Fs::record_remove_last).
+    /// [`Fs::record_remove_last`](crate::fs::Fs::record_remove_last).
     RemoveLast,
     /// A read set the access time.
     Atime,
-    /// `count` [`Fs::record_add`](super::Fs::record_add)s of records whose bytes are at
+    /// `count` [`Fs::record_add`](crate::fs::Fs::record_add)s of records whose bytes are at
     /// their places in the data block at `sector`, written before the entry; the block then
     /// holds its records (SPEC.md §8.4a).
     AddPacked {
@@ -54,7 +54,7 @@ pub enum OpKind {
         /// Records added.
         count: u64,
     },
-    /// A [`Fs::record_add`](super::Fs::record_add) of a record of `len` bytes whose frame
+    /// A [`Fs::record_add`](crate::fs::Fs::record_add) of a record of `len` bytes whose frame
     /// was programmed before the entry: in a new append block at `sector`, which it
     /// starts, or (file-system version 6) after the frames of the block holding the record
     /// before it (SPEC.md §8.4a).
@@ -71,7 +71,7 @@ pub enum OpKind {
         /// Frames applied.
         count: u64,
     },
-    /// A [`Fs::record_add`](super::Fs::record_add) of a record of `len` bytes framed as
+    /// A [`Fs::record_add`](crate::fs::Fs::record_add) of a record of `len` bytes framed as
     /// frame `k` of the file's newest append block, before the entry (SPEC.md §8.4a).
     AddAt {
         /// The record's length.
@@ -89,7 +89,7 @@ pub enum OpKind {
         /// The block the rest of the frame starts.
         sector: u64,
     },
-    /// A small [`Fs::write`](super::Fs::write) of `data` at `offset` of a regular file
+    /// A small [`Fs::write`](crate::fs::Fs::write) of `data` at `offset` of a regular file
     /// (file-system version 9): the bytes travel in the entry, not in a data block, so a
     /// small write and its `fsync` program the entry alone.
     Write {
@@ -283,4 +283,97 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
         b = c.0;
     }
     Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(sec: i64, nsec: u32) -> Timespec {
+        Timespec { sec, nsec }
+    }
+
+    fn ops() -> Vec<Op> {
+        alloc::vec![
+            Op {
+                ino: 7,
+                time: t(100, 5),
+                kind: OpKind::Add(alloc::vec![1, 2, 3]),
+            },
+            Op {
+                ino: 300,
+                time: t(99, 999_999_999),
+                kind: OpKind::Update(1 << 40, Vec::new()),
+            },
+            Op {
+                ino: 7,
+                time: t(-5, 0),
+                kind: OpKind::RemoveFirst { len: None },
+            },
+            Op {
+                ino: 8,
+                time: t(-5, 0),
+                kind: OpKind::RemoveLast,
+            },
+            Op {
+                ino: u64::MAX,
+                time: t(1 << 33, 7),
+                kind: OpKind::Atime,
+            },
+            Op {
+                ino: 9,
+                time: t(1 << 33, 7),
+                kind: OpKind::AddPacked {
+                    sector: 70_000,
+                    count: 16,
+                },
+            },
+            Op {
+                ino: 9,
+                time: t(1 << 33, 8),
+                kind: OpKind::RemoveFirst { len: Some(4096) },
+            },
+            Op {
+                ino: 10,
+                time: t(1 << 33, 8),
+                kind: OpKind::AddAt { len: 15, k: 33 },
+            },
+            Op {
+                ino: 10,
+                time: t(1 << 33, 9),
+                kind: OpKind::AddSpanned {
+                    len: 160,
+                    k: 4,
+                    sector: 1 << 31,
+                },
+            },
+            Op {
+                ino: 10,
+                time: t(1 << 33, 9),
+                kind: OpKind::Framed { count: 3 },
+            },
+        ]
+    }
+
+    #[test]
+    fn operations_round_trip_with_times_relative_to_the_one_before() {
+        let base = t(100, 0);
+        let b = encode_ops(&ops(), base).unwrap();
+        assert_eq!(decode_ops(&b, base).unwrap(), ops());
+        // An add of 15 bytes at the same time as the one before: code, inode, time,
+        // length and the bytes.
+        let one = [Op {
+            ino: 9,
+            time: base,
+            kind: OpKind::Add(alloc::vec![0; 15]),
+        }];
+        assert_eq!(encode_ops(&one, base).unwrap().len(), 4 + 15);
+        // Times too far apart for one delta are not encoded (the commit checkpoints).
+        let far = [Op {
+            ino: 1,
+            time: t(i64::MAX, 0),
+            ..one[0].clone()
+        }];
+        assert_eq!(encode_ops(&far, t(i64::MIN, 0)), None);
+    }
 }

@@ -39,9 +39,9 @@ const LEN_BITS: u8 = 0x3F;
 /// Bit of a version 6 word that the frame's own commit clears.
 const V6_OPEN_BIT: u16 = 0x8000;
 /// Largest word a part may have (version 5 and 6 frames pad to it).
-const MAX_ALIGN: usize = super::super::op::MAX_ALIGN;
+const MAX_ALIGN: usize = super::op::MAX_ALIGN;
 /// Longest record.
-const RECORD_MAX: usize = super::super::record::RECORD_MAX;
+const RECORD_MAX: usize = super::RECORD_MAX;
 
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,21 +38,19 @@
 //! copy them meanwhile. The blocks a replay reads are the ones this epoch wrote frames in
 //! and those holding records whose length an operation's replay reads back.
 
-mod block;
-
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::layout::append::{self as block, Block, Kind};
+use super::layout::op::{Op, OpKind};
 use super::layout::{item, key, key_u64, split_key, suffix_u64, Extent, Ino, RecordHead};
-use super::op::{Op, OpKind};
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;
 use crate::media::Segments;
-use block::{Block, Kind};
 
 /// Files whose append block a mount keeps open at once: a position and the block's image
 /// each, in RAM.
