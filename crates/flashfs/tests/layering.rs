@@ -255,3 +255,51 @@ fn the_check_finds_a_circle() {
     assert!(circles(&dir).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The modules of `flashfs` that encode bytes on flash, one per layer (SPEC.md names them),
+/// and the one other that turns integers into bytes.
+const FORMAT_MODULES: [&str; 5] = [
+    "media::tag",
+    "log::checkpoint",
+    "ftl::layout",
+    "index::node",
+    "fs::layout",
+];
+/// A sequence number packed into 40 bits in RAM (`Seq40`), not on flash.
+const PACKED_IN_RAM: &str = "log::segment";
+
+/// Each layer's bytes on flash are encoded in one module of that layer: outside those,
+/// no code of `flashfs` converts integers to or from bytes.
+#[test]
+fn bytes_on_flash_are_encoded_only_in_each_layers_format_module() {
+    let mods = modules(&crate_src("flashfs"));
+    let converts = |m: &str| {
+        let text = code(&mods[m]);
+        [
+            "to_le_bytes(",
+            "from_le_bytes(",
+            "to_be_bytes(",
+            "from_be_bytes(",
+        ]
+        .iter()
+        .any(|c| text.contains(c))
+    };
+    let in_format = |m: &str| {
+        FORMAT_MODULES
+            .iter()
+            .any(|f| m == *f || m.starts_with(&format!("{f}::")))
+    };
+    let strays: Vec<&String> = mods
+        .keys()
+        // Files of tests (`index::spare_tests`) build bytes to damage.
+        .filter(|m| !m.ends_with("tests"))
+        .filter(|m| !in_format(m) && *m != PACKED_IN_RAM && converts(m))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "bytes encoded outside the format modules: {strays:?}"
+    );
+    for f in FORMAT_MODULES {
+        assert!(converts(f), "{f} encodes nothing: the list is stale");
+    }
+}

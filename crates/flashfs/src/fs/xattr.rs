@@ -6,7 +6,7 @@
 
 use alloc::vec::Vec;
 
-use super::layout::{item, key, split_key, xattr_key, Ino};
+use super::layout::{item, key, split_key, xattr_chunk_key as chunk_key, xattr_key, Ino};
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::media::Segments;
@@ -38,13 +38,6 @@ fn check(name: &[u8]) -> Result<()> {
         return Err(Error::Unsupported("attribute namespace"));
     }
     Ok(())
-}
-
-fn chunk_key(ino: Ino, name: &[u8], chunk: u16) -> Vec<u8> {
-    let mut k = xattr_key(ino, name);
-    k.push(0);
-    k.extend_from_slice(&chunk.to_be_bytes());
-    k
 }
 
 impl<D: Segments> Fs<D> {

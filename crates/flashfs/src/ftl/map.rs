@@ -9,7 +9,10 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::hiding::Hiding;
-use super::pages::{is_slot, MapPages, LOST, PAGE_HEADER, UNMAPPED};
+use super::layout::{
+    decode_records, encode_records, is_slot, records_len, LOST, PAGE_HEADER, UNMAPPED,
+};
+use super::pages::MapPages;
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
 use crate::log::{Head, Liveness, Owner, PageSource, SlotAddr};
@@ -218,22 +221,14 @@ impl SectorMap {
     /// address, then each copy's sequence number and address (a record kept twice has two
     /// entries of one sequence number).
     fn extras(&self) -> Vec<u8> {
-        let n = self.record_entries();
-        let mut b = Vec::with_capacity(8 + n * 12);
-        b.extend_from_slice(&(n as u32).to_le_bytes());
-        b.extend_from_slice(
-            &self
-                .counters_at
-                .map_or(UNMAPPED, |a| self.pack(a))
-                .to_le_bytes(),
-        );
-        for (seq, r) in &self.records {
-            for at in r.copies.slots() {
-                b.extend_from_slice(&seq.to_le_bytes());
-                b.extend_from_slice(&self.pack(at).to_le_bytes());
-            }
-        }
-        b
+        let copies: Vec<(u64, u32)> = self
+            .records
+            .iter()
+            .flat_map(|(&seq, r)| r.copies.slots().map(move |at| (seq, at)))
+            .map(|(seq, at)| (seq, self.pack(at)))
+            .collect();
+        let counters = self.counters_at.map_or(UNMAPPED, |a| self.pack(a));
+        encode_records(counters, &copies)
     }
 
     /// Reads the part of a checkpoint of `pages` pages that follows the map pages (read
@@ -259,36 +254,17 @@ impl SectorMap {
             }
             extras.extend_from_slice(&buf[..pay]);
         }
-        let word = |i: usize| -> Result<u32> {
-            Ok(u32::from_le_bytes(
-                extras.get(i..i + 4).ok_or(bad.clone())?.try_into().unwrap(),
-            ))
-        };
-        let n = word(0)? as usize;
-        let counters = word(4)?;
+        let (counters, copies) = decode_records(&extras)?;
         let limit = self.limit();
         let valid = |p: u32| !is_slot(p) || (p as u64) < limit;
-        if !valid(counters) {
+        if !valid(counters) || !copies.iter().all(|&(_, p)| valid(p) && is_slot(p)) {
             return Err(bad);
         }
         self.counters_at = (counters != UNMAPPED).then(|| self.unpack(counters));
-        let mut records = Vec::with_capacity(n);
-        for i in 0..n {
-            let at = 8 + i * 12;
-            let seq = u64::from_le_bytes(
-                extras
-                    .get(at..at + 8)
-                    .ok_or(bad.clone())?
-                    .try_into()
-                    .unwrap(),
-            );
-            let p = word(at + 8)?;
-            if !valid(p) || !is_slot(p) {
-                return Err(bad);
-            }
-            records.push((seq, self.unpack(p)));
-        }
-        Ok(records)
+        Ok(copies
+            .into_iter()
+            .map(|(seq, p)| (seq, self.unpack(p)))
+            .collect())
     }
 
     /// Slots of the log: no entry names one at or above this.
@@ -371,7 +347,7 @@ impl SectorMap {
 impl Owner for SectorMap {
     fn pages(&self) -> u32 {
         self.at.map_pages()
-            + (8 + self.record_entries() * 12).div_ceil(self.extras_per_page()) as u32
+            + records_len(self.record_entries()).div_ceil(self.extras_per_page()) as u32
     }
 
     fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {

@@ -7,15 +7,16 @@
 //! each sector the slot with the highest sequence number wins, unless a later trim record
 //! hides it. The map's pages stay in RAM under a budget ([`FtlConfig::map_cache`]).
 
-mod counters;
 mod hiding;
+mod layout;
+mod lifetime;
 mod map;
 mod pages;
 
 use alloc::vec::Vec;
 
-use counters::Counters;
-pub use counters::Lifetime;
+use layout::{decode_ranges, encode_ranges, ranges_per_record, Counters, LOST, UNMAPPED};
+pub use lifetime::Lifetime;
 
 use crate::error::{Damage, Error, Result};
 use crate::media::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
@@ -26,7 +27,6 @@ use crate::log::{Head, Log, LogConfig, Restored, ScrubReport, SlotAddr, Start};
 use crate::media::tag::TagState;
 use crate::media::Segments;
 use map::{Copies, Record, SectorMap};
-use pages::{LOST, UNMAPPED};
 
 /// A device of fixed-size sectors.
 pub trait BlockDevice {
@@ -464,7 +464,7 @@ impl<D: Segments> Ftl<D> {
             }
         }
         self.map.set(k, v, &mut self.log.checkpoint_pages())?;
-        if pages::is_slot(v) {
+        if layout::is_slot(v) {
             self.log.mark_live(self.map.unpack(v));
         }
         Ok(())
@@ -633,7 +633,7 @@ impl<D: Segments> Ftl<D> {
     /// cleaner's copy and the slot it was copied from, both left until the source segment is
     /// erased. A scan may take either (SPEC §2.4).
     fn same_version(&mut self, a: u32, b: u32) -> Result<bool> {
-        if !pages::is_slot(a) || !pages::is_slot(b) {
+        if !layout::is_slot(a) || !layout::is_slot(b) {
             return Ok(false);
         }
         let (a, b) = (self.map.unpack(a), self.map.unpack(b));
@@ -962,42 +962,6 @@ fn choose_copies<D: Segments>(
         .filter(|_| tag.kind == Kind::Lost)
         .map(|&(a, _)| a);
     Some((Copies { at, twin }, tag))
-}
-
-/// Payload of trim and loss records: count (u16 LE), then (start u32 LE, count u32 LE)
-/// ranges; the rest of the slot erased.
-fn encode_ranges(ranges: &[(u32, u32)], slot: usize) -> Vec<u8> {
-    let mut b = alloc::vec![0xFFu8; slot];
-    b[0..2].copy_from_slice(&(ranges.len() as u16).to_le_bytes());
-    for (i, (start, count)) in ranges.iter().enumerate() {
-        let at = 2 + i * 8;
-        b[at..at + 4].copy_from_slice(&start.to_le_bytes());
-        b[at + 4..at + 8].copy_from_slice(&count.to_le_bytes());
-    }
-    b
-}
-
-/// Ranges a record of `slot` bytes holds at most.
-fn ranges_per_record(slot: usize) -> usize {
-    (slot - 2) / 8
-}
-
-fn decode_ranges(b: &[u8]) -> Result<Vec<(u32, u32)>> {
-    let bad = Error::Corrupt("malformed trim or loss record");
-    let n = u16::from_le_bytes([
-        *b.first().ok_or(bad.clone())?,
-        *b.get(1).ok_or(bad.clone())?,
-    ]) as usize;
-    let body = b.get(2..2 + n * 8).ok_or(bad)?;
-    Ok(body
-        .chunks_exact(8)
-        .map(|c| {
-            (
-                u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-                u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
-            )
-        })
-        .collect())
 }
 
 impl<D: Segments> BlockDevice for Ftl<D> {

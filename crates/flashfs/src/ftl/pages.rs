@@ -28,30 +28,16 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::ops::Range;
 
+use super::layout::{
+    decode_page, encode_entries, encode_runs, entries_per_page, is_slot, run_lookup, runs, MapPage,
+    RUN_BYTES, UNMAPPED,
+};
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
 use crate::log::PageSource;
 
-/// Map entry of a sector never written, or trimmed: reads as zeros.
-pub(super) const UNMAPPED: u32 = u32::MAX;
-/// Map entry of a sector whose data was lost to an unreadable block: reads fail with EIO.
-pub(super) const LOST: u32 = u32::MAX - 1;
 /// Map pages per chunk.
 pub(super) const CHUNK_PAGES: usize = 16;
-/// Bytes before a map page's runs or entries: its kind, a reserved byte, and its count.
-pub(super) const PAGE_HEADER: usize = 4;
-/// A map page of runs.
-const PAGE_RUNS: u8 = 2;
-/// A map page of entries.
-const PAGE_ENTRIES: u8 = 1;
-/// Bytes of a run: its length (u16) and first entry (u32).
-const RUN_BYTES: usize = 6;
-
-/// Whether an entry names a slot (not unmapped, not lost).
-pub(super) fn is_slot(e: u32) -> bool {
-    e != UNMAPPED && e != LOST
-}
-
 /// A page in RAM.
 #[derive(Debug)]
 struct Resident {
@@ -101,7 +87,7 @@ impl MapPages {
     /// with `budget` bytes of pages in RAM (at least one page); entries must be
     /// below `limit` (the log's slots).
     pub(super) fn new(sectors: usize, slot_size: usize, budget: usize, limit: u64) -> Self {
-        let per_page = (payload(slot_size) - PAGE_HEADER) / 4;
+        let per_page = entries_per_page(payload(slot_size));
         let chunks = sectors.div_ceil(per_page * CHUNK_PAGES);
         MapPages {
             sectors,
@@ -212,11 +198,14 @@ impl MapPages {
         if !src.read_page((c * CHUNK_PAGES) as u32, &mut buf)? {
             return Err(bad);
         }
+        let Some(MapPage::Runs(list)) = decode_page(&buf) else {
+            return Err(bad);
+        };
         self.loads += 1;
         // Checked whole once, as it comes in.
-        self.check_runs(c, &buf, |_, _| {})?;
-        let e = run_lookup(&buf, i).ok_or(bad)?;
-        self.keep_runs(c, &buf);
+        self.check_runs(c, list, |_, _| {})?;
+        let e = run_lookup(list, i).ok_or(bad)?;
+        self.keep_runs(c, list);
         Ok(e)
     }
 
@@ -270,8 +259,11 @@ impl MapPages {
                     if !src.read_page(first, &mut buf)? {
                         return Err(bad);
                     }
+                    let Some(MapPage::Runs(list)) = decode_page(&buf) else {
+                        return Err(bad);
+                    };
                     self.loads += 1;
-                    buf.into_boxed_slice()
+                    list.into()
                 }
             };
             // Only this page's entries are made: a chunk's whole would take a page per
@@ -289,22 +281,17 @@ impl MapPages {
             self.insert(p, entries.into_boxed_slice());
             return Ok(());
         }
-        if !src.read_page(p, &mut buf)? || buf[0] != PAGE_ENTRIES {
+        if !src.read_page(p, &mut buf)? {
             return Err(bad);
         }
+        let Some(MapPage::Entries(entries)) = decode_page(&buf) else {
+            return Err(bad);
+        };
         self.loads += 1;
-        let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
-        if n != range.len() {
+        if entries.len() != range.len() || !entries.iter().all(|&e| self.valid(e)) {
             return Err(bad);
         }
-        let mut entries = alloc::vec![UNMAPPED; n];
-        for (e, w) in entries.iter_mut().zip(buf[PAGE_HEADER..].chunks_exact(4)) {
-            *e = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        }
-        if !entries.iter().all(|&e| self.valid(e)) {
-            return Err(bad);
-        }
-        self.insert(p, entries.into_boxed_slice());
+        self.insert(p, entries);
         Ok(())
     }
 
@@ -312,26 +299,13 @@ impl MapPages {
         !is_slot(e) || (e as u64) < self.limit
     }
 
-    /// Checks the runs of chunk `c` from its page, whole, then gives each entry to `each`
-    /// with its index in the chunk (nothing is given from runs that do not check).
-    fn check_runs(&self, c: usize, buf: &[u8], mut each: impl FnMut(usize, u32)) -> Result<()> {
+    /// Checks the run list of chunk `c` ([`MapPage::Runs`]), whole, then gives each entry
+    /// to `each` with its index in the chunk (nothing is given from runs that do not check).
+    fn check_runs(&self, c: usize, list: &[u8], mut each: impl FnMut(usize, u32)) -> Result<()> {
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
-        if buf.first() != Some(&PAGE_RUNS) || buf.len() < PAGE_HEADER {
-            return Err(bad);
-        }
         let range = self.chunk(c);
-        let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
-        let body = buf
-            .get(PAGE_HEADER..PAGE_HEADER + n * RUN_BYTES)
-            .ok_or(bad.clone())?;
-        let runs = || {
-            body.chunks_exact(RUN_BYTES).map(|r| {
-                let len = u16::from_le_bytes([r[0], r[1]]) as usize;
-                (len, u32::from_le_bytes([r[2], r[3], r[4], r[5]]))
-            })
-        };
         let mut total = 0;
-        for (len, start) in runs() {
+        for (len, start) in runs(list) {
             // A run of slots stays below the log's slots; any other is one value repeated.
             let fits =
                 !is_slot(start) || (start as u64 + len as u64).saturating_sub(1) < self.limit;
@@ -344,7 +318,7 @@ impl MapPages {
             return Err(bad);
         }
         let mut i = 0;
-        for (len, start) in runs() {
+        for (len, start) in runs(list) {
             let step = u32::from(is_slot(start));
             for j in 0..len as u32 {
                 each(i, start.wrapping_add(step * j));
@@ -354,10 +328,9 @@ impl MapPages {
         Ok(())
     }
 
-    /// Keeps the runs of chunk `c` from its page `buf` (they count in the budget).
-    fn keep_runs(&mut self, c: usize, buf: &[u8]) {
-        let n = u16::from_le_bytes([buf[2], buf[3]]) as usize;
-        let list: Box<[u8]> = buf[..(PAGE_HEADER + n * RUN_BYTES).min(buf.len())].into();
+    /// Keeps the run list of chunk `c` (they count in the budget).
+    fn keep_runs(&mut self, c: usize, list: &[u8]) {
+        let list: Box<[u8]> = list.into();
         self.clock += 1;
         self.run_bytes += list.len();
         if let Some((old, _)) = self.run_lists.insert(c, (list, self.clock)) {
@@ -455,43 +428,43 @@ impl MapPages {
             return Err(bad);
         }
         self.loads += 1;
-        match buf[0] {
-            PAGE_RUNS => {
+        match decode_page(&buf) {
+            Some(MapPage::Runs(list)) => {
                 // A chunk of runs is kept as its run list.
                 self.runs[c] = true;
                 let mut mapped = 0;
-                self.check_runs(c, &buf, |_, e| {
+                self.check_runs(c, list, |_, e| {
                     if is_slot(e) {
                         mapped += 1;
                         each(e);
                     }
                 })?;
                 self.mapped += mapped;
-                self.keep_runs(c, &buf);
+                self.keep_runs(c, list);
             }
-            PAGE_ENTRIES => {
+            Some(MapPage::Entries(first_page)) => {
                 // Pages of entries are kept while room remains.
                 self.runs[c] = false;
+                let mut next = Some(first_page);
                 for j in 0..CHUNK_PAGES as u32 {
                     let n = self.page_range(first + j).len();
                     if n == 0 {
                         break;
                     }
-                    if j > 0 {
-                        if !src.read_page(first + j, &mut buf)? {
-                            return Err(bad);
+                    let entries = match next.take() {
+                        Some(entries) => entries,
+                        None => {
+                            if !src.read_page(first + j, &mut buf)? {
+                                return Err(bad);
+                            }
+                            let Some(MapPage::Entries(entries)) = decode_page(&buf) else {
+                                return Err(bad);
+                            };
+                            self.loads += 1;
+                            entries
                         }
-                        self.loads += 1;
-                    }
-                    if buf[0] != PAGE_ENTRIES || u16::from_le_bytes([buf[2], buf[3]]) as usize != n
-                    {
-                        return Err(bad);
-                    }
-                    let entries: Box<[u32]> = buf[PAGE_HEADER..PAGE_HEADER + n * 4]
-                        .chunks_exact(4)
-                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                        .collect();
-                    if !entries.iter().all(|&e| self.valid(e)) {
+                    };
+                    if entries.len() != n || !entries.iter().all(|&e| self.valid(e)) {
                         return Err(bad);
                     }
                     for &e in entries.iter().filter(|&&e| is_slot(e)) {
@@ -505,7 +478,7 @@ impl MapPages {
                     }
                 }
             }
-            _ => return Err(bad),
+            None => return Err(bad),
         }
         Ok(())
     }
@@ -615,25 +588,15 @@ impl MapPages {
             let runs = self
                 .chunk_runs(c)
                 .ok_or(Error::Corrupt("map chunk of runs not in RAM"))?;
-            buf[0] = PAGE_RUNS;
-            buf[2..4].copy_from_slice(&(runs.len() as u16).to_le_bytes());
-            for (r, (len, start)) in buf[PAGE_HEADER..].chunks_exact_mut(RUN_BYTES).zip(runs) {
-                r[0..2].copy_from_slice(&len.to_le_bytes());
-                r[2..6].copy_from_slice(&start.to_le_bytes());
-            }
+            let len = encode_runs(buf, &runs);
             // Kept as its run list: its pages go once the checkpoint moves on.
-            self.keep_runs(c, buf);
+            self.keep_runs(c, &buf[..len]);
             return Ok(true);
         }
         if self.page_range(i).is_empty() {
             return Ok(false);
         }
-        let entries = &self.page(i, src)?.entries;
-        buf[0] = PAGE_ENTRIES;
-        buf[2..4].copy_from_slice(&(entries.len() as u16).to_le_bytes());
-        for (w, e) in buf[PAGE_HEADER..].chunks_exact_mut(4).zip(entries.iter()) {
-            w.copy_from_slice(&e.to_le_bytes());
-        }
+        encode_entries(buf, &self.page(i, src)?.entries);
         Ok(true)
     }
 
@@ -675,24 +638,9 @@ impl MapPages {
     }
 }
 
-/// Entry `i` of the chunk a page of runs (`list`, checked) maps.
-fn run_lookup(list: &[u8], i: usize) -> Option<u32> {
-    let n = u16::from_le_bytes([*list.get(2)?, *list.get(3)?]) as usize;
-    let mut at = 0;
-    for r in list.get(PAGE_HEADER..)?.chunks_exact(RUN_BYTES).take(n) {
-        let len = u16::from_le_bytes([r[0], r[1]]) as usize;
-        let start = u32::from_le_bytes([r[2], r[3], r[4], r[5]]);
-        if i < at + len {
-            let step = u32::from(is_slot(start));
-            return Some(start.wrapping_add(step * (i - at) as u32));
-        }
-        at += len;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::layout::LOST;
     use super::*;
 
     const SLOT: usize = 512;
@@ -765,7 +713,7 @@ mod tests {
     }
 
     fn per_chunk() -> usize {
-        (payload(SLOT) - PAGE_HEADER) / 4 * CHUNK_PAGES
+        entries_per_page(payload(SLOT)) * CHUNK_PAGES
     }
 
     #[test]
@@ -829,7 +777,7 @@ mod tests {
     #[test]
     fn a_map_larger_than_its_budget_reads_back_what_was_written() {
         let sectors = per_chunk() * 6 + 77;
-        let per_page = (payload(SLOT) - PAGE_HEADER) / 4;
+        let per_page = entries_per_page(payload(SLOT));
         let budget = 2 * CHUNK_PAGES * per_page * 4;
         let mut flash = Flash::default();
         let mut map = MapPages::new(sectors, SLOT, budget, LIMIT);

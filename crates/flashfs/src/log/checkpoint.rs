@@ -150,6 +150,21 @@ pub(crate) enum Record {
     Mark,
 }
 
+/// Writes a directory page's entries (the body pages' packed addresses, [`ABSENT`] for a
+/// page the checkpoint does not hold) at the front of `page`.
+pub(crate) fn encode_dir(entries: impl Iterator<Item = u32>, page: &mut [u8]) {
+    for (w, p) in page.chunks_exact_mut(4).zip(entries) {
+        w.copy_from_slice(&p.to_le_bytes());
+    }
+}
+
+/// The entries of a directory page's payload ([`encode_dir`]).
+pub(crate) fn dir_entries(payload: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    payload
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+}
+
 /// Directory pages, late segments and set segments a root can name, together, in a slot of
 /// `slot_size` bytes.
 pub(crate) fn max_dirs(slot_size: usize) -> usize {

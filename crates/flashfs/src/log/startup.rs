@@ -11,7 +11,9 @@ use alloc::vec::Vec;
 
 use flash::FlashError;
 
-use super::checkpoint::{max_dirs, open_page, page_crc, payload, seal_page, ABSENT};
+use super::checkpoint::{
+    dir_entries, encode_dir, max_dirs, open_page, page_crc, payload, seal_page, ABSENT,
+};
 use super::*;
 
 /// What reading the anchors found.
@@ -356,8 +358,7 @@ impl<D: Segments> Log<D> {
             let Some(body) = self.read_page_at(at, DIR_KEY + d as u32, &mut buf)? else {
                 return Ok(None);
             };
-            for w in body.chunks_exact(4).take(total - pages.len()) {
-                let p = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            for p in dir_entries(body).take(total - pages.len()) {
                 pages.push((p != ABSENT).then(|| self.unpack(p)));
             }
         }
@@ -712,12 +713,11 @@ impl<D: Segments> Log<D> {
         let mut dirs = Vec::with_capacity(ndirs);
         for d in 0..ndirs {
             buf.fill(0xFF);
-            for j in 0..per_dir.min(total - d * per_dir) {
-                let p = self
-                    .page_at(d * per_dir + j)
-                    .map_or(ABSENT, |at| self.pack(at));
-                buf[j * 4..j * 4 + 4].copy_from_slice(&p.to_le_bytes());
-            }
+            let entries = (0..per_dir.min(total - d * per_dir)).map(|j| {
+                self.page_at(d * per_dir + j)
+                    .map_or(ABSENT, |at| self.pack(at))
+            });
+            encode_dir(entries, &mut buf);
             let key = DIR_KEY + d as u32;
             seal_page(key, &mut buf);
             dirs.push(self.write_page(key, &buf)?);

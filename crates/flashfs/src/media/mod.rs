@@ -19,7 +19,7 @@ use core::time::Duration;
 use flash::{FlashError, NandFlash, NorFlash, PageAddr};
 
 use crate::error::{Error, Result};
-use tag::{SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
+use tag::{written_len, SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
 
 /// Bytes a tag entry carries beyond the tag and data CRC on reprogrammable NOR (SPEC.md
 /// §2.2): the written length (3) and the in-place mark (1).
@@ -291,7 +291,7 @@ impl<F: NorFlash> NorSegments<F> {
             // Up to the last programmed byte: the erased rest may be programmed in place.
             let len = data.iter().rposition(|&b| b != 0xFF).map_or(0, |i| i + 1);
             TagLayout::Wide.encode(tag, &data[..len], &mut t);
-            t[ENTRY_LEN..ENTRY_LEN + 3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+            tag::set_written_len(&mut t, len);
         } else {
             TagLayout::Wide.encode(tag, data, &mut t);
         }
@@ -626,16 +626,6 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn erase_time(&self) -> Duration {
         Duration::from_nanos(self.flash.spec().timing.erase_ns * u64::from(self.units))
     }
-}
-
-/// The written length a reprogrammable NOR part's tag entry records.
-fn written_len(entry: &[u8]) -> usize {
-    u32::from_le_bytes([
-        entry[ENTRY_LEN],
-        entry[ENTRY_LEN + 1],
-        entry[ENTRY_LEN + 2],
-        0,
-    ]) as usize
 }
 
 /// Erase units per segment on a NOR part: the fewest (a power of two, at most 128, the

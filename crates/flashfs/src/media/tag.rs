@@ -239,6 +239,22 @@ impl SegHeader {
 pub const DATA_CRC_LEN: usize = 4;
 /// Bytes of a wide tag entry: the tag, then the CRC-32C of the slot's data.
 pub const ENTRY_LEN: usize = TAG_LEN + DATA_CRC_LEN;
+/// Records in a reprogrammable NOR part's tag entry, after the wide entry, how many bytes
+/// of the slot were programmed (24 bits): the erased rest may be programmed in place.
+pub fn set_written_len(entry: &mut [u8], len: usize) {
+    entry[ENTRY_LEN..ENTRY_LEN + 3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+}
+
+/// The written length a reprogrammable NOR part's tag entry records ([`set_written_len`]).
+pub fn written_len(entry: &[u8]) -> usize {
+    u32::from_le_bytes([
+        entry[ENTRY_LEN],
+        entry[ENTRY_LEN + 1],
+        entry[ENTRY_LEN + 2],
+        0,
+    ]) as usize
+}
+
 /// Largest sequence number a compact tag entry can carry (36 bits).
 pub const COMPACT_MAX_SEQ: u64 = (1 << 36) - 1;
 /// Largest key a compact tag entry can carry (24 bits).

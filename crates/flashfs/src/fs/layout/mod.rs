@@ -181,6 +181,15 @@ pub fn xattr_key(ino: Ino, name: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The key of chunk `chunk` of attribute `name`'s value: the attribute's key, a zero byte
+/// (which no name holds), the chunk's number.
+pub fn xattr_chunk_key(ino: Ino, name: &[u8], chunk: u16) -> Vec<u8> {
+    let mut k = xattr_key(ino, name);
+    k.push(0);
+    k.extend_from_slice(&chunk.to_be_bytes());
+    k
+}
+
 /// The key of a directory entry.
 pub fn dirent_key(dir: Ino, name: &[u8]) -> Vec<u8> {
     let mut k = key_u64(dir, item::DIRENT, cookie(name));
