@@ -118,9 +118,8 @@ fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
             .arg(&back));
         assert!(std::fs::read(&back).unwrap() == *bytes, "{name} differs");
     }
-    run(Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string()));
+    // The shell's own `kill`: a bare Debian has no /bin/kill (procps).
+    run(Command::new("sh").args(["-c", &format!("kill -TERM {}", child.id())]));
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
