@@ -169,7 +169,7 @@ impl<D: Segments> Fs<D> {
         let usage = self.walk()?;
         let census = self.census()?;
         report.inodes = census.inodes.len() as u64;
-        report.garbage_spares = self.garbage_spares;
+        report.garbage_spares = self.counts.garbage_spares();
         report.directories = census
             .inodes
             .values()

@@ -110,7 +110,7 @@ impl<D: Segments> Fs<D> {
             inode.mtime = now;
             inode.ctime = now;
             self.put_inode(ino, &inode)?;
-            self.bytes_written += n as u64;
+            self.counts.wrote(n as u64);
             done += n;
             self.maybe_commit()?;
         }

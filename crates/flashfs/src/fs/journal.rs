@@ -369,14 +369,14 @@ impl<D: Segments> Fs<D> {
         }
         let before = self.changes();
         let noting = self.journal.blocks > 0 && before == self.journal.mark;
-        let commits = self.commits;
+        let commits = self.counts.commits();
         self.journal.op_time = Some(self.now());
         let result = f(self);
         self.note_released(ino);
         let time = self.journal.op_time.take();
         let changed = self.changes() != before;
         // A checkpoint during `f` (the dirty budget) holds the operation already.
-        if noting && changed && self.commits == commits {
+        if noting && changed && self.counts.commits() == commits {
             if let (Some(time), Ok(r)) = (time, &result) {
                 let op = Op {
                     ino,

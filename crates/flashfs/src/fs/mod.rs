@@ -29,6 +29,7 @@
 mod append;
 mod block0;
 mod check;
+mod counts;
 mod extents;
 mod file;
 mod journal;
@@ -269,19 +270,13 @@ pub struct Fs<D: Segments> {
     /// Sectors kept free for index nodes: a commit always finds room for its dirty nodes.
     reserve: u64,
     dirty_limit: usize,
-    commits: u64,
-    bytes_written: u64,
-    /// The superblock's lifetime counters when the volume was mounted.
-    mount_base: Superblock,
-    /// Index nodes the mount found with garbage spares (and copied).
-    garbage_spares: u64,
+    /// What was written since mount and over the volume's life.
+    counts: counts::Counts,
     buf: Vec<u8>,
     /// Extent maps of recently read files.
     extent_cache: extents::ExtentCache,
     /// Where the next superblock goes: appended in block 0 or block 0 anew.
     block0: block0::Block0,
-    /// Whether the mount read the saved free-space map.
-    mapped_mount: bool,
     /// Whether [`Fs::unmount`] runs: its commit names a current free-space map.
     closing: bool,
     /// The journal (SPEC.md §8.5b).
@@ -326,18 +321,15 @@ impl<D: Segments> Fs<D> {
 
     /// What the volume has written over its life (kept in the superblock at each commit).
     pub fn lifetime(&self) -> Lifetime {
-        Lifetime {
-            user_bytes: self.mount_base.user_bytes + self.bytes_written,
-            flash_bytes: (self.mount_base.flash_slots + self.slots_since_mount())
-                * u64::from(self.sb.block_size),
-        }
+        self.counts
+            .lifetime(self.slots_since_mount(), self.sb.block_size)
     }
 
     /// Counters since mount.
     pub fn stats(&self) -> FsStats {
         let journal = self.journal.counts();
         FsStats {
-            commits: self.commits + journal.entries + journal.frame_commits,
+            commits: self.counts.commits() + journal.entries + journal.frame_commits,
             journal_entries: journal.entries,
             frame_commits: journal.frame_commits,
             journal_bytes: journal.entry_bytes,
@@ -345,12 +337,12 @@ impl<D: Segments> Fs<D> {
             journal_replayed: journal.replayed,
             node_writes: self.tree.store().node_writes,
             node_patches: self.tree.store().node_patches,
-            superblock_writes: self.commits - self.block0.appends(),
+            superblock_writes: self.counts.commits() - self.block0.appends(),
             superblock_appends: self.block0.appends(),
-            bytes_written: self.bytes_written,
+            bytes_written: self.counts.bytes_written(),
             write_buffer_bytes: self.tree.store().wb.bytes() as u64,
             space_map_writes: self.tree.store().map_writes,
-            mounted_from_map: self.mapped_mount,
+            mounted_from_map: self.counts.was_mounted_from_map(),
         }
     }
 
@@ -592,12 +584,13 @@ impl<D: Segments> Fs<D> {
         let root = root?;
         let index_gen = self.tree.committed_generation();
         self.tree.store_mut().ftl.flush()?;
+        let (user_bytes, flash_slots) = self.counts.totals(self.slots_since_mount());
         let mut sb = Superblock {
             commit: self.journal.next_commit(self.sb.commit),
             root,
             index_gen,
-            user_bytes: self.mount_base.user_bytes + self.bytes_written,
-            flash_slots: self.mount_base.flash_slots + self.slots_since_mount(),
+            user_bytes,
+            flash_slots,
             inodes: self.committed_inodes(),
             // An appended record has no room for the free-space delta (SPEC.md §8.5).
             space: self.sb.space.map().map_or(SpaceRef::None, SpaceRef::Stale),
@@ -630,7 +623,7 @@ impl<D: Segments> Fs<D> {
         }
         self.tree.store_mut().committed()?;
         self.sb = sb;
-        self.commits += 1;
+        self.counts.committed();
         // The blocks of the epoch just ended hold nothing needed now: forgotten, they are
         // dead to the cleaner at once, rather than copied as live until the next epoch
         // reuses them (SPEC §8.5b).

@@ -9,6 +9,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::counts::Counts;
 use super::extents::ExtentCache;
 use super::journal::Journal;
 use super::layout::{
@@ -181,13 +182,9 @@ impl<D: Segments> Fs<D> {
             inodes: 1,
             reserve,
             dirty_limit,
-            commits: 0,
-            bytes_written: 0,
-            mount_base: sb,
-            garbage_spares: 0,
+            counts: Counts::new(&sb),
             extent_cache: ExtentCache::new(config.extent_maps),
             block0: Default::default(),
-            mapped_mount: false,
             closing: false,
             buf: vec![0; ss],
             journal: Journal::new(u32::from(journal_blocks), 0),
@@ -254,13 +251,9 @@ impl<D: Segments> Fs<D> {
             inodes: 0,
             reserve,
             dirty_limit,
-            commits: 0,
-            bytes_written: 0,
-            mount_base: sb,
-            garbage_spares: 0,
+            counts: Counts::new(&sb),
             extent_cache: ExtentCache::new(config.extent_maps),
             block0: Default::default(),
-            mapped_mount: false,
             closing: false,
             buf,
             journal: Journal::default(),
@@ -274,7 +267,7 @@ impl<D: Segments> Fs<D> {
             Some(space) => {
                 fs.tree.store_mut().space = space;
                 fs.inodes = fs.sb.inodes;
-                fs.mapped_mount = true;
+                fs.counts.mounted_from_map();
                 Found {
                     orphans: fs.orphan_list()?,
                     unwritten: Vec::new(),
@@ -299,11 +292,12 @@ impl<D: Segments> Fs<D> {
         let journal_used = fs.journal.blocks_in_epoch().next().is_some();
         // Spares a power cut left from an unrecorded commit: the next commit reuses their
         // generation, so the nodes holding them are copied now (SPEC.md §7.6).
-        fs.garbage_spares = fs.tree.rewrite_garbage()? as u64;
+        let garbage_spares = fs.tree.rewrite_garbage()? as u64;
+        fs.counts.found_garbage_spares(garbage_spares);
         for ino in &found.orphans {
             fs.purge(*ino)?;
         }
-        if !found.orphans.is_empty() || fs.garbage_spares > 0 || replayed > 0 || journal_used {
+        if !found.orphans.is_empty() || garbage_spares > 0 || replayed > 0 || journal_used {
             fs.checkpoint()?;
         }
         Ok(fs)

@@ -594,7 +594,7 @@ impl<D: Segments> Fs<D> {
         inode.mtime = now;
         inode.ctime = now;
         self.put_inode(ino, &inode)?;
-        self.bytes_written += added;
+        self.counts.wrote(added);
         self.maybe_commit()
     }
 
