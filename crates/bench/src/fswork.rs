@@ -596,7 +596,7 @@ pub enum FsWorkload {
     Records,
     /// Small writes (at most 256 bytes) between syncs, about seven operations apart: appends to three
     /// files and overwrites inside them, so most writes end inside a block that waits in RAM
-    /// ([`flashfs::FsConfig::write_buffers`]) until the next sync, an eviction or the block's
+    /// ([`flashfs::FsConfig::write_buffer_bytes`]) until the next sync, an eviction or the block's
     /// end; files truncated to nothing when they reach their bound.
     SmallWrites,
 }

@@ -1,6 +1,6 @@
 //! Small writes on the native file system: what each user byte costs on flash when writes
 //! are much smaller than a block, with and without write-back of partial blocks
-//! ([`FsConfig::write_buffers`]).
+//! ([`FsConfig::write_buffer_bytes`]).
 //!
 //! Each run formats a fresh simulated part and makes one file, then measures one pattern:
 //! `append` writes the file from 0 to its size in writes of `write_bytes`; `random` first
@@ -107,8 +107,8 @@ pub struct SmallWritesOptions {
     pub random_file: u64,
     /// Bytes the `random` pattern writes.
     pub random_bytes: u64,
-    /// The [`FsConfig::write_buffers`] settings each combination runs with.
-    pub write_buffers: Vec<usize>,
+    /// The [`FsConfig::write_buffer_bytes`] settings each combination runs with.
+    pub write_buffer_bytes: Vec<usize>,
     /// Seed of the random offsets and of the simulated parts.
     pub seed: u64,
 }
@@ -123,7 +123,7 @@ impl Default for SmallWritesOptions {
             append_bytes: 1 << 20,
             random_file: 32 << 10,
             random_bytes: 256 << 10,
-            write_buffers: vec![FsConfig::default().write_buffers, 0],
+            write_buffer_bytes: vec![FsConfig::default().write_buffer_bytes, 0],
             seed: 2019,
         }
     }
@@ -148,7 +148,7 @@ impl SmallWritesOptions {
             || self.write_sizes.is_empty()
             || self.patterns.is_empty()
             || self.syncs.is_empty()
-            || self.write_buffers.is_empty()
+            || self.write_buffer_bytes.is_empty()
         {
             return Err(BenchError::InvalidOptions("nothing to run".into()));
         }
@@ -178,8 +178,8 @@ pub struct SmallWritesRow {
     pub write_bytes: usize,
     /// When the run syncs.
     pub sync: SyncEvery,
-    /// [`FsConfig::write_buffers`] of the run (0: write-back off).
-    pub write_buffers: usize,
+    /// [`FsConfig::write_buffer_bytes`] of the run (0: write-back off).
+    pub write_buffer_bytes: usize,
     /// Bytes per file-system block on this part.
     pub block_bytes: u32,
     /// Writes made.
@@ -236,7 +236,7 @@ pub fn run_small_writes(
         * opts.patterns.len()
         * opts.write_sizes.len()
         * opts.syncs.len()
-        * opts.write_buffers.len()) as u64;
+        * opts.write_buffer_bytes.len()) as u64;
     let mut rows = Vec::new();
     let mut done = 0;
     for device in &opts.devices {
@@ -246,7 +246,7 @@ pub fn run_small_writes(
         for &pattern in &opts.patterns {
             for &write_bytes in &opts.write_sizes {
                 for &sync in &opts.syncs {
-                    for &buffers in &opts.write_buffers {
+                    for &buffers in &opts.write_buffer_bytes {
                         let run = Run {
                             device,
                             pattern,
@@ -282,7 +282,7 @@ struct Run<'a> {
 impl Run<'_> {
     fn label(&self) -> String {
         format!(
-            "{} {} {} B sync {} buffers {}",
+            "{} {} {} B sync {} buffers {} B",
             self.device,
             self.pattern.name(),
             self.write_bytes,
@@ -313,7 +313,7 @@ impl Run<'_> {
     fn measure<D: SimSegments>(&self, dev: D, opts: &SmallWritesOptions) -> Result<SmallWritesRow> {
         let config = FsConfig {
             atime: Atime::Never,
-            write_buffers: self.buffers,
+            write_buffer_bytes: self.buffers,
             ..FsConfig::default()
         };
         let w = self.write_bytes as u64;
@@ -408,7 +408,7 @@ impl Run<'_> {
             pattern: self.pattern,
             write_bytes: self.write_bytes,
             sync: self.sync,
-            write_buffers: self.buffers,
+            write_buffer_bytes: self.buffers,
             block_bytes,
             writes: offsets.len() as u64,
             syncs,
@@ -466,17 +466,17 @@ fn fill_chunk(buf: &mut [u8], off: u64, version: u64) {
 /// The rows as a table.
 pub fn table(rows: &[SmallWritesRow]) -> String {
     let mut out = String::from(
-        "DEVICE     PATTERN  WRITE B  SYNC  BUFFERS  BLOCK B  PROG/USER B  PROGS/SYNC  \
+        "DEVICE     PATTERN  WRITE B  SYNC  WB KiB  BLOCK B  PROG/USER B  PROGS/SYNC  \
          DEVICE s  P99 WRITE us  HEAP KiB  BUFFERS KiB\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<10} {:<8} {:>7}  {:<4}  {:>7}  {:>7}  {:>11.2}  {:>10.1}  {:>8.3}  {:>12.0}  {:>8.1}  {:>11.1}\n",
+            "{:<10} {:<8} {:>7}  {:<4}  {:>6}  {:>7}  {:>11.2}  {:>10.1}  {:>8.3}  {:>12.0}  {:>8.1}  {:>11.1}\n",
             r.device,
             r.pattern.name(),
             r.write_bytes,
             r.sync.name(),
-            r.write_buffers,
+            r.write_buffer_bytes / 1024,
             r.block_bytes,
             r.prog_per_user_byte,
             r.programs_per_sync,
@@ -507,7 +507,7 @@ mod tests {
                     && r.pattern == pattern
                     && r.write_bytes == w
                     && r.sync == sync
-                    && r.write_buffers == buffers
+                    && r.write_buffer_bytes == buffers
             })
             .cloned()
             .unwrap_or_else(|| panic!("no row {device} {pattern:?} {w} {sync:?} {buffers}"))
@@ -525,7 +525,7 @@ mod tests {
             if r.sync == SyncEvery::Each {
                 assert_eq!(r.syncs, r.writes, "{r:?}");
             }
-            if r.write_buffers == 0 {
+            if r.write_buffer_bytes == 0 {
                 assert_eq!(r.buffer_bytes, 0, "{r:?}");
             }
         }
@@ -535,7 +535,7 @@ mod tests {
                 Pattern::Append,
                 64,
                 SyncEvery::End,
-                FsConfig::default().write_buffers,
+                FsConfig::default().write_buffer_bytes,
                 device,
             );
             let off = find(&rows, Pattern::Append, 64, SyncEvery::End, 0, device);

@@ -486,7 +486,7 @@ fn bench_small_writes_quick_rows_as_json() {
                 "pattern",
                 "write_bytes",
                 "sync",
-                "write_buffers",
+                "write_buffer_bytes",
                 "prog_per_user_byte",
                 "programs_per_sync",
                 "device_s",
@@ -504,13 +504,15 @@ fn bench_small_writes_quick_rows_as_json() {
     // without it, a block per append.
     let ppb = |dev: &str, buffers: u64| {
         rows.iter()
-            .find(|r| r["device"] == dev && r["write_bytes"] == 64 && r["write_buffers"] == buffers)
+            .find(|r| {
+                r["device"] == dev && r["write_bytes"] == 64 && r["write_buffer_bytes"] == buffers
+            })
             .unwrap()["prog_per_user_byte"]
             .as_f64()
             .unwrap()
     };
     for dev in ["w25q64jv", "w25n01gv"] {
-        let default = ::flashfs::FsConfig::default().write_buffers as u64;
+        let default = ::flashfs::FsConfig::default().write_buffer_bytes as u64;
         let (on, off) = (ppb(dev, default), ppb(dev, 0));
         assert!(
             on < 1.5 && on * 4.0 < off,

@@ -546,11 +546,16 @@ fn remount<D: Segments>(fs: Fs<D>, config: FsConfig) -> Result<Fs<D>, TestCaseEr
 fn config_s() -> impl Strategy<Value = FsConfig> {
     (
         0..3u8,
-        prop_oneof![Just(FsConfig::default().write_buffers), Just(1), Just(0)],
+        // One block is 512 bytes on the test parts.
+        prop_oneof![
+            Just(FsConfig::default().write_buffer_bytes),
+            Just(512),
+            Just(0)
+        ],
     )
         .prop_map(|(k, buffers)| {
             let mut c = fs_config();
-            c.write_buffers = buffers;
+            c.write_buffer_bytes = buffers;
             match k {
                 0 => {}
                 1 => c.dirty_limit = Some(1),

@@ -515,7 +515,7 @@ fn create_write_fsync() {
     on_every_device(&steps, fs_config());
 }
 
-/// Small writes between syncs wait in RAM (`FsConfig::write_buffers`): a cut keeps every
+/// Small writes between syncs wait in RAM (`FsConfig::write_buffer_bytes`): a cut keeps every
 /// synced one and a prefix of the rest, never a torn or lost synced write. With one buffer
 /// every other file written evicts a block; with eager commits every operation's commit
 /// takes the buffered blocks along.
@@ -543,7 +543,8 @@ fn small_writes_between_syncs() {
     ]);
     on_every_device(&steps, fs_config());
     let one = FsConfig {
-        write_buffers: 1,
+        // One block of the test parts' 512 bytes.
+        write_buffer_bytes: 512,
         ..fs_config()
     };
     every_cut(nand(), one, &steps);
@@ -582,7 +583,8 @@ fn small_synced_writes_in_the_journal() {
     ]);
     on_every_device(&steps, fs_config());
     let one = FsConfig {
-        write_buffers: 1,
+        // One block of the test parts' 512 bytes.
+        write_buffer_bytes: 512,
         ..fs_config()
     };
     every_cut(nand(), one, &steps);

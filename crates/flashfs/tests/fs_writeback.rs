@@ -1,4 +1,4 @@
-//! Write-back of partial blocks (`FsConfig::write_buffers`): reads and sizes see the blocks
+//! Write-back of partial blocks (`FsConfig::write_buffer_bytes`): reads and sizes see the blocks
 //! waiting in RAM, the bound evicts the least recently written, frees drop them, commits
 //! and transactions take them along, and a power cut loses only what no sync covered.
 
@@ -32,9 +32,10 @@ fn slots<D: Segments>(fs: &Fs<D>) -> u64 {
     fs.ftl().log().stats().user_slots
 }
 
+/// `n` blocks of write-back on the test parts, whose blocks are 512 bytes.
 fn buffered(n: usize) -> FsConfig {
     FsConfig {
-        write_buffers: n,
+        write_buffer_bytes: n * 512,
         ..fs_config()
     }
 }

@@ -39,7 +39,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench mount --experiment frash        FRASH's partitions of 10 to 100 MiB only
   flashfs bench small-writes --quick            16- to 1,024-byte writes, with and without write-back (seconds)
   flashfs bench small-writes --json             1 MiB appends and random writes on three parts (minutes)
-  flashfs bench small-writes --device w25n01gv --sync end --write-buffers 4
+  flashfs bench small-writes --device w25n01gv --sync end --write-buffer-bytes 8192
   flashfs bench integrity --quick               fsck and scrub of a half-full 128 MiB NAND (seconds)
   flashfs bench integrity --json                fsck and scrub of the 1 GiB NAND 90% full (minutes)
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
@@ -154,9 +154,9 @@ pub struct SmallWritesArgs {
     /// Only writes of these sizes, bytes (repeatable).
     #[arg(long, value_name = "BYTES")]
     write_bytes: Vec<usize>,
-    /// Only this write-back bound (blocks; 0: off) instead of the default and 0.
-    #[arg(long, value_name = "N")]
-    write_buffers: Option<usize>,
+    /// Only this write-back budget (bytes of RAM; 0: off) instead of the default and 0.
+    #[arg(long, value_name = "BYTES")]
+    write_buffer_bytes: Option<usize>,
     /// Seed of the random offsets and of the simulated parts.
     #[arg(long, default_value_t = 2019)]
     seed: u64,
@@ -646,8 +646,8 @@ fn small_writes(args: &SmallWritesArgs, global: Global, out: &mut dyn Write) -> 
     if !args.write_bytes.is_empty() {
         opts.write_sizes = args.write_bytes.clone();
     }
-    if let Some(n) = args.write_buffers {
-        opts.write_buffers = vec![n];
+    if let Some(n) = args.write_buffer_bytes {
+        opts.write_buffer_bytes = vec![n];
     }
     let rows = with_progress(global, "{msg:>40} [{bar:40}] {pos}/{len} {eta}", |p| {
         run_small_writes(&opts, p)

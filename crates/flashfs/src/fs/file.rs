@@ -72,7 +72,7 @@ impl<D: Segments> Fs<D> {
     /// Reads, sizes and times show the write at once; it is durable once a commit covers
     /// it ([`Fs::fsync`], [`Fs::sync`], a transaction's commit, or one the file system makes
     /// on its own). The block the write ends inside may wait in RAM until then
-    /// ([`FsConfig::write_buffers`](super::FsConfig)): a power cut before the commit may
+    /// ([`FsConfig::write_buffer_bytes`](super::FsConfig)): a power cut before the commit may
     /// lose the write, whole, with every write after it, and never loses or tears a write a
     /// commit covered. A write of at most a quarter of a block, outside a transaction, is
     /// made durable as a journal entry carrying its bytes where the volume has a journal
@@ -376,7 +376,7 @@ impl<D: Segments> Fs<D> {
     /// blocks; `data` spans at most one piece. Updates the size and block count, not times.
     ///
     /// The block the write ends inside is not programmed but left in RAM (`writeback`),
-    /// outside transactions and where [`FsConfig::write_buffers`](super::FsConfig) allows;
+    /// outside transactions and where [`FsConfig::write_buffer_bytes`](super::FsConfig) allows;
     /// a write within a block left there changes it in place.
     pub(super) fn write_inode_data(
         &mut self,

@@ -14,7 +14,7 @@
 //! nodes reach a budget, and before space runs out.
 //!
 //! The block a small write ends inside is mapped at once but programmed later
-//! (`writeback`, [`FsConfig::write_buffers`]): when full, closed, evicted, or before the
+//! (`writeback`, [`FsConfig::write_buffer_bytes`]): when full, closed, evicted, or before the
 //! next commit, whatever starts it — so every commit still holds all the data before it.
 //!
 //! On reprogrammable NOR a commit of record operations only is instead an entry in the
@@ -112,8 +112,13 @@ pub struct FsConfig {
     /// entries sharing blocks; elsewhere 8 to 128 blocks, an entry each. `Some(0)`: none. A
     /// mount uses the volume's journal whatever this says.
     pub journal_blocks: Option<u16>,
-    /// File blocks a write may leave in RAM, at most (16 by default; 0: none, every write
-    /// programs its blocks at once). The block a write ends inside (an append's last,
+    /// RAM for file blocks a write may leave there, in bytes, at most: as many whole blocks
+    /// as fit (32 KiB by default: 16 blocks of 2 KiB on large-page NAND, 64 of 512 bytes on
+    /// NOR; less than a block: none, every write programs its blocks at once). A budget in
+    /// bytes, not blocks, because small writes spread over a file of small blocks need as
+    /// much RAM to wait for their checkpoint as over one of large blocks: with 16 buffers of
+    /// 512 bytes, a sync after each of 64-byte writes at random places in a 32 KiB file
+    /// programmed a block per sync for the evictions. The block a write ends inside (an append's last,
     /// partial block; a small write's block) waits there, so the next small writes to it
     /// change RAM, not flash; it is programmed when written to its end, when its file is
     /// closed ([`Fs::release`]), when the bound is passed (least recently written first),
@@ -121,8 +126,8 @@ pub struct FsConfig {
     /// changed it (SPEC.md §8.5b), which leaves it for the checkpoint. Durability is
     /// unchanged: a power cut loses what no commit (`fsync`, `sync`, a transaction's
     /// commit, or one the file system makes on its own) covered, and never part of what one
-    /// did. Each costs a block of heap ([`Fs::write_back_stats`]).
-    pub write_buffers: usize,
+    /// did. Each block held costs its size in heap ([`Fs::write_back_stats`]).
+    pub write_buffer_bytes: usize,
 }
 
 impl Default for FsConfig {
@@ -140,7 +145,7 @@ impl Default for FsConfig {
             tid_window: 64,
             extent_maps: extents::FILES,
             journal_blocks: None,
-            write_buffers: 16,
+            write_buffer_bytes: 32 << 10,
         }
     }
 }
@@ -248,7 +253,7 @@ pub struct FsStats {
     pub superblock_appends: u64,
     /// File bytes written by callers.
     pub bytes_written: u64,
-    /// Bytes of file blocks waiting in RAM to be programmed ([`FsConfig::write_buffers`]).
+    /// Bytes of file blocks waiting in RAM to be programmed ([`FsConfig::write_buffer_bytes`]).
     pub write_buffer_bytes: u64,
     /// Blocks of saved free-space maps written (SPEC.md §8.5).
     pub space_map_writes: u64,
@@ -346,7 +351,7 @@ impl<D: Segments> Fs<D> {
         }
     }
 
-    /// What the write-back buffers ([`FsConfig::write_buffers`]) hold now and held at most
+    /// What the write-back buffers ([`FsConfig::write_buffer_bytes`]) hold now and held at most
     /// since mount.
     pub fn write_back_stats(&self) -> WriteBackStats {
         self.tree.store().wb.stats()
@@ -404,13 +409,13 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Makes every change so far durable, the file blocks waiting in RAM
-    /// ([`FsConfig::write_buffers`]) with it.
+    /// ([`FsConfig::write_buffer_bytes`]) with it.
     pub fn sync(&mut self) -> Result<()> {
         self.commit()
     }
 
     /// Makes the file's data and attributes durable (with everything before them: a commit
-    /// is all or nothing), its blocks waiting in RAM ([`FsConfig::write_buffers`]) and
+    /// is all or nothing), its blocks waiting in RAM ([`FsConfig::write_buffer_bytes`]) and
     /// every other file's with them. Once it returns, a power cut keeps every write before
     /// it; before, it may lose any write since the last commit, but never part of one
     /// a commit covered.
@@ -796,7 +801,7 @@ impl<D: Segments> Fs<D> {
 
     /// Closes an inode opened with [`Fs::open`]; the last close of an inode without a name
     /// deletes it. The last close programs the file's blocks waiting in RAM
-    /// ([`FsConfig::write_buffers`]) but does not commit: as with POSIX `close`, only
+    /// ([`FsConfig::write_buffer_bytes`]) but does not commit: as with POSIX `close`, only
     /// [`Fs::fsync`] or [`Fs::sync`] makes the writes durable.
     pub fn release(&mut self, ino: Ino) -> Result<()> {
         let Some(n) = self.open.get_mut(&ino) else {

@@ -154,7 +154,7 @@ impl<D: Segments> Fs<D> {
             node_writes: 0,
             node_patches: 0,
             map_writes: 0,
-            wb: WriteBack::new(config.write_buffers),
+            wb: WriteBack::new(config.write_buffer_bytes / ss),
         };
         let tree = TxTree::new(
             Tree::open_at(store, None, 0, tree_config)?,
@@ -223,7 +223,7 @@ impl<D: Segments> Fs<D> {
             node_writes: 0,
             node_patches: 0,
             map_writes: 0,
-            wb: WriteBack::new(config.write_buffers),
+            wb: WriteBack::new(config.write_buffer_bytes / ss),
         };
         store.read(0, &mut buf)?;
         // The newest of the superblocks block 0 holds. The first commit after the mount
