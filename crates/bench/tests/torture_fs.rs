@@ -260,20 +260,6 @@ fn dropped_anchors_leave_no_root_under_silent_erases() {
     }
 }
 
-/// A volume whose only segment header was damaged at rest is damaged, not blank: the
-/// mount says so with a corrupt-volume error, not "not a flashfs volume" (found by flashfs
-/// torture on a 7-segment NOR part where one segment held a header).
-#[test]
-fn a_volume_whose_headers_are_all_damaged_is_reported_damaged() {
-    let report = replay(
-        "st10f280",
-        Fault::AtRest,
-        FsWorkload::Mixed,
-        (162, 177, false),
-    );
-    assert_eq!(report.mount_errors, 1, "{report:?}");
-}
-
 /// An in-place mark that did not take (a silent program failure) must stop the program in
 /// place below the written length: programmed anyway, the slot failed its checksum and its
 /// append block's earlier records were lost (found by flashfs torture on both NOR presets).

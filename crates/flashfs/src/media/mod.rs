@@ -266,7 +266,16 @@ impl<F: NorFlash> NorSegments<F> {
         let tag_stride = round_up(entry as u32, word);
         let head = round_up(HEADER_LEN as u32, word);
         let mut slots = size.saturating_sub(head) / (slot_size + tag_stride);
-        let data_off = |n: u32| round_up(head + n * tag_stride, word);
+        // Where slots are whole program pages (SPI NOR), the data area starts on a page:
+        // a slot then takes one program command per page, not one more for the page it
+        // would straddle, and each command costs its time whatever its size.
+        let page = s.program_page;
+        let align = if page > 0 && slot_size % page == 0 {
+            page
+        } else {
+            word
+        };
+        let data_off = |n: u32| round_up(head + n * tag_stride, align);
         while slots > 0 && data_off(slots) + slots * slot_size > size {
             slots -= 1;
         }
@@ -1062,6 +1071,29 @@ mod tests {
         ] {
             assert_layout(&part(name), name, (units, segments, slots));
         }
+    }
+
+    #[test]
+    fn nor_slot_data_starts_on_a_program_page_at_no_cost_in_slots() {
+        let mut d = part("w25q64jv");
+        // 32 + 15 × 20 bytes of header and entries, then the data from 512 (not 332): the
+        // 15 slots of 512 bytes still fill the 8 KiB segment exactly.
+        assert_eq!((d.data_off, d.geometry().slots), (512, 15));
+        let data = [0x5Au8; 512];
+        let before = d.flash().stats().programs;
+        d.write_slot(3, 4, &sector_tag(1), &data).unwrap();
+        // Two program pages of data and the entry: a slot straddling three pages took four.
+        assert_eq!(d.flash().stats().programs - before, 3);
+        let mut back = [0u8; 512];
+        let state = d.read_slot_tag(3, 4, &mut back).unwrap();
+        assert!(
+            matches!(state, TagState::Valid(t) if t.key == 7),
+            "{state:?}"
+        );
+        d.read_slot(3, 4, &mut back).unwrap();
+        assert_eq!(back, data);
+        // Parts without program pages keep the data right after the entries.
+        assert_eq!(part("m29dw640d").data_off, 32 + 123 * 20);
     }
 
     /// Units per segment, segments and slots per segment of `d`, preset `name`.
