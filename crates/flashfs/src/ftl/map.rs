@@ -224,8 +224,7 @@ impl SectorMap {
         let copies: Vec<(u64, u32)> = self
             .records
             .iter()
-            .flat_map(|(&seq, r)| r.copies.slots().map(move |at| (seq, at)))
-            .map(|(seq, at)| (seq, self.pack(at)))
+            .flat_map(|(&seq, r)| r.copies.slots().map(move |at| (seq, self.pack(at))))
             .collect();
         let counters = self.counters_at.map_or(UNMAPPED, |a| self.pack(a));
         encode_records(counters, &copies)
