@@ -18,8 +18,8 @@ pub const CHUNK: usize = 64 * 1024;
 /// Sectors written per call on the block device (at most [`CHUNK`] bytes' worth).
 const SECTOR_BATCH: usize = 64;
 
-/// [`PATTERN`] random bytes, then their first bytes again, so that a piece of up to a chunk
-/// (or a batch of sectors) starting anywhere in the first [`PATTERN`] is contiguous and a
+/// `PATTERN` random bytes, then their first bytes again, so that a piece of up to a chunk
+/// (or a batch of sectors) starting anywhere in the first `PATTERN` is contiguous and a
 /// file's byte at `x` is the same whichever piece it is read or written in.
 pub struct Pattern(Vec<u8>);
 

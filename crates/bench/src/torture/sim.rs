@@ -25,7 +25,7 @@ pub trait SimSegments: Segments + Clone {
         let _ = (seg, cfg);
         AgeReport::default()
     }
-    /// The damage at rest the torture's [`Fault::AtRest`] does to this medium.
+    /// The damage at rest the torture's [`Fault::AtRest`](super::Fault::AtRest) does to this medium.
     fn at_rest(&self) -> AtRest {
         AtRest::default()
     }

@@ -57,7 +57,7 @@ impl SegState {
 /// it holds allows (24 bytes): counts of slots fit 16 bits (a log refuses a geometry of
 /// more slots per segment), sequence numbers 40 bits (as in a checkpoint), times 32 bits
 /// (to about a millisecond). When it was opened is kept apart, and only on the small
-/// devices whose cleaner uses it ([`super::death_age`]).
+/// devices whose cleaner uses it (`log::death_age`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegInfo {
     /// Life stage.
