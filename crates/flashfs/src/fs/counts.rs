@@ -84,13 +84,13 @@ impl Counts {
         self.garbage_spares
     }
 
-    /// The mount read its free space from the saved map.
-    pub fn mounted_from_map(&mut self) {
+    /// Notes that the mount read its free space from the saved map.
+    pub fn note_mount_from_map(&mut self) {
         self.mounted_from_map = true;
     }
 
     /// Whether the mount read its free space from the saved map.
-    pub fn was_mounted_from_map(&self) -> bool {
+    pub fn mounted_from_map(&self) -> bool {
         self.mounted_from_map
     }
 }

@@ -347,7 +347,7 @@ impl<D: Segments> Fs<D> {
             bytes_written: self.counts.bytes_written(),
             write_buffer_bytes: self.tree.store().wb.bytes() as u64,
             space_map_writes: self.tree.store().map_writes,
-            mounted_from_map: self.counts.was_mounted_from_map(),
+            mounted_from_map: self.counts.mounted_from_map(),
         }
     }
 

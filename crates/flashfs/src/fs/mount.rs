@@ -267,7 +267,7 @@ impl<D: Segments> Fs<D> {
             Some(space) => {
                 fs.tree.store_mut().space = space;
                 fs.inodes = fs.sb.inodes;
-                fs.counts.mounted_from_map();
+                fs.counts.note_mount_from_map();
                 Found {
                     orphans: fs.orphan_list()?,
                     unwritten: Vec::new(),
