@@ -58,9 +58,10 @@ impl Counts {
     /// The totals a superblock written now carries: file bytes written and slots programmed
     /// over the volume's life, `slots` of them since mount.
     pub fn totals(&self, slots: u64) -> (u64, u64) {
+        // The bases come from flash: a damaged superblock's must not overflow.
         (
-            self.base_user_bytes + self.bytes_written,
-            self.base_flash_slots + slots,
+            self.base_user_bytes.saturating_add(self.bytes_written),
+            self.base_flash_slots.saturating_add(slots),
         )
     }
 
@@ -70,7 +71,7 @@ impl Counts {
         let (user_bytes, flash_slots) = self.totals(slots);
         Lifetime {
             user_bytes,
-            flash_bytes: flash_slots * u64::from(block_size),
+            flash_bytes: flash_slots.saturating_mul(u64::from(block_size)),
         }
     }
 
@@ -92,5 +93,25 @@ impl Counts {
     /// Whether the mount read its free space from the saved map.
     pub fn mounted_from_map(&self) -> bool {
         self.mounted_from_map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_from_a_damaged_superblock_saturate() {
+        let mut c = Counts {
+            commits: 0,
+            bytes_written: 0,
+            base_user_bytes: u64::MAX - 1,
+            base_flash_slots: u64::MAX / 2,
+            garbage_spares: 0,
+            mounted_from_map: false,
+        };
+        c.wrote(10);
+        assert_eq!(c.totals(1), (u64::MAX, u64::MAX / 2 + 1));
+        assert_eq!(c.lifetime(1, 512).flash_bytes, u64::MAX);
     }
 }
