@@ -1878,6 +1878,29 @@ pub fn bad_block_part(dev: &TortureDevice, seed: u64) -> Result<(NandSegments<Na
     Ok((nand_part_of(dev, spec, mix(seed, 0xBAD0))?, last))
 }
 
+/// The NAND part of [`Fault::BadBlocks`] for a case seed, formatted by `format`. A draw whose
+/// bad blocks leave too little room for the volume (a file system needs more than a block
+/// device) is drawn again from the next seed, the same way for the same case seed: a
+/// campaign that met one stopped (`flashfs torture --campaign 1000000`, file system on
+/// nand-128m).
+fn formatted_bad_block_part<T>(
+    dev: &TortureDevice,
+    seed: u64,
+    format: &dyn Fn(NandSegments<NandSim>) -> Result<T>,
+) -> Result<T> {
+    let mut draw = seed;
+    for _ in 0..16 {
+        match format(bad_block_part(dev, draw)?.0) {
+            Err(BenchError::Fs {
+                error: Error::InvalidArgument(_) | Error::NoSpace,
+                ..
+            }) => draw = mix(draw, 1),
+            r => return r,
+        }
+    }
+    format(bad_block_part(dev, draw)?.0)
+}
+
 /// The NAND part of [`Fault::BadBlocks`] for a case seed with the block device formatted on
 /// it, and its factory bad blocks (see [`bad_block_part`]).
 pub fn bad_block_device(
@@ -2216,7 +2239,7 @@ fn run_preset(
                 DeviceSpec::Nand(_) => {
                     let base: Box<dyn Fn(u64) -> Result<NandSegments<NandSim>>> =
                         if fault == Fault::BadBlocks {
-                            Box::new(|seed| formatted_nand(bad_block_part(dev, seed)?.0))
+                            Box::new(|seed| formatted_bad_block_part(dev, seed, &formatted_nand))
                         } else {
                             if nand_base.is_none() {
                                 nand_base = Some(formatted_nand(nand_part(dev, 1)?)?);
@@ -2247,6 +2270,42 @@ fn run_preset(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A draw of bad blocks that leaves no room for the volume is drawn again, the same way
+    /// for the same seed; other errors stop as before.
+    #[test]
+    fn a_bad_block_draw_too_small_for_the_volume_is_drawn_again() {
+        let dev = torture_device("nand-128m").unwrap();
+        let DeviceSpec::Nand(spec) = dev.spec else {
+            panic!("nand-128m is NAND")
+        };
+        let draws = RefCell::new(Vec::new());
+        let format = |seg: NandSegments<NandSim>| -> Result<Vec<u32>> {
+            let mut seg = seg;
+            let bad: Vec<u32> = (0..spec.blocks)
+                .filter(|&b| seg.flash_mut().is_bad(b).unwrap_or(false))
+                .collect();
+            draws.borrow_mut().push(bad.clone());
+            if draws.borrow().len() < 3 {
+                return Err(Error::InvalidArgument("device too small for a file system"))
+                    .context(|| "formatting".into());
+            }
+            Ok(bad)
+        };
+        let got = formatted_bad_block_part(&dev, 5, &format).unwrap();
+        let tried = draws.take();
+        assert_eq!(tried.len(), 3);
+        assert_ne!(tried[0], tried[1], "the next draw differs");
+        assert_eq!(formatted_bad_block_part(&dev, 5, &format).unwrap(), got);
+        let io = |_| -> Result<()> { Err(Error::Io).context(|| "formatting".into()) };
+        assert!(matches!(
+            formatted_bad_block_part(&dev, 5, &io),
+            Err(BenchError::Fs {
+                error: Error::Io,
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn workloads_stay_in_range_and_version_each_write_once() {
