@@ -1084,6 +1084,14 @@ impl<D: SimSegments> Target for FtlTarget<D> {
     fn observe(&mut self, model: &Model) -> std::result::Result<(Vec<Content>, u64), String> {
         let eio_ok = self.striker.fault().damages_media();
         let ftl = self.ftl.as_mut().ok_or_else(|| Self::gone().to_string())?;
+        // The live counts checkpoints carry from mount to mount: a count too low would let a
+        // later mount erase live data.
+        match ftl.miscounted_segments() {
+            Ok(m) if m.is_empty() => {}
+            Ok(m) => return Err(format!("the log counts segments {m:?} wrong")),
+            Err(e) if eio_ok && e.is_unreadable() => {}
+            Err(e) => return Err(format!("counting the live slots: {e}")),
+        }
         let read = read_sectors(ftl, model.history(), eio_ok)?;
         Ok((read, self.sectors * self.sector_size as u64))
     }

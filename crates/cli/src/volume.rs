@@ -10,6 +10,7 @@ use anyhow::{anyhow, Context};
 use flash::spec::DeviceSpec;
 use flash::store::Store;
 use flash::{NandSim, NorSim, NvramSim, Simulated};
+use flashfs::ftl::Audit;
 use flashfs::log::segment::SegState;
 use flashfs::media::tag::FORMAT_BLOCK_DEVICE;
 use flashfs::media::HeaderState;
@@ -213,8 +214,8 @@ impl<S: Store> AnyFtl<S> {
     }
 
     /// Mounts again by a full scan and compares with this mount's map, if it came from a
-    /// checkpoint ([`Ftl::audit`]): the scanned block device and the sectors that differ.
-    pub fn audit(self, config: FtlConfig) -> anyhow::Result<(Self, Option<Vec<u64>>)> {
+    /// checkpoint ([`Ftl::audit`]): the scanned block device and what disagrees.
+    pub fn audit(self, config: FtlConfig) -> anyhow::Result<(Self, Option<Audit>)> {
         Ok(match self {
             AnyFtl::Nor(f) => {
                 let (f, d) = f.audit(config)?;

@@ -87,10 +87,10 @@ fn check_ftl(
         Err(e) => return mount_failed(e, &shown, out),
     };
     // The scan is the reference: a checkpoint that disagrees with it is damage.
-    let (mut ftl, differing) = ftl
+    let (mut ftl, audit) = ftl
         .audit(FtlConfig::default())
         .with_context(|| format!("{shown}: cannot scan the block device"))?;
-    let differing = differing.unwrap_or_default();
+    let audit = audit.unwrap_or_default();
     let (n, ss) = (ftl.sectors(), ftl.sector_size());
     let bar = global.progress_bar(n, "checking {bar:40} {pos}/{len} sectors {eta}");
     let mut lost = Vec::new();
@@ -127,13 +127,30 @@ fn check_ftl(
         count(log.segments)
     );
     let mut code = CLEAN;
-    if !differing.is_empty() {
+    if !audit.is_clean() {
+        let differing = &audit.differing;
+        let miscounted: Vec<u64> = audit.miscounted.iter().map(|&s| u64::from(s)).collect();
+        let mut what = Vec::new();
+        if !differing.is_empty() {
+            what.push(format!(
+                "the place of {} sector{} ({})",
+                count(differing.len() as u64),
+                device::plural(differing.len() as u64),
+                list(differing)
+            ));
+        }
+        if !miscounted.is_empty() {
+            what.push(format!(
+                "the live count of {} segment{} ({})",
+                count(miscounted.len() as u64),
+                device::plural(miscounted.len() as u64),
+                list(&miscounted)
+            ));
+        }
         writeln!(
             out,
-            "{shown}: the checkpoint disagrees with a scan on {} sector{} ({}); the scan's map is taken{}",
-            count(differing.len() as u64),
-            device::plural(differing.len() as u64),
-            list(&differing),
+            "{shown}: the checkpoint disagrees with a scan on {}; the scan's map is taken{}",
+            what.join(" and "),
             if a.repair {
                 " and a new checkpoint written"
             } else {

@@ -180,6 +180,19 @@ impl<D: Segments> Fs<D> {
         self.check_extents(&census, &mut report, &mut fixes);
         self.check_records(&census, &mut report);
         self.check_space(&usage, &census, &mut report)?;
+        // The block device's live counts, which checkpoints carry from mount to mount.
+        let miscounted = self.tree.store_mut().ftl.miscounted_segments()?;
+        if let Some(first) = miscounted.first() {
+            report.problems.push(Problem {
+                ino: None,
+                path: None,
+                what: format!(
+                    "the log counts the live slots of {} segment(s) wrong (the first: {first})",
+                    miscounted.len()
+                ),
+                repaired: false,
+            });
+        }
         // The count the superblock keeps (the mount from the saved free-space map reads it).
         if self.committed_inodes() != usage.inodes {
             report.problems.push(Problem {

@@ -85,44 +85,66 @@ pub(super) fn decode_ranges(b: &[u8]) -> Result<Vec<(u32, u32)>> {
         .collect())
 }
 
-/// The records part of a checkpoint, after the map pages: how many record copies, the
-/// counters record's address ([`UNMAPPED`] for none), then each copy's sequence number and
-/// address (a record kept twice has two entries of one sequence number). Addresses are
-/// packed slot numbers, as in the map.
-pub(super) fn encode_records(counters: u32, copies: &[(u64, u32)]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(records_len(copies.len()));
-    b.extend_from_slice(&(copies.len() as u32).to_le_bytes());
-    b.extend_from_slice(&counters.to_le_bytes());
-    for (seq, at) in copies {
-        b.extend_from_slice(&seq.to_le_bytes());
-        b.extend_from_slice(&at.to_le_bytes());
+/// The part of a checkpoint after the map pages: what the map holds besides its entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RecordsPart {
+    /// The counters record's address ([`UNMAPPED`] for none).
+    pub(super) counters: u32,
+    /// Sectors whose entry names a slot: a mount takes it from here, reading no map page.
+    pub(super) mapped: u32,
+    /// Each live trim or loss record's copies: its sequence number and address (a record
+    /// kept twice has two entries of one sequence number).
+    pub(super) copies: Vec<(u64, u32)>,
+}
+
+/// Bytes before the copies of a records part: their count, the counters record's address
+/// and the sectors mapped.
+const RECORDS_HEADER: usize = 12;
+
+impl RecordsPart {
+    /// Encodes the part: the count of copies (u32), the counters record's address (u32),
+    /// the sectors mapped (u32), then per copy its sequence number (u64) and address
+    /// (u32). Addresses are packed slot numbers, as in the map.
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(records_len(self.copies.len()));
+        b.extend_from_slice(&(self.copies.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.counters.to_le_bytes());
+        b.extend_from_slice(&self.mapped.to_le_bytes());
+        for (seq, at) in &self.copies {
+            b.extend_from_slice(&seq.to_le_bytes());
+            b.extend_from_slice(&at.to_le_bytes());
+        }
+        b
     }
-    b
+
+    /// Decodes the part from the payloads of its pages, end to end.
+    pub(super) fn decode(b: &[u8]) -> Result<Self> {
+        let bad = Error::Corrupt("checkpoint map pages do not match the volume");
+        let word = |i: usize| -> Result<u32> {
+            Ok(u32::from_le_bytes(
+                b.get(i..i + 4).ok_or(bad.clone())?.try_into().unwrap(),
+            ))
+        };
+        let n = word(0)? as usize;
+        let counters = word(4)?;
+        let mapped = word(8)?;
+        let mut copies = Vec::with_capacity(n.min(b.len() / 12));
+        for i in 0..n {
+            let at = RECORDS_HEADER + i * 12;
+            let seq = u64::from_le_bytes(b.get(at..at + 8).ok_or(bad.clone())?.try_into().unwrap());
+            copies.push((seq, word(at + 8)?));
+        }
+        Ok(RecordsPart {
+            counters,
+            mapped,
+            copies,
+        })
+    }
 }
 
 /// Bytes of a records part listing `copies` record copies.
 pub(super) fn records_len(copies: usize) -> usize {
-    8 + copies * 12
-}
-
-/// The counters record's address and the record copies of a checkpoint's records part
-/// (the payloads of its pages after the map pages, end to end).
-pub(super) fn decode_records(b: &[u8]) -> Result<(u32, Vec<(u64, u32)>)> {
-    let bad = Error::Corrupt("checkpoint map pages do not match the volume");
-    let word = |i: usize| -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            b.get(i..i + 4).ok_or(bad.clone())?.try_into().unwrap(),
-        ))
-    };
-    let n = word(0)? as usize;
-    let counters = word(4)?;
-    let mut copies = Vec::with_capacity(n.min(b.len() / 12));
-    for i in 0..n {
-        let at = 8 + i * 12;
-        let seq = u64::from_le_bytes(b.get(at..at + 8).ok_or(bad.clone())?.try_into().unwrap());
-        copies.push((seq, word(at + 8)?));
-    }
-    Ok((counters, copies))
+    RECORDS_HEADER + copies * 12
 }
 
 /// Map entry of a sector never written, or trimmed: reads as zeros.
@@ -246,9 +268,15 @@ mod tests {
         assert!(decode_ranges(&b[..10]).is_err());
         assert_eq!(ranges_per_record(512), 63);
         let copies = [(9, 100), (9, 2000), (12, 7)];
-        let r = encode_records(UNMAPPED, &copies);
-        assert_eq!(decode_records(&r).unwrap(), (UNMAPPED, copies.to_vec()));
-        assert!(decode_records(&r[..r.len() - 1]).is_err());
+        let part = RecordsPart {
+            counters: UNMAPPED,
+            mapped: 77,
+            copies: copies.to_vec(),
+        };
+        let r = part.encode();
+        assert_eq!(r.len(), records_len(copies.len()));
+        assert_eq!(RecordsPart::decode(&r).unwrap(), part);
+        assert!(RecordsPart::decode(&r[..r.len() - 1]).is_err());
     }
 
     #[test]

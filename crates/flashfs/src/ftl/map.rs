@@ -9,9 +9,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::hiding::Hiding;
-use super::layout::{
-    decode_records, encode_records, is_slot, records_len, LOST, PAGE_HEADER, UNMAPPED,
-};
+use super::layout::{is_slot, records_len, RecordsPart, LOST, PAGE_HEADER, UNMAPPED};
 use super::pages::MapPages;
 use crate::error::{Error, Result};
 use crate::log::checkpoint::payload;
@@ -226,14 +224,20 @@ impl SectorMap {
             .iter()
             .flat_map(|(&seq, r)| r.copies.slots().map(move |at| (seq, self.pack(at))))
             .collect();
-        let counters = self.counters_at.map_or(UNMAPPED, |a| self.pack(a));
-        encode_records(counters, &copies)
+        RecordsPart {
+            counters: self.counters_at.map_or(UNMAPPED, |a| self.pack(a)),
+            // The map packs slots into 32 bits: fewer sectors than that are mapped.
+            mapped: self.at.mapped() as u32,
+            copies,
+        }
+        .encode()
     }
 
-    /// Reads the part of a checkpoint of `pages` pages that follows the map pages (read
-    /// first, [`MapPages::restore_chunk`]): the counters record's address, and the records
-    /// it names, by sequence number, which it returns for the caller to resolve what they
-    /// hide ([`SectorMap::restore_records`]).
+    /// Starts the map from a checkpoint of `pages` pages: reads the part that follows the
+    /// map pages (the map's own pages are read when needed, [`MapPages::restore`]): the
+    /// sectors mapped, the counters record's address, and the records it names, by
+    /// sequence number, which it returns for the caller to resolve what they hide
+    /// ([`SectorMap::restore_records`]).
     pub(super) fn restore_extras(
         &mut self,
         pages: u32,
@@ -253,12 +257,20 @@ impl SectorMap {
             }
             extras.extend_from_slice(&buf[..pay]);
         }
-        let (counters, copies) = decode_records(&extras)?;
+        let RecordsPart {
+            counters,
+            mapped,
+            copies,
+        } = RecordsPart::decode(&extras)?;
         let limit = self.limit();
         let valid = |p: u32| !is_slot(p) || (p as u64) < limit;
-        if !valid(counters) || !copies.iter().all(|&(_, p)| valid(p) && is_slot(p)) {
+        if !valid(counters)
+            || !copies.iter().all(|&(_, p)| valid(p) && is_slot(p))
+            || mapped as usize > self.sectors
+        {
             return Err(bad);
         }
+        self.at.restore(u64::from(mapped));
         self.counters_at = (counters != UNMAPPED).then(|| self.unpack(counters));
         Ok(copies
             .into_iter()
@@ -369,6 +381,16 @@ impl Owner for SectorMap {
         let n = part.len().min(pay).min(buf.len());
         buf[..n].copy_from_slice(&part[..n]);
         Ok(true)
+    }
+
+    fn held_apart(&self, each: &mut dyn FnMut(SlotAddr)) {
+        // The records a checkpoint lists after the map, the counters record, and the
+        // records about to be killed (still counted until they are).
+        for r in self.records.values() {
+            r.copies.slots().for_each(&mut *each);
+        }
+        self.counters_at.into_iter().for_each(&mut *each);
+        self.useless.iter().copied().for_each(each);
     }
 
     fn checkpoint_ended(&mut self, ok: bool) {

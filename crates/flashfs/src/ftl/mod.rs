@@ -23,7 +23,7 @@ use crate::media::tag::{Kind, Tag, FORMAT_BLOCK_DEVICE};
 use alloc::collections::BTreeMap;
 use flash::FlashError;
 
-use crate::log::{Head, Log, LogConfig, Restored, ScrubReport, SlotAddr, Start};
+use crate::log::{Head, Log, LogConfig, Owner, Restored, ScrubReport, SlotAddr, Start};
 use crate::media::tag::TagState;
 use crate::media::Segments;
 use map::{Copies, Record, SectorMap};
@@ -78,6 +78,23 @@ impl Default for FtlConfig {
             hot_factor: 0.5,
             map_cache: DEFAULT_MAP_CACHE,
         }
+    }
+}
+
+/// Where a mount from a checkpoint disagrees with what it describes ([`Ftl::audit`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Audit {
+    /// Sectors whose place differs from a full scan's.
+    pub differing: Vec<u64>,
+    /// Segments whose live count, as the checkpoint carried it, differs from what the map
+    /// holds there.
+    pub miscounted: Vec<u32>,
+}
+
+impl Audit {
+    /// Whether the checkpoint agrees with the scan in everything.
+    pub fn is_clean(&self) -> bool {
+        self.differing.is_empty() && self.miscounted.is_empty()
     }
 }
 
@@ -305,26 +322,13 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
-    /// Rebuilds the map from the checkpoint the log was restored from, then rolls it forward
+    /// Starts the map from the checkpoint the log was restored from, then rolls it forward
     /// through what was written after it, as a scan would: a version written after the
     /// checkpoint beats the one it names (a cleaner's copy there is of that very version),
     /// and a record written after it hides what is older.
     fn restore(&mut self, mut r: Restored, format: u8) -> Result<()> {
-        // The map a chunk at a time: every slot it names is live; only what the budget
-        // holds stays in RAM.
-        self.map.at.begin_restore();
-        for c in 0..self.map.at.chunks() {
-            let map = &mut self.map;
-            let slots = map.slots;
-            self.log.restore_with(|src, mark| {
-                map.at.restore_chunk(c, src, &mut |e| {
-                    mark(SlotAddr {
-                        seg: e / slots,
-                        slot: e % slots,
-                    })
-                })
-            })?;
-        }
+        // No map page is read here: the log's segment table counted the slots they name,
+        // and each is read when a sector of it is first needed.
         let known = self
             .map
             .restore_extras(r.pages, &mut self.log.checkpoint_pages())?;
@@ -602,15 +606,16 @@ impl<D: Segments> Ftl<D> {
     }
 
     /// Checks a mount from a checkpoint against a full scan (what `fsck` does; a mount never
-    /// scans when it need not): mounts the device again by scanning and compares the two
+    /// scans when it need not): counts what the map holds in each segment against the
+    /// log's live counts, then mounts the device again by scanning and compares the two
     /// maps. Returns the scanned block device, which the next close checkpoints afresh, and
-    /// the sectors whose place differs — `None` if this mount was a scan already. Nothing is
-    /// written.
-    pub fn audit(self, config: FtlConfig) -> Result<(Self, Option<Vec<u64>>)> {
+    /// what disagrees — `None` if this mount was a scan already. Nothing is written.
+    pub fn audit(self, config: FtlConfig) -> Result<(Self, Option<Audit>)> {
         if !self.log.restored() {
             return Ok((self, None));
         }
         let mut this = self;
+        let miscounted = this.miscounted_segments()?;
         let restored = this.entries()?;
         let scan = FtlConfig {
             log: LogConfig {
@@ -626,7 +631,26 @@ impl<D: Segments> Ftl<D> {
                 differing.push(k as u64);
             }
         }
-        Ok((scanned, Some(differing)))
+        let audit = Audit {
+            differing,
+            miscounted,
+        };
+        Ok((scanned, Some(audit)))
+    }
+
+    /// Segments whose live count in the log differs from what the map holds there: the
+    /// slots its entries name, its records and its counters record. Checkpoints carry the
+    /// counts from mount to mount, and a mount erases a full segment counted empty, so
+    /// `fsck` checks them. Reads every map page.
+    pub fn miscounted_segments(&mut self) -> Result<Vec<u32>> {
+        let mut held = alloc::vec![0u32; self.log.geometry().segments as usize];
+        for k in 0..self.map.len() {
+            if let Some(at) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
+                held[at.seg as usize] += 1;
+            }
+        }
+        self.map.held_apart(&mut |at| held[at.seg as usize] += 1);
+        Ok(self.log.miscounted(held))
     }
 
     /// Whether two map entries name slots holding the same version of a sector: the

@@ -13,6 +13,11 @@
 //! - **on flash**: not in RAM, the newest checkpoint's copy is the page;
 //! - **fresh**: not in RAM and never written (after a format or a scan): all unmapped.
 //!
+//! A mount from a checkpoint reads none of them: every page is on flash, and how each
+//! chunk is held (runs or entries) is learnt from its first page when it is first needed.
+//! The sectors mapped come from the checkpoint, and the live slots per segment from the
+//! log's segment table, so nothing here is read or counted whole at mount.
+//!
 //! A chunk of runs is kept as its run list rather than as pages where it can be: a dozen
 //! bytes for a chunk written in order, which answer reads without making a page. Pages and
 //! run lists share the budget, the least recently used leaving first.
@@ -38,6 +43,17 @@ use crate::log::PageSource;
 
 /// Map pages per chunk.
 pub(super) const CHUNK_PAGES: usize = 16;
+/// How the newest checkpoint holds a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// One page of runs.
+    Runs,
+    /// Pages of entries; also a chunk never written (fresh, all unmapped).
+    Entries,
+    /// Not known since the mount: its first page, read when needed, says.
+    Unread,
+}
+
 /// A page in RAM.
 #[derive(Debug)]
 struct Resident {
@@ -60,12 +76,12 @@ pub(super) struct MapPages {
     /// Pages (numbered within chunks) changed since the last checkpoint took them, or never
     /// written, a bit each.
     dirty: Vec<u64>,
-    /// Per chunk, whether the newest checkpoint holds it as runs (else as entries).
-    runs: Vec<bool>,
+    /// Per chunk, how the newest checkpoint holds it.
+    held: Vec<Held>,
     /// Pages of the chunk a checkpoint is writing that it writes ([`MapPages::take_dirty`]).
     pending: [bool; CHUNK_PAGES],
-    /// The chunk a checkpoint is writing, and whether it was runs before.
-    pinned: Option<(usize, bool)>,
+    /// The chunk a checkpoint is writing, and how it was held before.
+    pinned: Option<(usize, Held)>,
     /// Bytes the pages and run lists in RAM may take.
     budget: usize,
     /// The use clock.
@@ -96,7 +112,7 @@ impl MapPages {
             limit,
             resident: BTreeMap::new(),
             dirty: alloc::vec![u64::MAX; (chunks * CHUNK_PAGES).div_ceil(64)],
-            runs: alloc::vec![false; chunks],
+            held: alloc::vec![Held::Entries; chunks],
             pending: [false; CHUNK_PAGES],
             pinned: None,
             budget: budget.max(per_page * 4),
@@ -130,7 +146,7 @@ impl MapPages {
 
     /// Page numbers the chunks take in a checkpoint (some of them absent).
     pub(super) fn map_pages(&self) -> u32 {
-        (self.runs.len() * CHUNK_PAGES) as u32
+        (self.held.len() * CHUNK_PAGES) as u32
     }
 
     /// Entries a page holds (a slot's worth).
@@ -180,10 +196,45 @@ impl MapPages {
     pub(super) fn get(&mut self, k: usize, src: &mut dyn PageSource) -> Result<u32> {
         let (p, i) = self.page_of(k);
         let c = p as usize / CHUNK_PAGES;
-        if self.runs[c] && !self.resident.contains_key(&p) && !self.is_dirty(p) {
+        if !self.resident.contains_key(&p) && !self.is_dirty(p) && self.is_runs(c, src)? {
             return self.run_entry(c, k - self.chunk(c).start, src);
         }
         Ok(self.page(p, src)?.entries[i])
+    }
+
+    /// Whether the newest checkpoint holds chunk `c` as runs. A chunk not read since the
+    /// mount is read now, its first page: a page of runs is kept as its run list, a page
+    /// of entries as a page in RAM.
+    fn is_runs(&mut self, c: usize, src: &mut dyn PageSource) -> Result<bool> {
+        if self.held[c] != Held::Unread {
+            return Ok(self.held[c] == Held::Runs);
+        }
+        let bad = Error::Corrupt("checkpoint map pages do not match the volume");
+        let first = (c * CHUNK_PAGES) as u32;
+        let mut buf = alloc::vec![0u8; self.slot];
+        if !src.read_page(first, &mut buf)? {
+            return Err(bad);
+        }
+        self.loads += 1;
+        match decode_page(&buf) {
+            Some(MapPage::Runs(list)) => {
+                self.check_runs(c, list, |_, _| {})?;
+                self.held[c] = Held::Runs;
+                self.keep_runs(c, list);
+                Ok(true)
+            }
+            Some(MapPage::Entries(entries)) => {
+                if entries.len() != self.page_range(first).len()
+                    || !entries.iter().all(|&e| self.valid(e))
+                {
+                    return Err(bad);
+                }
+                self.held[c] = Held::Entries;
+                self.insert(first, entries);
+                Ok(false)
+            }
+            None => Err(bad),
+        }
     }
 
     /// Entry `i` of runs chunk `c`, from its run list (read back if not in RAM).
@@ -247,8 +298,13 @@ impl MapPages {
         let c = p as usize / CHUNK_PAGES;
         let first = (c * CHUNK_PAGES) as u32;
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
+        let runs = self.is_runs(c, src)?;
+        if self.resident.contains_key(&p) {
+            // The chunk's first page, just read to learn how the chunk is held.
+            return Ok(());
+        }
         let mut buf = alloc::vec![0u8; self.slot];
-        if self.runs[c] {
+        if runs {
             self.clock += 1;
             let list = match self.run_lists.get_mut(&c) {
                 Some((list, used)) => {
@@ -396,91 +452,15 @@ impl MapPages {
         self.resident_bytes() > self.budget
     }
 
-    /// Chunks of the map.
-    pub(super) fn chunks(&self) -> usize {
-        self.runs.len()
-    }
-
-    /// Starts reading the map from a checkpoint: nothing in RAM, nothing dirty; then
-    /// [`MapPages::restore_chunk`] for every chunk.
-    pub(super) fn begin_restore(&mut self) {
+    /// Starts the map from a checkpoint that maps `mapped` sectors: nothing in RAM, nothing
+    /// dirty, every chunk on flash and read when first needed.
+    pub(super) fn restore(&mut self, mapped: u64) {
         self.run_lists.clear();
         self.run_bytes = 0;
         self.resident.clear();
         self.dirty.fill(0);
-        self.mapped = 0;
-    }
-
-    /// Reads chunk `c` of a checkpoint's map pages (`src`), checks every entry, keeps what
-    /// the budget holds and gives every slot address it names to `each`. A page at a time:
-    /// a chunk whole would hold a page of RAM per entry page. An error leaves what was
-    /// given: the mount then starts over by a scan.
-    pub(super) fn restore_chunk(
-        &mut self,
-        c: usize,
-        src: &mut dyn PageSource,
-        each: &mut dyn FnMut(u32),
-    ) -> Result<()> {
-        let bad = Error::Corrupt("checkpoint map pages do not match the volume");
-        let mut buf = alloc::vec![0u8; self.slot];
-        let first = (c * CHUNK_PAGES) as u32;
-        if !src.read_page(first, &mut buf)? {
-            return Err(bad);
-        }
-        self.loads += 1;
-        match decode_page(&buf) {
-            Some(MapPage::Runs(list)) => {
-                // A chunk of runs is kept as its run list.
-                self.runs[c] = true;
-                let mut mapped = 0;
-                self.check_runs(c, list, |_, e| {
-                    if is_slot(e) {
-                        mapped += 1;
-                        each(e);
-                    }
-                })?;
-                self.mapped += mapped;
-                self.keep_runs(c, list);
-            }
-            Some(MapPage::Entries(first_page)) => {
-                // Pages of entries are kept while room remains.
-                self.runs[c] = false;
-                let mut next = Some(first_page);
-                for j in 0..CHUNK_PAGES as u32 {
-                    let n = self.page_range(first + j).len();
-                    if n == 0 {
-                        break;
-                    }
-                    let entries = match next.take() {
-                        Some(entries) => entries,
-                        None => {
-                            if !src.read_page(first + j, &mut buf)? {
-                                return Err(bad);
-                            }
-                            let Some(MapPage::Entries(entries)) = decode_page(&buf) else {
-                                return Err(bad);
-                            };
-                            self.loads += 1;
-                            entries
-                        }
-                    };
-                    if entries.len() != n || !entries.iter().all(|&e| self.valid(e)) {
-                        return Err(bad);
-                    }
-                    for &e in entries.iter().filter(|&&e| is_slot(e)) {
-                        self.mapped += 1;
-                        each(e);
-                    }
-                    if self.resident_bytes() + self.per_page * 4 <= self.budget {
-                        self.clock += 1;
-                        let used = self.clock;
-                        self.resident.insert(first + j, Resident { entries, used });
-                    }
-                }
-            }
-            None => return Err(bad),
-        }
-        Ok(())
+        self.held.fill(Held::Unread);
+        self.mapped = mapped;
     }
 
     /// The runs of chunk `c` (every page in RAM): (length, first entry); each next entry of
@@ -528,8 +508,8 @@ impl MapPages {
                 .map(|j| self.is_dirty(i + j) && !self.page_range(i + j).is_empty())
                 .collect();
             if dirty.iter().any(|&d| d) {
-                let was_runs = self.runs[c];
-                self.pinned = Some((c, was_runs));
+                let was_runs = self.is_runs(c, src)?;
+                self.pinned = Some((c, self.held[c]));
                 let pages: Vec<u32> = (0..CHUNK_PAGES as u32)
                     .map(|j| i + j)
                     .filter(|&q| !self.page_range(q).is_empty())
@@ -557,7 +537,7 @@ impl MapPages {
                         (false, false) => dirty[j],
                     };
                 }
-                self.runs[c] = runs;
+                self.held[c] = if runs { Held::Runs } else { Held::Entries };
                 // Its page of runs is about to change (read above, it may have been kept).
                 self.drop_runs(c);
                 for q in pages {
@@ -581,7 +561,12 @@ impl MapPages {
         src: &mut dyn PageSource,
     ) -> Result<bool> {
         let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
-        if self.runs[c] {
+        if self.held[c] == Held::Unread {
+            // Asked only for a page the checkpoint does not hold, of a chunk unchanged since
+            // the mount: it still holds none.
+            return Ok(false);
+        }
+        if self.held[c] == Held::Runs {
             if j != 0 {
                 return Ok(false);
             }
@@ -604,7 +589,7 @@ impl MapPages {
     /// (clean now, and sixteen times the size) leave RAM.
     fn unpin(&mut self) {
         if let Some((c, _)) = self.pinned.take() {
-            if self.runs[c] && self.run_lists.contains_key(&c) {
+            if self.held[c] == Held::Runs && self.run_lists.contains_key(&c) {
                 let first = (c * CHUNK_PAGES) as u32;
                 for q in first..first + CHUNK_PAGES as u32 {
                     if !self.is_dirty(q) {
@@ -621,9 +606,9 @@ impl MapPages {
         if ok {
             self.unpin();
         }
-        if let Some((c, was_runs)) = self.pinned.take() {
+        if let Some((c, was)) = self.pinned.take() {
             if !ok {
-                self.runs[c] = was_runs;
+                self.held[c] = was;
                 self.drop_runs(c);
                 let first = (c * CHUNK_PAGES) as u32;
                 for q in first..first + CHUNK_PAGES as u32 {
@@ -697,18 +682,20 @@ mod tests {
         written
     }
 
-    /// A map restored from `flash`, and its entries read back; the slot addresses the
-    /// restore gave are checked against them.
-    fn restored(sectors: usize, budget: usize, flash: &mut Flash) -> (MapPages, Vec<u32>) {
+    /// A map restored from `flash` (of `mapped` sectors mapped), and its entries read
+    /// back. The restore reads nothing: the pages are read as they are needed.
+    fn restored(
+        sectors: usize,
+        budget: usize,
+        mapped: u64,
+        flash: &mut Flash,
+    ) -> (MapPages, Vec<u32>) {
         let mut m = MapPages::new(sectors, SLOT, budget, LIMIT);
-        m.begin_restore();
-        let mut given = Vec::new();
-        for c in 0..m.chunks() {
-            m.restore_chunk(c, flash, &mut |e| given.push(e)).unwrap();
-        }
+        let reads = flash.reads;
+        m.restore(mapped);
+        assert_eq!(flash.reads, reads, "a restore reads no page");
         let all: Vec<u32> = (0..sectors).map(|k| m.get(k, flash).unwrap()).collect();
-        let slots: Vec<u32> = all.iter().copied().filter(|&e| is_slot(e)).collect();
-        assert_eq!(given, slots, "the slots a restore gives");
+        assert_eq!(all.iter().filter(|&&e| is_slot(e)).count() as u64, mapped);
         (m, all)
     }
 
@@ -738,13 +725,14 @@ mod tests {
         }
         set(&mut map, &mut flash, 3 * per_chunk + 5, LOST);
         let first = checkpoint(&mut map, &mut flash);
-        assert!(map.runs[0] && !map.runs[1] && map.runs[2] && map.runs[3]);
+        let runs = |map: &MapPages, c: usize| map.held[c] == Held::Runs;
+        assert!(runs(&map, 0) && !runs(&map, 1) && runs(&map, 2) && runs(&map, 3));
         // One entry changes in each: chunk 0 stays runs (one page), chunk 1 rewrites one
         // page of entries.
         map.set(3, 5, &mut flash).unwrap();
         map.set(per_chunk + 1, 9, &mut flash).unwrap();
         assert_eq!(checkpoint(&mut map, &mut flash), 2);
-        let (_, all) = restored(sectors, usize::MAX, &mut flash);
+        let (_, all) = restored(sectors, usize::MAX, map.mapped(), &mut flash);
         let mut expect = vec![UNMAPPED; sectors];
         for (k, e) in expect.iter_mut().enumerate() {
             *e = map.get(k, &mut flash).unwrap();
@@ -758,13 +746,13 @@ mod tests {
             map.set(k, 50_000 + k as u32, &mut flash).unwrap();
         }
         checkpoint(&mut map, &mut flash);
-        assert!(!map.runs[0] && map.runs[1]);
+        assert!(!runs(&map, 0) && runs(&map, 1));
         assert_eq!(
             flash.pages[CHUNK_PAGES + 1],
             None,
             "the entries pages of a runs chunk go"
         );
-        let (_, all) = restored(sectors, usize::MAX, &mut flash);
+        let (_, all) = restored(sectors, usize::MAX, map.mapped(), &mut flash);
         for (k, e) in all.iter().enumerate() {
             assert_eq!(*e, map.get(k, &mut flash).unwrap(), "sector {k}");
         }
@@ -816,10 +804,63 @@ mod tests {
             assert_eq!(map.get(k, &mut flash).unwrap(), e, "sector {k}");
         }
         checkpoint(&mut map, &mut flash);
-        let (m, all) = restored(sectors, budget, &mut flash);
+        let (m, all) = restored(sectors, budget, mapped, &mut flash);
         assert_eq!(all, model);
         assert_eq!(m.mapped(), mapped);
         assert!(m.resident_bytes() <= budget);
+    }
+
+    /// A map restored from a checkpoint reads a chunk's pages only when a sector of it is
+    /// needed, and its next checkpoint writes only what changed, keeping the chunks it
+    /// never read as they are.
+    #[test]
+    fn a_restored_map_reads_only_what_it_needs_and_checkpoints_again() {
+        let per_chunk = per_chunk();
+        let sectors = per_chunk * 4;
+        let mut flash = Flash::default();
+        let mut map = MapPages::new(sectors, SLOT, usize::MAX, LIMIT);
+        let mut model = vec![UNMAPPED; sectors];
+        // Chunks 0 and 2 in order (runs), chunk 1 at random (entries), chunk 3 unmapped.
+        let mut x = 11u32;
+        for (k, e) in model.iter_mut().enumerate().take(3 * per_chunk) {
+            let v = if (per_chunk..2 * per_chunk).contains(&k) {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                x % 100_000
+            } else {
+                2000 + k as u32
+            };
+            map.set(k, v, &mut flash).unwrap();
+            *e = v;
+        }
+        checkpoint(&mut map, &mut flash);
+        let mut m = MapPages::new(sectors, SLOT, usize::MAX, LIMIT);
+        m.restore(map.mapped());
+        let reads = flash.reads;
+        // A sector of the entries chunk's third page: its first page says how the chunk is
+        // held, then the page itself.
+        let k = per_chunk + 2 * m.per_page() + 1;
+        assert_eq!(m.get(k, &mut flash).unwrap(), model[k]);
+        assert_eq!(flash.reads - reads, 2);
+        // A sector of a runs chunk: its one page.
+        assert_eq!(
+            m.get(2 * per_chunk + 9, &mut flash).unwrap(),
+            model[2 * per_chunk + 9]
+        );
+        assert_eq!(flash.reads - reads, 3);
+        // Changes in chunks 1 and 3; chunks 0 and 2 never read.
+        m.set(k, 7, &mut flash).unwrap();
+        model[k] = 7;
+        m.set(3 * per_chunk + 4, 8, &mut flash).unwrap();
+        model[3 * per_chunk + 4] = 8;
+        let before = flash.pages.clone();
+        let written = checkpoint(&mut m, &mut flash);
+        assert_eq!(
+            written, 2,
+            "the changed page of entries and chunk 3's page of runs"
+        );
+        assert_eq!(flash.pages[0], before[0], "an unread chunk stays as it was");
+        let (_, all) = restored(sectors, usize::MAX, m.mapped(), &mut flash);
+        assert_eq!(all, model);
     }
 
     /// A checkpoint that fails part-way leaves its chunk's pages dirty: nothing written
@@ -841,7 +882,7 @@ mod tests {
         }
         assert_eq!(map.get(1, &mut flash).unwrap(), 42);
         checkpoint(&mut map, &mut flash);
-        let (_, all) = restored(sectors, usize::MAX, &mut flash);
+        let (_, all) = restored(sectors, usize::MAX, map.mapped(), &mut flash);
         assert_eq!(all[1], 42);
     }
 }

@@ -42,9 +42,10 @@ const ROOT_MAGIC: u32 = 0x5043_4C46; // "FLCP"
 const RECORD_ROOT: u8 = 1;
 const RECORD_MARK: u8 = 2;
 const ROOT_FIXED: usize = 64;
-/// Bytes of a segment-table entry: state, used slots (u16), erase count (u32), opening
-/// sequence number and lowest sequence number held (40 bits each).
-pub(crate) const SEG_ENTRY: usize = 17;
+/// Bytes of a segment-table entry: state, used slots (u16), live slots the owner's pages
+/// name (u16), erase count (u32), opening sequence number and lowest sequence number held
+/// (40 bits each).
+pub(crate) const SEG_ENTRY: usize = 19;
 /// Absent head, or lowest sequence number of a segment holding none.
 const NONE32: u32 = u32::MAX;
 /// A 40-bit sequence number that means none (the log never reaches it).
@@ -83,11 +84,15 @@ pub(crate) fn page_crc(key: u32, payload: &[u8]) -> u32 {
     d.finalize()
 }
 
-/// A segment's record in a checkpoint (the part a mount cannot derive from the owner's map).
+/// A segment's record in a checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SegEntry {
     pub state: u8,
     pub used: u16,
+    /// Live slots other than the checkpoint's own pages and what the owner holds apart
+    /// ([`super::Owner::held_apart`]): those its pages' entries name. A mount takes them
+    /// from here instead of reading every page of the owner's.
+    pub live: u16,
     pub erase_count: u32,
     pub open_seq: u64,
     /// `u64::MAX` when the segment holds no slot.
@@ -98,9 +103,10 @@ impl SegEntry {
     pub(crate) fn encode(&self, b: &mut [u8]) {
         b[0] = self.state;
         b[1..3].copy_from_slice(&self.used.to_le_bytes());
-        b[3..7].copy_from_slice(&self.erase_count.to_le_bytes());
-        b[7..12].copy_from_slice(&self.open_seq.min(NONE40).to_le_bytes()[..5]);
-        b[12..17].copy_from_slice(&self.min_seq.min(NONE40).to_le_bytes()[..5]);
+        b[3..5].copy_from_slice(&self.live.to_le_bytes());
+        b[5..9].copy_from_slice(&self.erase_count.to_le_bytes());
+        b[9..14].copy_from_slice(&self.open_seq.min(NONE40).to_le_bytes()[..5]);
+        b[14..19].copy_from_slice(&self.min_seq.min(NONE40).to_le_bytes()[..5]);
     }
 
     pub(crate) fn decode(b: &[u8]) -> Self {
@@ -109,12 +115,13 @@ impl SegEntry {
             w[..5].copy_from_slice(&b[..5]);
             u64::from_le_bytes(w)
         };
-        let min = u40(&b[12..17]);
+        let min = u40(&b[14..19]);
         SegEntry {
             state: b[0],
             used: u16::from_le_bytes([b[1], b[2]]),
-            erase_count: u32::from_le_bytes([b[3], b[4], b[5], b[6]]),
-            open_seq: u40(&b[7..12]),
+            live: u16::from_le_bytes([b[3], b[4]]),
+            erase_count: u32::from_le_bytes([b[5], b[6], b[7], b[8]]),
+            open_seq: u40(&b[9..14]),
             min_seq: if min == NONE40 { u64::MAX } else { min },
         }
     }
@@ -429,6 +436,7 @@ mod tests {
         let e = SegEntry {
             state: 3,
             used: 63,
+            live: 41,
             erase_count: 99_999,
             open_seq: NONE40 - 1,
             min_seq: u64::MAX,

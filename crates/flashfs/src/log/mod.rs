@@ -277,6 +277,13 @@ pub trait Owner {
         let _ = (i, buf, src);
         Ok(false)
     }
+    /// Gives every live slot the owner holds that its pages' entries do not name (records
+    /// it lists apart, say). A checkpoint's segment table counts, per segment, the live
+    /// slots the entries name, so that a mount need not read the pages to count them; the
+    /// owner marks these others live itself when it mounts ([`Log::mark_live`]).
+    fn held_apart(&self, each: &mut dyn FnMut(SlotAddr)) {
+        let _ = each;
+    }
     /// The checkpoint being written ended, written whole or (`ok` false) not: what
     /// [`Owner::take_dirty`] said was about to be written may not have been.
     fn checkpoint_ended(&mut self, ok: bool) {
@@ -563,7 +570,10 @@ impl<D: Segments> Log<D> {
 
     /// Mounts the log on `dev`: from its checkpoint if one is current (and the configuration
     /// does not ask for a scan), else by scanning every segment. The owner then rebuilds its
-    /// map from what [`Start`] gives and marks live what it holds ([`Log::mark_live`]).
+    /// map from what [`Start`] gives and marks live what it holds ([`Log::mark_live`]): after
+    /// a scan everything; from a checkpoint, whose segment table counted what the owner's
+    /// pages name, only what it holds apart ([`Owner::held_apart`]) and what it rolls
+    /// forward, killing ([`Log::kill`]) what that replaces.
     pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Start)> {
         if !config.scan_mount {
             let mut log = Self::unmounted(dev, config)?;

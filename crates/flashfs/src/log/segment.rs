@@ -119,6 +119,11 @@ impl SegInfo {
         self.live = self.live.saturating_sub(1);
     }
 
+    /// Sets the live slots, as a checkpoint counted them.
+    pub(crate) fn set_live(&mut self, live: u16) {
+        self.live = live;
+    }
+
     /// Slots consumed (written, torn or skipped).
     pub fn used(&self) -> u32 {
         u32::from(self.used)

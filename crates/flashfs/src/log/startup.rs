@@ -405,6 +405,7 @@ impl<D: Segments> Log<D> {
                 self.set_state(seg as u32, state);
                 let s = &mut self.segs[seg];
                 s.set_used(u32::from(e.used).min(self.geo.slots));
+                s.set_live(e.live.min(e.used));
                 s.erase_count = e.erase_count;
                 s.set_open_seq(e.open_seq);
                 s.set_min_seq(e.min_seq);
@@ -434,6 +435,9 @@ impl<D: Segments> Log<D> {
         for &(seg, h) in &rolled {
             self.set_state(seg, SegState::Full);
             let s = &mut self.segs[seg as usize];
+            // Erased and opened since the table was written: what it holds now is what the
+            // owner rolls forward.
+            s.clear();
             s.erase_count = h.erase_count;
             s.set_open_seq(h.open_seq);
         }
@@ -520,23 +524,22 @@ impl<D: Segments> Log<D> {
         }
     }
 
-    /// Runs `f` with the owner's pages of the newest checkpoint to read and, at once, a
-    /// marker of live slots ([`Log::mark_live`]): an owner restoring its map marks what it
-    /// names as it reads it, without holding it whole.
-    pub fn restore_with<R>(
-        &mut self,
-        f: impl FnOnce(&mut dyn PageSource, &mut dyn FnMut(SlotAddr)) -> R,
-    ) -> R {
-        let mut src = CheckpointPages {
-            log_pages: self.table_pages(),
-            pages: body_pages(&self.anchors, &self.retired),
-            dev: &mut self.dev,
-            geo: self.geo,
-        };
-        let segs = &mut self.segs;
-        f(&mut src, &mut |at: SlotAddr| {
-            segs[at.seg as usize].add_live()
-        })
+    /// Segments whose live count differs from what is held there: `held` counts, per
+    /// segment, the live slots the owner holds; the log adds its checkpoint's pages. What
+    /// `fsck` checks: checkpoints carry the counts from mount to mount, and a mount erases
+    /// a full segment counted empty.
+    pub fn miscounted(&self, mut held: Vec<u32>) -> Vec<u32> {
+        if let Some(a) = &self.anchors {
+            for at in a.pages.iter().flatten().chain(&a.dirs) {
+                held[at.seg as usize] += 1;
+            }
+        }
+        let live = self.segs.iter().map(|s| s.live());
+        (0..self.geo.segments)
+            .zip(live.zip(held))
+            .filter(|(_, (live, held))| live != held)
+            .map(|(seg, _)| seg)
+            .collect()
     }
 
     /// Whether the volume keeps checkpoints (it has anchors that work).
@@ -680,17 +683,20 @@ impl<D: Segments> Log<D> {
                 self.drop_page(log_pages + i);
             }
         }
+        let counted = self.owner_counts(owner);
         // The table says what each segment was before it and the directory were written; the
         // segments opened meanwhile go in the root ("late"), their headers saying the rest.
         self.opened = Some(Vec::new());
         let per = pay / SEG_ENTRY;
         for p in 0..log_pages as usize {
             buf.fill(0xFF);
-            for (j, s) in self.segs.iter().skip(p * per).take(per).enumerate() {
+            let segs = self.segs.iter().zip(&counted);
+            for (j, (s, &live)) in segs.skip(p * per).take(per).enumerate() {
                 SegEntry {
                     state: s.state.code(),
                     // The log refuses geometries of more slots than 16 bits count.
                     used: s.used() as u16,
+                    live,
                     erase_count: s.erase_count,
                     open_seq: s.open_seq(),
                     min_seq: s.min_seq(),
@@ -761,6 +767,32 @@ impl<D: Segments> Log<D> {
         a.set = set;
         self.stats.checkpoints += 1;
         Ok(true)
+    }
+
+    /// Per segment, the live slots the owner's pages name: the live count less the
+    /// checkpoint's own pages and what the owner holds apart. Neither changes while the rest
+    /// of a checkpoint is written (nothing of the owner's is written or cleaned then), so
+    /// the counts taken once the owner's pages are down hold for every table page.
+    fn owner_counts(&self, owner: &dyn Owner) -> Vec<u16> {
+        let mut counted: Vec<u16> = self.segs.iter().map(|s| s.live() as u16).collect();
+        let mut drop = |at: SlotAddr| {
+            let c = &mut counted[at.seg as usize];
+            debug_assert!(
+                *c > 0,
+                "segment {} counts fewer live slots than it holds",
+                at.seg
+            );
+            *c = c.saturating_sub(1);
+        };
+        if let Some(a) = &self.anchors {
+            a.pages
+                .iter()
+                .flatten()
+                .chain(&a.dirs)
+                .for_each(|&at| drop(at));
+        }
+        owner.held_apart(&mut drop);
+        counted
     }
 
     fn page_at(&self, i: usize) -> Option<SlotAddr> {

@@ -21,11 +21,13 @@ pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 /// Volume format of the native file system.
 pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
-/// Version of the log format these structures belong to (6: on NOR parts with program
+/// Version of the log format these structures belong to (7: a checkpoint's segment table
+/// counts each segment's live slots, and the block device's records part the sectors
+/// mapped, so a mount reads no map page; 6: on NOR parts with program
 /// pages, slot data starts on a program page; 5: every anchor record written twice; 4: checkpoint directory pages keyed
 /// from 0xF00000, which compact tags carry whole; 3: a checksum over every slot's data beside
 /// its tag; 2 had anchors and checkpoints and tags that checked only themselves).
-pub const FORMAT_VERSION: u8 = 6;
+pub const FORMAT_VERSION: u8 = 7;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
