@@ -175,6 +175,54 @@ fn a_damaged_checkpoint_page_falls_back_to_the_scan() {
     assert!(fell_back > 0, "no damaged page was noticed");
 }
 
+/// A mount reads no map page, so one that decayed at rest shows only when a sector of it is
+/// needed: a corrupt-volume error, never wrong data; `fsck` (the audit) says so and takes
+/// the scan's map, which reads everything back.
+#[test]
+fn a_decayed_map_page_fails_its_sectors_until_the_audit_takes_the_scan() {
+    use flashfs::media::tag::{Kind, TagState};
+    // Writes only: a trim record's ranges would have the mount read the page.
+    let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
+    let (sectors, ss) = (ftl.sectors(), ftl.sector_size());
+    let content = |k: u64| vec![(k % 251) as u8 + 1; ss];
+    for k in 0..sectors {
+        ftl.write(k, &content(k)).unwrap();
+    }
+    let mut dev = ftl.close().unwrap();
+    // The newest copy of the first map page (after the segment table's, of 19-byte
+    // entries): it maps sector 0.
+    let geo = dev.geometry();
+    let table_pages = geo.segments.div_ceil((geo.slot_size - 4) / 19);
+    let mut newest: Option<(u64, u32, u32)> = None;
+    let mut tags = vec![TagState::Erased; geo.slots as usize];
+    for seg in 0..geo.segments {
+        dev.read_tags(seg, &mut tags).unwrap();
+        for (slot, t) in tags.iter().enumerate() {
+            if let TagState::Valid(t) = t {
+                if t.kind == Kind::Page
+                    && t.key == table_pages
+                    && newest.is_none_or(|(s, _, _)| t.seq > s)
+                {
+                    newest = Some((t.seq, seg, slot as u32));
+                }
+            }
+        }
+    }
+    let (_, seg, slot) = newest.expect("a map page");
+    dev.inject_bit_errors(seg, slot, 8);
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(ftl.log().restored(), "the mount read the map page");
+    let mut buf = vec![0u8; ss];
+    assert!(matches!(ftl.read(0, &mut buf), Err(Error::Corrupt(_))));
+    let (mut scanned, audit) = ftl.audit(FtlConfig::default()).unwrap();
+    let audit = audit.expect("the mount was from the checkpoint");
+    assert!(audit.map_unreadable && !audit.is_clean());
+    for k in 0..sectors {
+        scanned.read(k, &mut buf).unwrap();
+        assert_eq!(buf, content(k), "sector {k} after the audit");
+    }
+}
+
 /// Runs `ops` on a copy of `base` (which holds `history`) and flushes, then writes a checkpoint and runs `after`
 /// (whose first program puts the checkpoint out of date), with the power cut at device
 /// operation `k` counted from the checkpoint's start. The device as the cut left it, the

@@ -139,6 +139,9 @@ fn check_ftl(
                 list(differing)
             ));
         }
+        if audit.map_unreadable {
+            what.push("a page of its map, which does not read back whole".into());
+        }
         if !miscounted.is_empty() {
             what.push(format!(
                 "the live count of {} segment{} ({})",

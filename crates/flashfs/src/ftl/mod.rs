@@ -89,12 +89,15 @@ pub struct Audit {
     /// Segments whose live count, as the checkpoint carried it, differs from what the map
     /// holds there.
     pub miscounted: Vec<u32>,
+    /// Whether a page of the checkpoint's map did not read back whole (decay): its sectors
+    /// failed with a corrupt-volume error; nothing else could be compared.
+    pub map_unreadable: bool,
 }
 
 impl Audit {
     /// Whether the checkpoint agrees with the scan in everything.
     pub fn is_clean(&self) -> bool {
-        self.differing.is_empty() && self.miscounted.is_empty()
+        self.differing.is_empty() && self.miscounted.is_empty() && !self.map_unreadable
     }
 }
 
@@ -615,8 +618,16 @@ impl<D: Segments> Ftl<D> {
             return Ok((self, None));
         }
         let mut this = self;
-        let miscounted = this.miscounted_segments()?;
-        let restored = this.entries()?;
+        // A map page is read when first needed, not at mount: one that does not read back
+        // shows here, and the scan's map replaces the checkpoint's.
+        let restored = match this
+            .miscounted_segments()
+            .and_then(|m| Ok((m, this.entries()?)))
+        {
+            Ok(r) => Some(r),
+            Err(Error::Corrupt(_)) => None,
+            Err(e) => return Err(e),
+        };
         let scan = FtlConfig {
             log: LogConfig {
                 scan_mount: true,
@@ -625,6 +636,13 @@ impl<D: Segments> Ftl<D> {
             ..config
         };
         let mut scanned = Self::mount(this.into_device(), scan)?;
+        let Some((miscounted, restored)) = restored else {
+            let audit = Audit {
+                map_unreadable: true,
+                ..Audit::default()
+            };
+            return Ok((scanned, Some(audit)));
+        };
         let mut differing = Vec::new();
         for (k, (s, r)) in scanned.entries()?.into_iter().zip(restored).enumerate() {
             if s != r && !scanned.same_version(s, r)? {
@@ -634,6 +652,7 @@ impl<D: Segments> Ftl<D> {
         let audit = Audit {
             differing,
             miscounted,
+            map_unreadable: false,
         };
         Ok((scanned, Some(audit)))
     }
