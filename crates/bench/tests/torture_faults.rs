@@ -595,3 +595,23 @@ fn a_lost_checkpoints_journal_blocks_never_pass_for_a_later_ones() {
         ..TortureOptions::default()
     });
 }
+
+/// A counters record whose tag decayed at rest was reported lost to the block device by its
+/// address alone, which it looked for among the sectors only: the record stayed named, its
+/// segment was erased and written again, and the next mount counted its slot twice (as the
+/// counters record and as the sector now there). Found when checkpoints began to carry
+/// the live counts, by the check of them after every remount.
+#[test]
+fn a_counters_record_lost_with_its_tag_is_no_longer_named() {
+    replay_case(TortureOptions {
+        presets: vec!["w25n01gv".into()],
+        targets: vec![TargetKind::Ftl],
+        faults: vec![Fault::AtRest],
+        workloads: vec![Workload::Mixed],
+        cuts: 1,
+        seed: 5107,
+        cut: Some(477),
+        torn: true,
+        ..TortureOptions::default()
+    });
+}

@@ -176,10 +176,11 @@ fn a_damaged_checkpoint_page_falls_back_to_the_scan() {
 }
 
 /// A mount reads no map page, so one that decayed at rest shows only when a sector of it is
-/// needed: a corrupt-volume error, never wrong data; `fsck` (the audit) says so and takes
-/// the scan's map, which reads everything back.
+/// needed: EIO, never wrong data. `fsck` (the audit) says so and takes the scan's map; and
+/// without it, the session's next checkpoint (its close here) is a mark instead, so the
+/// next mount scans: either way everything reads back.
 #[test]
-fn a_decayed_map_page_fails_its_sectors_until_the_audit_takes_the_scan() {
+fn a_decayed_map_page_fails_its_sectors_until_a_scan_rebuilds_the_map() {
     use flashfs::media::tag::{Kind, TagState};
     // Writes only: a trim record's ranges would have the mount read the page.
     let mut ftl = Ftl::format(big_nand(), FtlConfig::default()).unwrap();
@@ -210,17 +211,34 @@ fn a_decayed_map_page_fails_its_sectors_until_the_audit_takes_the_scan() {
     }
     let (_, seg, slot) = newest.expect("a map page");
     dev.inject_bit_errors(seg, slot, 8);
-    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
-    assert!(ftl.log().restored(), "the mount read the map page");
     let mut buf = vec![0u8; ss];
-    assert!(matches!(ftl.read(0, &mut buf), Err(Error::Corrupt(_))));
-    let (mut scanned, audit) = ftl.audit(FtlConfig::default()).unwrap();
+    let damaged = |dev| {
+        let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+        assert!(ftl.log().restored(), "the mount read the map page");
+        let mut buf = vec![0u8; ss];
+        assert!(matches!(ftl.read(0, &mut buf), Err(Error::Damaged(_))));
+        ftl
+    };
+    let (mut scanned, audit) = damaged(dev.clone()).audit(FtlConfig::default()).unwrap();
     let audit = audit.expect("the mount was from the checkpoint");
     assert!(audit.map_unreadable && !audit.is_clean());
+    let mut again = Ftl::mount(damaged(dev).close().unwrap(), FtlConfig::default()).unwrap();
+    assert!(
+        !again.log().restored(),
+        "the mount after the session scanned"
+    );
     for k in 0..sectors {
-        scanned.read(k, &mut buf).unwrap();
-        assert_eq!(buf, content(k), "sector {k} after the audit");
+        for ftl in [&mut scanned, &mut again] {
+            ftl.read(k, &mut buf).unwrap();
+            assert_eq!(buf, content(k), "sector {k}");
+        }
     }
+    // The scan's first checkpoint names pages that read back: the mount after is restored.
+    again.write(0, &content(0)).unwrap();
+    let mut last = Ftl::mount(again.close().unwrap(), FtlConfig::default()).unwrap();
+    assert!(last.log().restored());
+    last.read(0, &mut buf).unwrap();
+    assert_eq!(buf, content(0));
 }
 
 /// Runs `ops` on a copy of `base` (which holds `history`) and flushes, then writes a checkpoint and runs `after`

@@ -429,6 +429,29 @@ impl Owner for SectorMap {
 
     fn lost(&mut self, tag: Option<&Tag>, at: SlotAddr, src: &mut dyn PageSource) -> Result<bool> {
         let packed = self.pack(at);
+        // A slot whose tag decayed too is found by its address: the counters record or a
+        // record's copy, which the map lists apart, or a sector (below). Left named, the
+        // counters record would point into the segment once erased and written again.
+        let tag = match tag {
+            None if self.counters_at == Some(at) => Some(Tag {
+                key: 0,
+                seq: 0,
+                kind: Kind::Counters,
+                copy: false,
+            }),
+            None => self
+                .records
+                .iter()
+                .find(|(_, r)| r.copies.holds(at))
+                .map(|(&seq, _)| Tag {
+                    key: 0,
+                    seq,
+                    kind: Kind::Trim,
+                    copy: false,
+                }),
+            Some(t) => Some(*t),
+        };
+        let tag = tag.as_ref();
         let sector = match tag {
             Some(t) if t.kind == Kind::Sector => Some(t.key as usize),
             Some(t) if t.kind == Kind::Counters => {

@@ -199,7 +199,7 @@ impl<D: Segments> Ftl<D> {
             }
             Start::Restored(r) => match ftl.restore(r, format) {
                 Ok(()) => true,
-                Err(Error::Corrupt(_) | Error::Io) => false,
+                Err(Error::Corrupt(_) | Error::Io | Error::Damaged(_)) => false,
                 Err(e) => return Err(e),
             },
         };
@@ -454,6 +454,17 @@ impl<D: Segments> Ftl<D> {
         }
         if let Some((at, _)) = counters {
             self.map.counters_at = Some(at);
+        } else if let Some(at) = self.map.counters_at {
+            // The counters record the checkpoint names, unless the slot holds another since:
+            // its segment was cleaned and erased after the checkpoint, and the copy did not
+            // read back (decay) to be rolled forward.
+            let holds = matches!(
+                self.log.device_mut().read_tag(at.seg, at.slot)?,
+                TagState::Valid(t) if t.kind == Kind::Counters
+            );
+            if !holds {
+                self.map.counters_at = None;
+            }
         }
         if format == FORMAT_BLOCK_DEVICE {
             // Nothing written after the newest counters record: the last session closed.
@@ -625,7 +636,7 @@ impl<D: Segments> Ftl<D> {
             .and_then(|m| Ok((m, this.entries()?)))
         {
             Ok(r) => Some(r),
-            Err(Error::Corrupt(_)) => None,
+            Err(Error::Corrupt(_) | Error::Damaged(_)) => None,
             Err(e) => return Err(e),
         };
         let scan = FtlConfig {

@@ -447,6 +447,20 @@ pub struct Log<D> {
     opened: Option<Vec<u32>>,
     /// Whether a checkpoint's pages are being written: they may go outside the set.
     checkpointing: bool,
+    /// Whether a page of the newest checkpoint did not read back (decay): the mount after
+    /// this session must scan, and no checkpoint may name that page again.
+    distrusted: Distrust,
+}
+
+/// Whether the newest checkpoint can still be mounted from ([`Log::checkpoint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Distrust {
+    /// Every page read so far read back.
+    No,
+    /// A page did not: a mark is due in the anchor.
+    MarkDue,
+    /// The mark is down: no checkpoint is written for the rest of the session.
+    Marked,
 }
 
 impl<D: Segments> Log<D> {
@@ -478,6 +492,7 @@ impl<D: Segments> Log<D> {
             restored: false,
             opened: None,
             checkpointing: false,
+            distrusted: Distrust::No,
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
         })

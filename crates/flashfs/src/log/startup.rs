@@ -11,6 +11,8 @@ use alloc::vec::Vec;
 
 use flash::FlashError;
 
+use crate::error::Damage;
+
 use super::checkpoint::{
     dir_entries, encode_dir, max_dirs, open_page, page_crc, payload, seal_page, ABSENT,
 };
@@ -521,6 +523,7 @@ impl<D: Segments> Log<D> {
             pages: body_pages(&self.anchors, &self.retired),
             dev: &mut self.dev,
             geo: self.geo,
+            distrusted: &mut self.distrusted,
         }
     }
 
@@ -599,6 +602,18 @@ impl<D: Segments> Log<D> {
         let Some(a) = &self.anchors else {
             return Ok(());
         };
+        match self.distrusted {
+            Distrust::No => {}
+            Distrust::MarkDue => {
+                // A page of the newest checkpoint did not read back, and its owner could not
+                // write it again (it was never in RAM): a new checkpoint would name it too.
+                // A mark sends the next mount to the scan, which rebuilds what it held.
+                self.append_record(&Record::Mark)?;
+                self.distrusted = Distrust::Marked;
+                return Ok(());
+            }
+            Distrust::Marked => return Ok(()),
+        }
         if a.current_root {
             return Ok(());
         }
@@ -1128,6 +1143,8 @@ pub struct CheckpointPages<'a, D> {
     /// Where each page of the checkpoint is: the log's, then the owner's.
     pages: &'a [Option<SlotAddr>],
     log_pages: u32,
+    /// Set when a page does not read back.
+    distrusted: &'a mut Distrust,
 }
 
 impl<D: Segments> PageSource for CheckpointPages<'_, D> {
@@ -1138,7 +1155,16 @@ impl<D: Segments> PageSource for CheckpointPages<'_, D> {
         };
         match read_page_at(self.dev, self.geo, at, key, buf)? {
             Some(_) => Ok(true),
-            None => Err(Error::Corrupt("checkpoint page unreadable or damaged")),
+            None => {
+                // The data it maps is intact: the next mount scans for it (SPEC §3.5).
+                if *self.distrusted == Distrust::No {
+                    *self.distrusted = Distrust::MarkDue;
+                }
+                Err(Error::Damaged(Damage {
+                    slot: Some((at.seg, at.slot)),
+                    ..Damage::default()
+                }))
+            }
         }
     }
 }
