@@ -360,7 +360,13 @@ impl<D: Segments> Log<D> {
             let Some(body) = self.read_page_at(at, DIR_KEY + d as u32, &mut buf)? else {
                 return Ok(None);
             };
+            let slots = u64::from(self.geo.segments) * u64::from(self.geo.slots);
             for p in dir_entries(body).take(total - pages.len()) {
+                // The owner's pages are not read at mount: an address off the device would
+                // be met only when counted, so it sends the mount to the scan now.
+                if p != ABSENT && u64::from(p) >= slots {
+                    return Ok(None);
+                }
                 pages.push((p != ABSENT).then(|| self.unpack(p)));
             }
         }
