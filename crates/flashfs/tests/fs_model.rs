@@ -1016,7 +1016,7 @@ fn run<D: Segments>(dev: D, config: FsConfig, ops: &[Op]) -> Result<(), TestCase
             Op::SyncAndCut => {
                 fs.sync().unwrap();
                 fs = Fs::mount(fs.into_device(), config)
-                    .map_err(|e| TestCaseError::fail(format!("mount after a cut: {e}")))?;
+                    .map_err(|e| TestCaseError::fail(format!("{when}: mount after a cut: {e}")))?;
                 m.remount();
                 compare(&mut fs, &m, &when)?;
                 fsck(&mut fs, &when)?;

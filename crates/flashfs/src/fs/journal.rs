@@ -603,6 +603,10 @@ impl<D: Segments> Fs<D> {
                 replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
             }
             if writes {
+                // The log holds the data of the sectors the session forgot again, and the
+                // small writes take new space: what no entry named is forgotten first, so
+                // they find the room they found as they ran.
+                self.tree.store_mut().forget_free()?;
                 let mut none = BTreeMap::new();
                 self.for_each_op(&found, &mut buf, |fs, op| {
                     if matches!(op.kind, OpKind::Write { .. }) {
@@ -730,10 +734,10 @@ impl<D: Segments> Fs<D> {
     }
 }
 
-/// An error replaying the journal: damage, unless the device failed.
+/// An error replaying the journal: damage, unless the device failed or is full.
 fn damage(e: Error) -> Error {
     match e {
-        Error::Io | Error::Damaged(_) | Error::Flash(_) | Error::Corrupt(_) => e,
+        Error::Io | Error::Damaged(_) | Error::Flash(_) | Error::Corrupt(_) | Error::NoSpace => e,
         _ => Error::Corrupt("a journal entry does not apply to the index"),
     }
 }

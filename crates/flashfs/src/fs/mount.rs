@@ -328,10 +328,7 @@ impl<D: Segments> Fs<D> {
     /// stops copying it. The block device keeps no record of what it forgot: without this,
     /// each mount would bring back dead data the log had already counted as free space.
     pub(super) fn forget_stale(&mut self, unwritten: &[(u64, u64, Extent)]) -> Result<()> {
-        let store = self.tree.store_mut();
-        for k in store.stale()? {
-            store.ftl.forget(k)?;
-        }
+        self.tree.store_mut().forget_free()?;
         for &(ino, first, e) in unwritten {
             // The blocks an extent of now still maps unwritten to the same sectors; both
             // map block `b` to `start + b - first`, so they agree everywhere or nowhere.

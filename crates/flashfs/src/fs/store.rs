@@ -132,10 +132,15 @@ impl<D: Segments> Store<D> {
         Ok(())
     }
 
-    /// Sectors the block device holds data for that are now free.
-    pub fn stale(&mut self) -> Result<Vec<u64>> {
+    /// Lets the block device forget the sectors it holds data for that are free: the
+    /// forgets of the session a power cut ended are not durable, so a mount finds their
+    /// data again.
+    pub fn forget_free(&mut self) -> Result<()> {
         let space = &self.space;
-        self.ftl.mapped_where(|k| space.is_free(k))
+        for k in self.ftl.mapped_where(|k| space.is_free(k))? {
+            self.ftl.forget(k)?;
+        }
+        Ok(())
     }
 }
 
