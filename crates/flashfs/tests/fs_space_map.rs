@@ -81,6 +81,13 @@ fn mounts_after_an_unmount_and_after_a_cut_read_the_map_and_agree_with_the_walk(
             fs.stats().mounted_from_map,
             "round {round}: the mount walked the index"
         );
+        // After an unmount the block device's checkpoint holds every forget, and the mount
+        // looks for no free sector to forget again; `fsck` below checks none is kept.
+        assert_eq!(
+            fs.ftl().log().found_closed(),
+            round % 2 == 0,
+            "round {round}"
+        );
         assert_eq!(dump(&mut fs).unwrap(), before, "round {round}");
         assert_eq!(fs.statfs().blocks_free, free, "round {round}: free blocks");
         assert_eq!(fs.statfs().files, files_count, "round {round}: files");
@@ -167,4 +174,98 @@ fn a_mount_after_a_cut_with_appended_superblocks_walks() {
         !fs.stats().mounted_from_map,
         "the newest superblock was appended: its map is stale"
     );
+}
+
+/// A mount after a power cut forgets again what the session before had forgotten. The
+/// close after it writes a checkpoint that holds those forgets even when nothing was
+/// written since the last, so the mount after that close, which looks for no free sector to
+/// forget, finds none kept (`fsck` would name it).
+#[test]
+fn the_forgets_of_a_mount_after_a_cut_outlive_a_close_with_nothing_written() {
+    let mut fs = Fs::format(nand_checkpointed(), config()).unwrap();
+    let mut files = BTreeMap::new();
+    churn(&mut fs, &mut files, 1, 60);
+    let fs = Fs::mount(fs.into_device(), config()).unwrap();
+    assert!(!fs.ftl().log().found_closed());
+    let mut fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
+    assert!(fs.ftl().log().found_closed());
+    assert_clean(&mut fs, "after the close");
+}
+
+/// NAND of 300 blocks of 64 pages of 512 bytes: a map of bits takes five blocks.
+fn nand_of_five_map_blocks() -> flashfs::NandSegments<flash::NandSim> {
+    let spec = flash::NandSpec {
+        blocks: 300,
+        pages_per_block: 64,
+        ..nand_spec()
+    };
+    let sim = flash::NandSim::new(spec, flash::ImageMeta::new("test-nand-300x64", 1)).unwrap();
+    flashfs::NandSegments::new(sim).unwrap()
+}
+
+/// Free space in a few runs is saved as the runs, in fewer blocks than the bits would
+/// take, and a mount reads those alone; as the runs grow many the map goes back to bits.
+/// Either way the mount after an unmount or a power cut agrees with the walk.
+#[test]
+fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {
+    let mut fs = Fs::format(nand_of_five_map_blocks(), config()).unwrap();
+    let bits = fs.space_map_blocks();
+    assert_eq!(bits, 5);
+    assert_eq!(
+        fs.stats().space_map_writes,
+        1,
+        "the fresh volume's map is one run"
+    );
+    let f = fs.create(ROOT_INO, b"in-order", 0o644, 0, 0).unwrap().ino;
+    for i in 0..64u64 {
+        fs.write(f, i * 4096, &pattern(i, 1, 4096)).unwrap();
+    }
+    let before = dump(&mut fs).unwrap();
+    fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
+    assert!(fs.stats().mounted_from_map);
+    assert_eq!(dump(&mut fs).unwrap(), before);
+    assert_clean(&mut fs, "after the unmount");
+    // Two files written block by block in turn, then one deleted: hundreds of free runs,
+    // which take more blocks than the bits.
+    let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    let b = fs.create(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino;
+    for i in 0..400u64 {
+        fs.write(a, i * 512, &pattern(i, 2, 512)).unwrap();
+        fs.write(b, i * 512, &pattern(i, 3, 512)).unwrap();
+    }
+    fs.sync().unwrap();
+    let writes = fs.stats().space_map_writes;
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.stats().space_map_writes - writes, bits, "a map of bits");
+    let before = dump(&mut fs).unwrap();
+    fs = Fs::mount(fs.into_device(), config()).unwrap();
+    assert!(fs.stats().mounted_from_map);
+    assert_eq!(dump(&mut fs).unwrap(), before);
+    assert_clean(&mut fs, "after a cut, with a map of bits");
+    // Scattered changes: the delta, or a new map of either kind, at each commit.
+    let mut files = BTreeMap::new();
+    for round in 0..12u64 {
+        churn(&mut fs, &mut files, round, 80);
+        let before = dump(&mut fs).unwrap();
+        let free = fs.statfs().blocks_free;
+        let dev = if round % 2 == 0 {
+            fs.unmount().unwrap()
+        } else {
+            fs.into_device()
+        };
+        fs = Fs::mount(dev, config()).unwrap();
+        assert!(fs.stats().mounted_from_map, "round {round}");
+        assert_eq!(dump(&mut fs).unwrap(), before, "round {round}");
+        assert_eq!(fs.statfs().blocks_free, free, "round {round}");
+        assert_clean(&mut fs, &format!("round {round}"));
+    }
+    // The second file deleted too: few runs again, saved as runs.
+    let writes = fs.stats().space_map_writes;
+    fs.unlink(ROOT_INO, b"b").unwrap();
+    fs.sync().unwrap();
+    let written = fs.stats().space_map_writes - writes;
+    assert!((1..bits).contains(&written), "{written} map blocks written");
+    fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
+    assert_clean(&mut fs, "after the last unmount");
 }

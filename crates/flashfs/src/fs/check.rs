@@ -576,6 +576,16 @@ impl<D: Segments> Fs<D> {
             .flat_map(|(_, e)| e.start..e.start.saturating_add(e.len))
             .collect();
         let sectors = self.sb.sectors;
+        // A map of free runs leaves the map's blocks past its own unwritten.
+        let mut map_unwritten = 0..0;
+        if let Some(map) = self.space_map() {
+            let mut buf = alloc::vec![0; self.sb.block_size as usize];
+            if self.tree.store_mut().read(map.start, &mut buf).is_ok() {
+                if let Some(n) = layout::runs_map_len(&buf) {
+                    map_unwritten = map.start.saturating_add(n).min(map.end)..map.end;
+                }
+            }
+        }
         let used = (0..sectors).filter(|&k| usage.is_used(k)).count() as u64;
         report.used_blocks = used;
         let space = &self.tree.store().space;
@@ -630,7 +640,7 @@ impl<D: Segments> Fs<D> {
             if !mapped.contains(&k) {
                 // A journal block is written when an epoch first needs it.
                 let journal = (1..=u64::from(self.sb.journal_blocks)).contains(&k);
-                if !unwritten.contains(&k) && !journal {
+                if !unwritten.contains(&k) && !journal && !map_unwritten.contains(&k) {
                     match owner(k) {
                         // A file's block whose page read as erased when a scan rebuilt the map.
                         Some((ino, off)) => problem(

@@ -653,7 +653,7 @@ impl<D: Segments> Fs<D> {
         let found = self.rescan()?;
         let must = self.journal.checkpoint_required();
         self.replay_journal()?;
-        self.forget_stale(&found.unwritten)?;
+        self.forget_stale(&found.unwritten, false)?;
         // Nothing is appended after an entry that may be torn: the replay starts no tail.
         self.journal.require_checkpoint(must);
         Ok(())

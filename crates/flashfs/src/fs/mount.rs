@@ -286,7 +286,8 @@ impl<D: Segments> Fs<D> {
         }
         // Commits after the last checkpoint that are journal entries (SPEC.md §8.5b).
         let replayed = fs.replay_journal()?;
-        fs.forget_stale(&found.unwritten)?;
+        let closed = fs.tree.store().ftl.log().found_closed();
+        fs.forget_stale(&found.unwritten, closed)?;
         // A block of this epoch may end in a torn or unfinished entry; nothing is appended
         // after one, so a new epoch starts.
         let journal_used = fs.journal.blocks_in_epoch().next().is_some();
@@ -325,10 +326,19 @@ impl<D: Segments> Fs<D> {
 
     /// Lets the block device forget the data of sectors that no version uses, and of those
     /// `unwritten` (from the rescan) still maps unwritten after the replay, so the cleaner
-    /// stops copying it. The block device keeps no record of what it forgot: without this,
-    /// each mount would bring back dead data the log had already counted as free space.
-    pub(super) fn forget_stale(&mut self, unwritten: &[(u64, u64, Extent)]) -> Result<()> {
-        self.tree.store_mut().forget_free()?;
+    /// stops copying it. What the block device forgot since its last checkpoint is not
+    /// durable: without this, a mount after a power cut would bring back dead data the log
+    /// had already counted as free space. After a close (`closed`, SPEC.md §3.5) the
+    /// checkpoint holds every forget, and the free sectors are not looked for: that would
+    /// read the whole map.
+    pub(super) fn forget_stale(
+        &mut self,
+        unwritten: &[(u64, u64, Extent)],
+        closed: bool,
+    ) -> Result<()> {
+        if !closed {
+            self.tree.store_mut().forget_free()?;
+        }
         for &(ino, first, e) in unwritten {
             // The blocks an extent of now still maps unwritten to the same sectors; both
             // map block `b` to `start + b - first`, so they agree everywhere or nowhere.

@@ -17,7 +17,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::layout::{self, SpaceRef, SpaceRun, Superblock};
+use super::layout::{self, MapBlock, SpaceRef, SpaceRun, Superblock};
 use super::space::{add_run, in_runs, runs_in, Space};
 use super::Fs;
 use crate::error::{Error, Result};
@@ -90,13 +90,40 @@ impl<D: Segments> Fs<D> {
         let unused = self.unused_now();
         let store = self.tree.store_mut();
         let mut buf = vec![0; bs];
-        for i in 0..blocks {
-            let space = &store.space;
-            layout::encode_map_block(&mut buf, sb.commit, i as u32, sb.sectors, |k| {
-                !space.is_free(k) && !in_runs(&unused, k)
-            });
-            store.ftl.write_to(at + i, &buf, Some(Head::Meta))?;
-            store.map_writes += 1;
+        // The committed version's free runs, where they take fewer blocks than the bits:
+        // a volume written in order has few, and a mount then reads a block or two
+        // whatever the volume's size. The map keeps the bits' blocks; the rest stay
+        // unwritten.
+        let mut free = BTreeMap::new();
+        for (a, n) in store
+            .space
+            .free_in(0, sb.sectors)
+            .chain(unused.iter().map(|(&a, &n)| (a, n)))
+        {
+            add_run(&mut free, a, n);
+        }
+        let free: Vec<(u64, u64)> = free.into_iter().collect();
+        let runs_blocks = layout::runs_map_blocks(free.len(), bs);
+        if runs_blocks < blocks {
+            let mut rest = &free[..];
+            for i in 0..runs_blocks {
+                let head = (i == 0).then_some((runs_blocks as u32, free.len() as u32));
+                let take = layout::runs_per_map_block(bs, i == 0).min(rest.len());
+                let (part, after) = rest.split_at(take);
+                layout::encode_runs_map_block(&mut buf, sb.commit, i as u32, head, part);
+                rest = after;
+                store.ftl.write_to(at + i, &buf, Some(Head::Meta))?;
+                store.map_writes += 1;
+            }
+        } else {
+            for i in 0..blocks {
+                let space = &store.space;
+                layout::encode_map_block(&mut buf, sb.commit, i as u32, sb.sectors, |k| {
+                    !space.is_free(k) && !in_runs(&unused, k)
+                });
+                store.ftl.write_to(at + i, &buf, Some(Head::Meta))?;
+                store.map_writes += 1;
+            }
         }
         sb.space = SpaceRef::Current { at, delta: 0 };
         Ok(Some((sb.commit, Vec::new())))
@@ -137,20 +164,66 @@ impl<D: Segments> Fs<D> {
             }
             end = r.start + r.len;
         }
-        // Free runs straight from the map's blocks, one block in RAM at a time, the delta's
-        // runs (in order) overriding the bits they cover.
+        let mut buf = vec![0; self.sb.block_size as usize];
+        if !self.read_map_block(at, &mut buf)? {
+            return Ok(None);
+        }
+        let free = match layout::decode_map_block(&buf, map_commit, 0) {
+            Ok(MapBlock::Runs {
+                head: Some(head),
+                runs,
+            }) => {
+                let first: Vec<(u64, u64)> = MapBlock::runs(runs).collect();
+                match self.load_runs(at, blocks, map_commit, head, first, &mut buf)? {
+                    Some(free) => apply_delta(&free, &delta),
+                    None => return Ok(None),
+                }
+            }
+            Ok(MapBlock::Bits(_)) => {
+                match self.load_bits(at, blocks, map_commit, &delta, &mut buf)? {
+                    Some(free) => free,
+                    None => return Ok(None),
+                }
+            }
+            Ok(MapBlock::Runs { head: None, .. }) | Err(_) => return Ok(None),
+        };
+        let space = Space::from_free(free);
+        Ok(Some(space.with_changes(
+            map_commit,
+            delta.iter().map(|r| (r.start, r.len)),
+        )))
+    }
+
+    /// Reads block `k` of the map into `buf`; false if it does not read back.
+    fn read_map_block(&mut self, k: u64, buf: &mut [u8]) -> Result<bool> {
+        match self.tree.store_mut().read(k, buf) {
+            Ok(()) => Ok(true),
+            Err(Error::Corrupt(_) | Error::Damaged { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The free runs of a map of bits at `at` (`blocks` of them, its first in `buf`), the
+    /// delta's runs (in order) overriding the bits they cover; one block in RAM at a time.
+    fn load_bits(
+        &mut self,
+        at: u64,
+        blocks: u64,
+        map_commit: u64,
+        delta: &[SpaceRun],
+        buf: &mut [u8],
+    ) -> Result<Option<Vec<(u64, u64)>>> {
+        let sectors = self.sb.sectors;
         let bits_per_block = layout::map_bits(self.sb.block_size as usize);
         let mut free = Vec::new();
         let mut run: Option<(u64, u64)> = None;
         let mut runs = delta.iter().peekable();
-        let mut buf = vec![0; self.sb.block_size as usize];
         for i in 0..blocks {
-            match self.tree.store_mut().read(at + i, &mut buf) {
-                Ok(()) => {}
-                Err(Error::Corrupt(_) | Error::Damaged { .. }) => return Ok(None),
-                Err(e) => return Err(e),
+            if i > 0 && !self.read_map_block(at + i, buf)? {
+                return Ok(None);
             }
-            let Ok(bits) = layout::decode_map_block(&buf, map_commit, i as u32) else {
+            let Ok(MapBlock::Bits(bits)) = layout::decode_map_block(buf, map_commit, i as u32)
+            else {
                 return Ok(None);
             };
             let first = i * bits_per_block;
@@ -175,12 +248,77 @@ impl<D: Segments> Fs<D> {
             }
         }
         free.extend(run);
-        let space = Space::from_free(free);
-        Ok(Some(space.with_changes(
-            map_commit,
-            delta.iter().map(|r| (r.start, r.len)),
-        )))
+        Ok(Some(free))
     }
+
+    /// The free runs of a runs map at `at` (`first`, those of its first block; `head`, its
+    /// blocks and runs, as the first block says), checked: in order, apart, within the
+    /// volume, as many as said, in no more blocks than the map keeps (`blocks`).
+    fn load_runs(
+        &mut self,
+        at: u64,
+        blocks: u64,
+        map_commit: u64,
+        (n_blocks, n_runs): (u32, u32),
+        first: Vec<(u64, u64)>,
+        buf: &mut [u8],
+    ) -> Result<Option<Vec<(u64, u64)>>> {
+        let bs = self.sb.block_size as usize;
+        let (n_blocks, n_runs) = (u64::from(n_blocks), n_runs as usize);
+        if n_blocks == 0 || n_blocks > blocks || layout::runs_map_blocks(n_runs, bs) != n_blocks {
+            return Ok(None);
+        }
+        let mut free = first;
+        free.truncate(n_runs);
+        for i in 1..n_blocks {
+            if !self.read_map_block(at + i, buf)? {
+                return Ok(None);
+            }
+            let Ok(MapBlock::Runs { head: None, runs }) =
+                layout::decode_map_block(buf, map_commit, i as u32)
+            else {
+                return Ok(None);
+            };
+            let want = n_runs - free.len();
+            free.extend(MapBlock::runs(runs).take(want));
+        }
+        let mut end = 0;
+        for &(a, n) in &free {
+            if n == 0 || a < end || a.checked_add(n).is_none_or(|e| e > self.sb.sectors) {
+                return Ok(None);
+            }
+            end = a + n;
+        }
+        Ok((free.len() == n_runs).then_some(free))
+    }
+}
+
+/// Free runs `free` (in order, apart) with the delta's runs (in order, apart) overriding
+/// what they cover.
+fn apply_delta(free: &[(u64, u64)], delta: &[SpaceRun]) -> Vec<(u64, u64)> {
+    let mut out = BTreeMap::new();
+    let mut skip = 0;
+    for &(a, n) in free {
+        let end = a + n;
+        while delta.get(skip).is_some_and(|r| r.start + r.len <= a) {
+            skip += 1;
+        }
+        // The parts of the run no delta run covers.
+        let mut k = a;
+        for r in delta[skip..].iter().take_while(|r| r.start < end) {
+            if r.start > k {
+                add_run(&mut out, k, r.start - k);
+            }
+            k = k.max(r.start + r.len);
+        }
+        if k < end {
+            add_run(&mut out, k, end - k);
+        }
+    }
+    for r in delta.iter().filter(|r| !r.used) {
+        add_run(&mut out, r.start, r.len);
+    }
+    out.into_iter().collect()
 }
 
 /// The runs of `changed` split by their state in the committed version (in use: neither
@@ -226,4 +364,24 @@ fn delta_runs(
         }
     }
     Some(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delta_overrides_the_free_runs_it_covers() {
+        let run = |start, len, used| SpaceRun { start, len, used };
+        let free = [(0, 10), (20, 10), (40, 5)];
+        // Taken: the middle of the first run and across the second's end; freed: a run
+        // between, touching the third.
+        let delta = [run(3, 2, true), run(25, 10, true), run(35, 5, false)];
+        assert_eq!(
+            apply_delta(&free, &delta),
+            [(0, 3), (5, 5), (20, 5), (35, 10)]
+        );
+        assert_eq!(apply_delta(&free, &[]), free);
+        assert_eq!(apply_delta(&[], &[run(7, 2, false)]), [(7, 2)]);
+    }
 }

@@ -605,7 +605,8 @@ impl<D: Segments> Ftl<D> {
 
     /// Closes the block device: records its lifetime counters (if anything was written since
     /// mount), writes a checkpoint (on a volume that keeps them) so the next mount reads it
-    /// instead of scanning, makes everything durable and gives the device back.
+    /// instead of scanning, and knows it holds every forget, makes everything durable and
+    /// gives the device back.
     pub fn close(mut self) -> Result<D> {
         let programmed = self.slots_since_mount();
         if self
@@ -614,7 +615,7 @@ impl<D: Segments> Ftl<D> {
         {
             self.write_counters()?;
         }
-        self.checkpoint()?;
+        self.log.close_checkpoint(&mut self.map)?;
         self.log.sync()?;
         Ok(self.log.into_device())
     }
@@ -943,8 +944,12 @@ impl<D: Segments> Ftl<D> {
 
     /// Drops a sector's data from the map without a trim record: for an owner that knows,
     /// after every mount, which sectors it uses (the file system, by walking its index), a
-    /// record would be flash written for nothing. After a remount the sector may show an
-    /// old version again; such an owner never reads a sector it does not use.
+    /// record would be flash written for nothing. After a power cut the sector may show an
+    /// old version again; such an owner never reads a sector it does not use. A forget is
+    /// durable once a checkpoint follows it; a mount that finds the log as a close left it
+    /// ([`Log::found_closed`]) vouches for every forget only if the owner programs before it
+    /// forgets a sector the checkpoint maps, as the file system does (its forgets follow the
+    /// commit that freed the sectors).
     pub(crate) fn forget(&mut self, sector: u64) -> Result<()> {
         let k = sector as usize;
         if k >= self.map.len() {
@@ -1081,5 +1086,53 @@ impl<D: Segments> BlockDevice for Ftl<D> {
         }
         self.record_losses()?;
         self.checkpoint_if_due()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::media::NandSegments;
+    use flash::{preset, DeviceSpec, ImageMeta, NandSim, Simulated};
+
+    fn w25n01gv() -> NandSegments<NandSim> {
+        let DeviceSpec::Nand(spec) = preset::lookup("w25n01gv").unwrap().spec else {
+            panic!("w25n01gv is not NAND");
+        };
+        NandSegments::new(NandSim::new(spec, ImageMeta::new("w25n01gv", 1)).unwrap()).unwrap()
+    }
+
+    /// A forget programs nothing, so only a root written after it holds it: a close writes
+    /// one even when nothing was programmed since the last root, unless that root is a
+    /// close's and no slot died since (SPEC.md §3.5).
+    #[test]
+    fn a_close_holds_the_forgets_of_a_session_that_programmed_nothing() {
+        let mut ftl = Ftl::format(w25n01gv(), FtlConfig::default()).unwrap();
+        let data = alloc::vec![7u8; ftl.sector_size()];
+        for k in 0..8 {
+            ftl.write_to(k, &data, None).unwrap();
+        }
+        // A power cut right after a checkpoint: nothing follows a root no close wrote.
+        Ftl::checkpoint(&mut ftl).unwrap();
+        ftl.flush().unwrap();
+        let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+        assert!(ftl.log.restored() && !ftl.log.found_closed());
+        ftl.forget(3).unwrap();
+        let programs = ftl.log.device().flash().stats().programs;
+        let mut ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+        assert!(ftl.log.device().flash().stats().programs > programs);
+        assert!(ftl.log.found_closed());
+        assert!(!ftl.is_mapped(3).unwrap() && ftl.is_mapped(4).unwrap());
+        // Closed again with nothing done: nothing to add.
+        let programs = ftl.log.device().flash().stats().programs;
+        let ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+        assert_eq!(ftl.log.device().flash().stats().programs, programs);
+        assert!(ftl.log.found_closed());
+        // A power cut after a write: the mount rolls forward and says it found no close.
+        let mut ftl = ftl;
+        ftl.write_to(9, &data, None).unwrap();
+        ftl.flush().unwrap();
+        let ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+        assert!(ftl.log.restored() && !ftl.log.found_closed());
     }
 }

@@ -146,6 +146,9 @@ pub(crate) struct Root {
     /// The free segments the log may open after the root, until the next: a mount reads
     /// their headers to find what was written since ("rolls forward").
     pub set: Vec<u32>,
+    /// Whether the volume was closed with this root: the owner forgot nothing after it
+    /// unless something was programmed after it too.
+    pub closed: bool,
 }
 
 /// A record in an anchor.
@@ -190,6 +193,7 @@ impl Record {
             }
             Record::Root(r) => {
                 b[4] = RECORD_ROOT;
+                b[5] = u8::from(r.closed);
                 b[8..16].copy_from_slice(&r.seq.to_le_bytes());
                 b[16..20].copy_from_slice(&r.log_pages.to_le_bytes());
                 b[20..24].copy_from_slice(&r.owner_pages.to_le_bytes());
@@ -256,6 +260,7 @@ impl Record {
                     set: (n + late..n + late + set)
                         .map(|i| word(ROOT_FIXED + i * 4))
                         .collect::<Option<_>>()?,
+                    closed: *b.get(5)? == 1,
                 };
                 (Record::Root(root), ROOT_FIXED + (n + late + set) * 4)
             }
@@ -284,6 +289,9 @@ pub(crate) struct Anchors {
     /// Whether nothing was programmed since the newest root, which this session mounted
     /// from or wrote: a checkpoint now would say nothing new.
     pub current_root: bool,
+    /// Whether, besides, the newest root was written by a close and no slot died since: a
+    /// close now would say nothing new either.
+    pub closed_root: bool,
     /// Where the newest root's body pages are (segment table, then the owner's pages).
     pub pages: Vec<Option<SlotAddr>>,
     /// Where its directory pages are.
@@ -310,6 +318,7 @@ impl Anchors {
             needs_mark: false,
             stale: false,
             current_root: false,
+            closed_root: false,
             pages: Vec::new(),
             dirs: Vec::new(),
             log_pages: 0,
@@ -395,7 +404,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_detect_damage() {
-        let root = Record::Root(Root {
+        let root = Root {
             seq: 0x12_3456_789A,
             log_pages: 3,
             owner_pages: 70,
@@ -403,8 +412,13 @@ mod tests {
             dirs: alloc::vec![SlotAddr { seg: 4, slot: 5 }, SlotAddr { seg: 6, slot: 7 }],
             late: alloc::vec![8],
             set: alloc::vec![10, 11],
-        });
-        for r in [root, Record::Mark] {
+            closed: false,
+        };
+        let closed = Root {
+            closed: true,
+            ..root.clone()
+        };
+        for r in [Record::Root(root), Record::Root(closed), Record::Mark] {
             let b = r.encode(512, pack);
             assert_eq!(Record::decode(&b, unpack), Some(r.clone()));
             let end = if r == Record::Mark {

@@ -443,6 +443,9 @@ pub struct Log<D> {
     retired: Option<Anchors>,
     /// Whether the mount restored the log from a checkpoint.
     restored: bool,
+    /// Whether the mount found the log as a close left it: restored from a root a close
+    /// wrote, with nothing written after it.
+    found_closed: bool,
     /// Segments opened while a checkpoint's segment table is written, which its root lists.
     opened: Option<Vec<u32>>,
     /// Whether a checkpoint's pages are being written: they may go outside the set.
@@ -490,6 +493,7 @@ impl<D: Segments> Log<D> {
             anchors: None,
             retired: None,
             restored: false,
+            found_closed: false,
             opened: None,
             checkpointing: false,
             distrusted: Distrust::No,
@@ -821,6 +825,10 @@ impl<D: Segments> Log<D> {
     /// The slot is no longer needed (overwritten, trimmed, deleted): its segment counts one
     /// live slot less. Called once per slot that was live (written, or marked at mount).
     pub fn kill(&mut self, at: SlotAddr) {
+        // The owner forgot something the newest root holds: a close must say so anew.
+        if let Some(a) = &mut self.anchors {
+            a.closed_root = false;
+        }
         let now = self.now_ns();
         self.death_age.died(at.seg, now);
         let s = &mut self.segs[at.seg as usize];

@@ -497,6 +497,8 @@ impl<D: Segments> Log<D> {
         anchors.rolling = true;
         anchors.set = root.set.clone();
         anchors.current_root = found.is_empty();
+        anchors.closed_root = root.closed && found.is_empty();
+        self.found_closed = anchors.closed_root;
         anchors.log_pages = log_pages;
         anchors.dirs = moved_dirs;
         let owner = pages.len().saturating_sub(log_pages as usize) as u32;
@@ -561,6 +563,12 @@ impl<D: Segments> Log<D> {
         self.restored
     }
 
+    /// Whether this mount found the log as a close left it (SPEC.md §3.5): the owner's
+    /// state in the checkpoint is whole, nothing it forgot before the close is back.
+    pub fn found_closed(&self) -> bool {
+        self.found_closed
+    }
+
     /// Slots the newest checkpoint takes: its root, directory and body pages (`None` when
     /// the volume keeps none). What a mount from it reads at the least.
     pub fn checkpoint_len(&self) -> Option<u32> {
@@ -605,6 +613,18 @@ impl<D: Segments> Log<D> {
     /// once they are durable, a root. Does nothing on a volume without anchors, or when
     /// nothing was programmed since the last root.
     pub fn checkpoint(&mut self, owner: &mut dyn Owner) -> Result<()> {
+        self.checkpoint_as(owner, false)
+    }
+
+    /// Writes the checkpoint a close leaves: its root says so, and the next mount that finds
+    /// nothing written after it knows the owner forgot nothing since (SPEC.md §3.5). Written
+    /// even when nothing was programmed since the last root, unless that root is a close's
+    /// and no slot died since.
+    pub fn close_checkpoint(&mut self, owner: &mut dyn Owner) -> Result<()> {
+        self.checkpoint_as(owner, true)
+    }
+
+    fn checkpoint_as(&mut self, owner: &mut dyn Owner, closing: bool) -> Result<()> {
         let Some(a) = &self.anchors else {
             return Ok(());
         };
@@ -620,7 +640,7 @@ impl<D: Segments> Log<D> {
             }
             Distrust::Marked => return Ok(()),
         }
-        if a.current_root {
+        if a.current_root && (a.closed_root || !closing) {
             return Ok(());
         }
         let slot = self.geo.slot_size as usize;
@@ -665,7 +685,7 @@ impl<D: Segments> Log<D> {
         // pages, so none may run once the first of them is written.
         self.make_room_for(owner, owner_pages)?;
         self.checkpointing = true;
-        let r = self.write_checkpoint(owner, log_pages, owner_pages, ndirs, set);
+        let r = self.write_checkpoint(owner, log_pages, owner_pages, ndirs, set, closing);
         owner.checkpoint_ended(matches!(r, Ok(true)));
         self.checkpointing = false;
         self.opened = None;
@@ -683,6 +703,7 @@ impl<D: Segments> Log<D> {
         owner_pages: u32,
         ndirs: usize,
         set: usize,
+        closing: bool,
     ) -> Result<bool> {
         let slot = self.geo.slot_size as usize;
         let pay = payload(slot);
@@ -776,6 +797,7 @@ impl<D: Segments> Log<D> {
             dirs: a.dirs.clone(),
             late,
             set: self.next_set(set),
+            closed: closing,
         };
         let set = root.set.clone();
         self.append_record(&Record::Root(root))?;
@@ -784,6 +806,7 @@ impl<D: Segments> Log<D> {
         };
         a.log_pages = log_pages;
         a.current_root = true;
+        a.closed_root = closing;
         a.rolling = true;
         a.set = set;
         self.stats.checkpoints += 1;
@@ -886,6 +909,7 @@ impl<D: Segments> Log<D> {
             return Ok(());
         };
         a.current_root = false;
+        a.closed_root = false;
         if a.needs_mark && !a.rolling {
             self.append_record(&Record::Mark)?;
         }

@@ -592,8 +592,10 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// 8 since the superblock counts inodes and names a saved free-space map, its block numbers
 /// in 32 bits (a reader of version 7 would misread it). 9 since journal entries may carry
 /// small writes of file data (operation 13) and volumes on media that cannot program
-/// written bytes again may have a journal (a reader of version 8 would fail on them).
-pub const FS_VERSION: u8 = 9;
+/// written bytes again may have a journal (a reader of version 8 would fail on them). 10
+/// since the saved free-space map may hold free runs instead of bits (a reader of version
+/// 9 would walk the index at every mount).
+pub const FS_VERSION: u8 = 10;
 /// Bytes of an encoded superblock record (68 before version 8).
 pub const SB_LEN: usize = 72;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
@@ -764,8 +766,12 @@ pub struct SpaceRun {
     pub used: bool,
 }
 
-/// The saved free-space map's block magic: "FSPM".
+/// The saved free-space map's block magic: "FSPM" for a block of bits, "FSPR" for a block
+/// of free runs.
 const MAP_MAGIC: [u8; 4] = *b"FSPM";
+const MAP_RUNS_MAGIC: [u8; 4] = *b"FSPR";
+/// Bytes of a runs map's first block after the header: its blocks and its runs (u32 each).
+const RUNS_HEAD: usize = 8;
 /// Bytes before a map block's bits: magic, the commit that wrote the map, the block's index
 /// in the map, CRC-32C.
 const MAP_HEADER: usize = 20;
@@ -793,6 +799,88 @@ pub fn delta_capacity(block_size: usize) -> usize {
         .min(usize::from(DELTA_STALE - 1))
 }
 
+/// Free runs a block of a runs map holds: `first`, the map's first block, holds fewer.
+pub fn runs_per_map_block(block_size: usize, first: bool) -> usize {
+    let head = MAP_HEADER + if first { RUNS_HEAD } else { 0 };
+    block_size.saturating_sub(head) / RUN_BYTES
+}
+
+/// Blocks a map of `runs` free runs takes (at least one).
+pub fn runs_map_blocks(runs: usize, block_size: usize) -> u64 {
+    let first = runs_per_map_block(block_size, true);
+    let rest = runs_per_map_block(block_size, false).max(1);
+    1 + runs.saturating_sub(first).div_ceil(rest) as u64
+}
+
+/// What a block of the saved map holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapBlock<'a> {
+    /// One bit per volume block from the block's first, set where it is in use.
+    Bits(&'a [u8]),
+    /// Free runs, first block and length (u32 each), in order; the map's first block also
+    /// says how many blocks and runs the map has (`head`).
+    Runs {
+        /// The map's blocks and runs, in its first block.
+        head: Option<(u32, u32)>,
+        /// The runs' bytes (any bytes after the map's last run are zero).
+        runs: &'a [u8],
+    },
+}
+
+impl MapBlock<'_> {
+    /// The runs of a runs block, as (first block, length).
+    pub fn runs(runs: &[u8]) -> impl Iterator<Item = (u64, u64)> + '_ {
+        runs.chunks_exact(RUN_BYTES).map(|r| {
+            (
+                u64::from(u32::from_le_bytes([r[0], r[1], r[2], r[3]])),
+                u64::from(u32::from_le_bytes([r[4], r[5], r[6], r[7]])),
+            )
+        })
+    }
+}
+
+/// The blocks a map of runs holds, from its first block; `None` for a map of bits, or a
+/// block that is not a sound first block of a map.
+pub fn runs_map_len(block: &[u8]) -> Option<u64> {
+    let sound = block.len() > MAP_HEADER + RUNS_HEAD
+        && block[0..4] == MAP_RUNS_MAGIC
+        && block[12..16] == [0; 4]
+        && map_crc(block).to_le_bytes() == block[16..20];
+    sound.then(|| {
+        u64::from(u32::from_le_bytes([
+            block[20], block[21], block[22], block[23],
+        ]))
+    })
+}
+
+/// Encodes block `index` of a runs map written by commit `commit`: `runs`, the runs it
+/// holds (at most [`runs_per_map_block`], each under [`MAP_MAX_BLOCKS`]); the first block
+/// also `head`, the map's blocks and runs.
+pub fn encode_runs_map_block(
+    block: &mut [u8],
+    commit: u64,
+    index: u32,
+    head: Option<(u32, u32)>,
+    runs: &[(u64, u64)],
+) {
+    block.fill(0);
+    block[0..4].copy_from_slice(&MAP_RUNS_MAGIC);
+    block[4..12].copy_from_slice(&commit.to_le_bytes());
+    block[12..16].copy_from_slice(&index.to_le_bytes());
+    let mut at = MAP_HEADER;
+    if let Some((blocks, count)) = head {
+        block[at..at + 4].copy_from_slice(&blocks.to_le_bytes());
+        block[at + 4..at + 8].copy_from_slice(&count.to_le_bytes());
+        at += RUNS_HEAD;
+    }
+    for (&(a, n), out) in runs.iter().zip(block[at..].chunks_exact_mut(RUN_BYTES)) {
+        out[0..4].copy_from_slice(&(a as u32).to_le_bytes());
+        out[4..8].copy_from_slice(&(n as u32).to_le_bytes());
+    }
+    let crc = map_crc(block);
+    block[16..20].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// Encodes block `index` of the map written by commit `commit`: `used(k)` says whether
 /// volume block `k` (of `sectors`) is in use.
 pub fn encode_map_block(
@@ -818,11 +906,13 @@ pub fn encode_map_block(
     block[16..20].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// The bits of block `index` of the map written by commit `commit`; damage, or a block of
-/// another map, is an error.
-pub fn decode_map_block(block: &[u8], commit: u64, index: u32) -> Result<&[u8]> {
-    if block.len() <= MAP_HEADER
-        || block[0..4] != MAP_MAGIC
+/// Block `index` of the map written by commit `commit`; damage, or a block of another map,
+/// is an error.
+pub fn decode_map_block(block: &[u8], commit: u64, index: u32) -> Result<MapBlock<'_>> {
+    let runs = block.get(0..4) == Some(&MAP_RUNS_MAGIC[..]);
+    let head = if runs && index == 0 { RUNS_HEAD } else { 0 };
+    if block.len() <= MAP_HEADER + head
+        || (block[0..4] != MAP_MAGIC && !runs)
         || block[4..12] != commit.to_le_bytes()
         || block[12..16] != index.to_le_bytes()
     {
@@ -831,7 +921,15 @@ pub fn decode_map_block(block: &[u8], commit: u64, index: u32) -> Result<&[u8]> 
     if map_crc(block).to_le_bytes() != block[16..20] {
         return Err(Error::Corrupt("free-space map checksum mismatch"));
     }
-    Ok(&block[MAP_HEADER..])
+    let rest = &block[MAP_HEADER..];
+    if !runs {
+        return Ok(MapBlock::Bits(rest));
+    }
+    let word = |i: usize| u32::from_le_bytes([rest[i], rest[i + 1], rest[i + 2], rest[i + 3]]);
+    Ok(MapBlock::Runs {
+        head: (index == 0).then(|| (word(0), word(4))),
+        runs: &rest[head..],
+    })
 }
 
 fn map_crc(block: &[u8]) -> u32 {
@@ -1018,7 +1116,9 @@ mod tests {
         let mut block = [0u8; 512];
         assert_eq!(space_map_blocks(sectors, 512), 2);
         encode_map_block(&mut block, 7, 1, sectors, used);
-        let bits = decode_map_block(&block, 7, 1).unwrap();
+        let Ok(MapBlock::Bits(bits)) = decode_map_block(&block, 7, 1) else {
+            panic!("not a block of bits");
+        };
         let first = map_bits(512);
         for k in first..sectors {
             let i = (k - first) as usize;
@@ -1030,6 +1130,37 @@ mod tests {
         let mut bad = block;
         bad[300] ^= 4;
         assert!(decode_map_block(&bad, 7, 1).is_err());
+        // A map of runs: its first block says its blocks and runs.
+        let runs: Vec<(u64, u64)> = (0..70).map(|i| (i * 10, 3)).collect();
+        assert_eq!(runs_per_map_block(512, true), 60);
+        assert_eq!(runs_map_blocks(runs.len(), 512), 2);
+        assert_eq!(runs_map_blocks(0, 512), 1);
+        encode_runs_map_block(&mut block, 7, 0, Some((2, 70)), &runs[..60]);
+        assert_eq!(runs_map_len(&block), Some(2));
+        let Ok(MapBlock::Runs {
+            head: Some((2, 70)),
+            runs: got,
+        }) = decode_map_block(&block, 7, 0)
+        else {
+            panic!("not the first block of runs");
+        };
+        assert!(MapBlock::runs(got).take(60).eq(runs[..60].iter().copied()));
+        let mut next = [0u8; 512];
+        encode_runs_map_block(&mut next, 7, 1, None, &runs[60..]);
+        assert_eq!(runs_map_len(&next), None);
+        let Ok(MapBlock::Runs {
+            head: None,
+            runs: got,
+        }) = decode_map_block(&next, 7, 1)
+        else {
+            panic!("not a later block of runs");
+        };
+        assert!(MapBlock::runs(got).take(10).eq(runs[60..].iter().copied()));
+        assert!(decode_map_block(&block, 8, 0).is_err());
+        let mut bad = block;
+        bad[100] ^= 1;
+        assert!(decode_map_block(&bad, 7, 0).is_err());
+        assert_eq!(runs_map_len(&bad), None);
         // A delta at the end of block 0, bound to its superblock's commit; appended records
         // stop before it.
         let sb = Superblock {
