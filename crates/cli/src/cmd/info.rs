@@ -281,7 +281,7 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             match (n.mounted_from_map, n.space_map_blocks) {
                 (_, 0) => "found by walking the index (no saved map on a volume that scans)".into(),
                 (true, b) => format!(
-                    "read from the saved map ({} block{})",
+                    "read from the saved map ({} block{} kept for it)",
                     count(b),
                     device::plural(b)
                 ),

@@ -137,10 +137,7 @@ impl<D: Segments> Store<D> {
     /// data again.
     pub fn forget_free(&mut self) -> Result<()> {
         let space = &self.space;
-        for k in self.ftl.mapped_where(|k| space.is_free(k))? {
-            self.ftl.forget(k)?;
-        }
-        Ok(())
+        self.ftl.forget_where(|k| space.is_free(k))
     }
 }
 

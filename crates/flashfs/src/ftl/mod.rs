@@ -964,6 +964,17 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
+    /// Forgets ([`Ftl::forget`]) the sectors that hold data (or lost it) and pass `drop`, in
+    /// one pass through the map, a page at a time.
+    pub(crate) fn forget_where(&mut self, mut drop: impl FnMut(u64) -> bool) -> Result<()> {
+        for k in 0..self.map.len() {
+            if self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED && drop(k as u64) {
+                self.forget(k as u64)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The sectors that hold data (or lost it) and pass `keep`, in order: the map is read
     /// through, a page at a time.
     pub(crate) fn mapped_where(&mut self, mut keep: impl FnMut(u64) -> bool) -> Result<Vec<u64>> {
