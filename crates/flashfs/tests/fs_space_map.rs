@@ -205,6 +205,8 @@ fn nand_of_five_map_blocks() -> flashfs::NandSegments<flash::NandSim> {
 
 /// Free space in a few runs is saved as the runs, in fewer blocks than the bits would
 /// take, and a mount reads those alone; as the runs grow many the map goes back to bits.
+/// (Where they take as many blocks, runs are saved: see the small volumes of the other
+/// tests.)
 /// Either way the mount after an unmount or a power cut agrees with the walk.
 #[test]
 fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {

@@ -90,10 +90,10 @@ impl<D: Segments> Fs<D> {
         let unused = self.unused_now();
         let store = self.tree.store_mut();
         let mut buf = vec![0; bs];
-        // The committed version's free runs, where they take fewer blocks than the bits:
+        // The committed version's free runs, where they take no more blocks than the bits:
         // a volume written in order has few, and a mount then reads a block or two
-        // whatever the volume's size. The map keeps the bits' blocks; the rest stay
-        // unwritten.
+        // whatever the volume's size (and checks a run where it would check a bit per
+        // block). The map keeps the bits' blocks; the rest stay unwritten.
         let mut free = BTreeMap::new();
         for (a, n) in store
             .space
@@ -104,7 +104,7 @@ impl<D: Segments> Fs<D> {
         }
         let free: Vec<(u64, u64)> = free.into_iter().collect();
         let runs_blocks = layout::runs_map_blocks(free.len(), bs);
-        if runs_blocks < blocks {
+        if runs_blocks <= blocks {
             let mut rest = &free[..];
             for i in 0..runs_blocks {
                 let head = (i == 0).then_some((runs_blocks as u32, free.len() as u32));
