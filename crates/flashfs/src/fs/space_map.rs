@@ -94,24 +94,17 @@ impl<D: Segments> Fs<D> {
         // a volume written in order has few, and a mount then reads a block or two
         // whatever the volume's size (and checks a run where it would check a bit per
         // block). The map keeps the bits' blocks; the rest stay unwritten.
-        let mut free = BTreeMap::new();
-        for (a, n) in store
-            .space
-            .free_in(0, sb.sectors)
-            .chain(unused.iter().map(|(&a, &n)| (a, n)))
-        {
-            add_run(&mut free, a, n);
-        }
-        let free: Vec<(u64, u64)> = free.into_iter().collect();
-        let runs_blocks = layout::runs_map_blocks(free.len(), bs);
+        // Counted first, then encoded a block's worth at a time: no second list of them.
+        let count = committed_free(&store.space, &unused, sb.sectors).count();
+        let runs_blocks = layout::runs_map_blocks(count, bs);
         if runs_blocks <= blocks {
-            let mut rest = &free[..];
+            let mut part = Vec::new();
+            let mut runs = committed_free(&store.space, &unused, sb.sectors);
             for i in 0..runs_blocks {
-                let head = (i == 0).then_some((runs_blocks as u32, free.len() as u32));
-                let take = layout::runs_per_map_block(bs, i == 0).min(rest.len());
-                let (part, after) = rest.split_at(take);
-                layout::encode_runs_map_block(&mut buf, sb.commit, i as u32, head, part);
-                rest = after;
+                let head = (i == 0).then_some((runs_blocks as u32, count as u32));
+                part.clear();
+                part.extend(runs.by_ref().take(layout::runs_per_map_block(bs, i == 0)));
+                layout::encode_runs_map_block(&mut buf, sb.commit, i as u32, head, &part);
                 store.ftl.write_to(at + i, &buf, Some(Head::Meta))?;
                 store.map_writes += 1;
             }
@@ -293,6 +286,48 @@ impl<D: Segments> Fs<D> {
     }
 }
 
+/// The runs of `sectors` the committed version does not use: free, or `unused` (free once
+/// it is durable, or an open transaction's).
+fn committed_free<'a>(
+    space: &'a Space,
+    unused: &'a BTreeMap<u64, u64>,
+    sectors: u64,
+) -> impl Iterator<Item = (u64, u64)> + 'a {
+    union(
+        space.free_in(0, sectors),
+        unused.iter().map(|(&a, &n)| (a, n)),
+    )
+}
+
+/// The union of two lists of runs (first, length), each in order and apart: in order, runs
+/// that overlap or touch merged.
+fn union(
+    a: impl Iterator<Item = (u64, u64)>,
+    b: impl Iterator<Item = (u64, u64)>,
+) -> impl Iterator<Item = (u64, u64)> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    let mut run: Option<(u64, u64)> = None;
+    core::iter::from_fn(move || loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+            (Some(_), Some(_)) | (None, Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, None) => return run.take(),
+        };
+        let Some((s, n)) = next else {
+            return run.take();
+        };
+        match run {
+            Some((r, m)) if s <= r + m => run = Some((r, (r + m).max(s + n) - r)),
+            Some(done) => {
+                run = Some((s, n));
+                return Some(done);
+            }
+            None => run = Some((s, n)),
+        }
+    })
+}
+
 /// Free runs `free` (in order, apart) with the delta's runs (in order, apart) overriding
 /// what they cover.
 fn apply_delta(free: &[(u64, u64)], delta: &[SpaceRun]) -> Vec<(u64, u64)> {
@@ -383,5 +418,15 @@ mod tests {
         );
         assert_eq!(apply_delta(&free, &[]), free);
         assert_eq!(apply_delta(&[], &[run(7, 2, false)]), [(7, 2)]);
+    }
+
+    #[test]
+    fn the_union_of_runs_merges_those_that_overlap_or_touch() {
+        let a = [(0, 2), (10, 5), (30, 1)];
+        let b = [(2, 3), (12, 8), (40, 2)];
+        let got: Vec<_> = union(a.into_iter(), b.into_iter()).collect();
+        assert_eq!(got, [(0, 5), (10, 10), (30, 1), (40, 2)]);
+        assert_eq!(union(a.into_iter(), [].into_iter()).collect::<Vec<_>>(), a);
+        assert_eq!(union([].into_iter(), [].into_iter()).count(), 0);
     }
 }
