@@ -61,38 +61,42 @@ fn assert_clean<D: Segments>(fs: &mut Fs<D>, when: &str) {
     assert!(r.is_clean(), "fsck {when}: {:?}", r.problems);
 }
 
+/// Ends the session with an unmount, or with a power cut after the last sync (`cut`), and
+/// mounts again: the mount reads the map, the volume shows what it did (tree, free blocks,
+/// files), and `fsck` (the walk, block by block, and the inode count) finds it clean.
+fn remount_checked<D: Segments>(fs: Fs<D>, cut: bool, when: &str) -> Fs<D> {
+    let mut fs = fs;
+    let before = dump(&mut fs).unwrap();
+    let (free, files) = (fs.statfs().blocks_free, fs.statfs().files);
+    let dev = if cut {
+        fs.into_device()
+    } else {
+        fs.unmount().unwrap()
+    };
+    let mut fs = Fs::mount(dev, config()).unwrap();
+    assert!(
+        fs.stats().mounted_from_map,
+        "{when}: the mount walked the index"
+    );
+    assert_eq!(dump(&mut fs).unwrap(), before, "{when}");
+    assert_eq!(fs.statfs().blocks_free, free, "{when}: free blocks");
+    assert_eq!(fs.statfs().files, files, "{when}: files");
+    assert_clean(&mut fs, when);
+    fs
+}
+
 #[test]
 fn mounts_after_an_unmount_and_after_a_cut_read_the_map_and_agree_with_the_walk() {
     let mut fs = Fs::format(nand_checkpointed(), config()).unwrap();
     let mut files = BTreeMap::new();
     for round in 0..6u64 {
         churn(&mut fs, &mut files, round, 40);
-        let before = dump(&mut fs).unwrap();
-        let free = fs.statfs().blocks_free;
-        let files_count = fs.statfs().files;
         // Even rounds end with an unmount, odd ones with a power cut after the last sync.
-        let dev = if round % 2 == 0 {
-            fs.unmount().unwrap()
-        } else {
-            fs.into_device()
-        };
-        fs = Fs::mount(dev, config()).unwrap();
-        assert!(
-            fs.stats().mounted_from_map,
-            "round {round}: the mount walked the index"
-        );
+        let cut = round % 2 == 1;
+        fs = remount_checked(fs, cut, &format!("after mount {round}"));
         // After an unmount the block device's checkpoint holds every forget, and the mount
-        // looks for no free sector to forget again; `fsck` below checks none is kept.
-        assert_eq!(
-            fs.ftl().log().found_closed(),
-            round % 2 == 0,
-            "round {round}"
-        );
-        assert_eq!(dump(&mut fs).unwrap(), before, "round {round}");
-        assert_eq!(fs.statfs().blocks_free, free, "round {round}: free blocks");
-        assert_eq!(fs.statfs().files, files_count, "round {round}: files");
-        // The walk, block by block, and the inode count.
-        assert_clean(&mut fs, &format!("after mount {round}"));
+        // looks for no free sector to forget again; `fsck` (above) checks none is kept.
+        assert_eq!(fs.ftl().log().found_closed(), !cut, "round {round}");
     }
 }
 
@@ -222,11 +226,7 @@ fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {
     for i in 0..64u64 {
         fs.write(f, i * 4096, &pattern(i, 1, 4096)).unwrap();
     }
-    let before = dump(&mut fs).unwrap();
-    fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
-    assert!(fs.stats().mounted_from_map);
-    assert_eq!(dump(&mut fs).unwrap(), before);
-    assert_clean(&mut fs, "after the unmount");
+    fs = remount_checked(fs, false, "after the unmount");
     // Two files written block by block in turn, then one deleted: hundreds of free runs,
     // which take more blocks than the bits.
     let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
@@ -240,27 +240,12 @@ fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {
     fs.unlink(ROOT_INO, b"a").unwrap();
     fs.sync().unwrap();
     assert_eq!(fs.stats().space_map_writes - writes, bits, "a map of bits");
-    let before = dump(&mut fs).unwrap();
-    fs = Fs::mount(fs.into_device(), config()).unwrap();
-    assert!(fs.stats().mounted_from_map);
-    assert_eq!(dump(&mut fs).unwrap(), before);
-    assert_clean(&mut fs, "after a cut, with a map of bits");
+    fs = remount_checked(fs, true, "after a cut, with a map of bits");
     // Scattered changes: the delta, or a new map of either kind, at each commit.
     let mut files = BTreeMap::new();
     for round in 0..12u64 {
         churn(&mut fs, &mut files, round, 80);
-        let before = dump(&mut fs).unwrap();
-        let free = fs.statfs().blocks_free;
-        let dev = if round % 2 == 0 {
-            fs.unmount().unwrap()
-        } else {
-            fs.into_device()
-        };
-        fs = Fs::mount(dev, config()).unwrap();
-        assert!(fs.stats().mounted_from_map, "round {round}");
-        assert_eq!(dump(&mut fs).unwrap(), before, "round {round}");
-        assert_eq!(fs.statfs().blocks_free, free, "round {round}");
-        assert_clean(&mut fs, &format!("round {round}"));
+        fs = remount_checked(fs, round % 2 == 1, &format!("round {round}"));
     }
     // The second file deleted too: few runs again, saved as runs.
     let writes = fs.stats().space_map_writes;
@@ -268,6 +253,5 @@ fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {
     fs.sync().unwrap();
     let written = fs.stats().space_map_writes - writes;
     assert!((1..bits).contains(&written), "{written} map blocks written");
-    fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
-    assert_clean(&mut fs, "after the last unmount");
+    remount_checked(fs, false, "after the last unmount");
 }

@@ -576,16 +576,7 @@ impl<D: Segments> Fs<D> {
             .flat_map(|(_, e)| e.start..e.start.saturating_add(e.len))
             .collect();
         let sectors = self.sb.sectors;
-        // A map of free runs leaves the map's blocks past its own unwritten.
-        let mut map_unwritten = 0..0;
-        if let Some(map) = self.space_map() {
-            let mut buf = alloc::vec![0; self.sb.block_size as usize];
-            if self.tree.store_mut().read(map.start, &mut buf).is_ok() {
-                if let Some(n) = layout::runs_map_len(&buf) {
-                    map_unwritten = map.start.saturating_add(n).min(map.end)..map.end;
-                }
-            }
-        }
+        let map_unwritten = self.space_map_unwritten();
         let used = (0..sectors).filter(|&k| usage.is_used(k)).count() as u64;
         report.used_blocks = used;
         let space = &self.tree.store().space;

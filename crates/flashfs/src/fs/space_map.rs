@@ -50,6 +50,22 @@ impl<D: Segments> Fs<D> {
         Some(at..at + self.map_len())
     }
 
+    /// The blocks of the saved map that hold nothing: a map of free runs leaves those past
+    /// its own unwritten (none for a map of bits, or a first block that does not read).
+    pub(super) fn space_map_unwritten(&mut self) -> core::ops::Range<u64> {
+        let Some(map) = self.space_map() else {
+            return 0..0;
+        };
+        let mut buf = vec![0; self.sb.block_size as usize];
+        match self.tree.store_mut().read(map.start, &mut buf) {
+            Ok(()) => match layout::runs_map_len(&buf) {
+                Some(n) => map.start.saturating_add(n).min(map.end)..map.end,
+                None => 0..0,
+            },
+            Err(_) => 0..0,
+        }
+    }
+
     /// Decides what the fresh block 0 of commit `sb` names (setting `sb.space`): the delta
     /// over the current map where it fits, else a new map, written here. Returns the delta
     /// to write after the record (the map's commit and the runs).
