@@ -27,6 +27,8 @@
 extern crate alloc;
 
 pub mod adapter;
+#[cfg(feature = "async")]
+pub mod blocking;
 mod error;
 pub mod fault;
 pub mod image;
