@@ -198,6 +198,15 @@ fn files_and_directories_nand() {
 }
 
 #[test]
+fn files_and_directories_on_media_chosen_at_run_time() {
+    // One instantiation of the file system over both media, as the C library has it.
+    let media: [Box<dyn Segments>; 2] = [Box::new(nor(false)), Box::new(nand())];
+    for dev in media {
+        run(dev, files_and_dirs);
+    }
+}
+
+#[test]
 fn renames_nor_nand() {
     run(nor(false), renames);
     run(nand(), renames);

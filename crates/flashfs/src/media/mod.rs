@@ -392,6 +392,113 @@ impl<F: NorFlash> NorSegments<F> {
     }
 }
 
+/// A medium chosen at run time (`Box<dyn Segments>`): one instantiation of the layers above
+/// serves every kind of flash, where a generic one per medium would repeat them all in the
+/// program (the C library takes NOR or NAND from its caller's configuration: two copies of
+/// the file system on a microcontroller). The price is a virtual call per media operation,
+/// each of which costs a flash access. Every method is forwarded, defaults included, so the
+/// medium's own versions run.
+impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
+    fn geometry(&self) -> SegGeometry {
+        (**self).geometry()
+    }
+    fn bank_of(&self, seg: u32) -> u32 {
+        (**self).bank_of(seg)
+    }
+    fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
+        (**self).read_header(seg)
+    }
+    fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()> {
+        (**self).write_header(seg, header)
+    }
+    fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
+        (**self).read_tags(seg, out)
+    }
+    fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
+        (**self).read_written_tags(seg, first, out)
+    }
+    fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
+        (**self).read_tag(seg, slot)
+    }
+    fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
+        (**self).read_slot(seg, slot, buf)
+    }
+    fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        (**self).read_slot_tag(seg, slot, buf)
+    }
+    fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
+        (**self).read_slot_corrected(seg, slot, buf)
+    }
+    fn read_slot_scrubbed(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> Result<(TagState, Option<u32>)> {
+        (**self).read_slot_scrubbed(seg, slot, buf)
+    }
+    fn ecc_strength(&self) -> u32 {
+        (**self).ecc_strength()
+    }
+    fn tag_layout(&self) -> TagLayout {
+        (**self).tag_layout()
+    }
+    fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        (**self).write_slot(seg, slot, tag, data)
+    }
+    fn write_slot_verified(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        (**self).write_slot_verified(seg, slot, tag, data)
+    }
+    fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
+        (**self).slot_erased(seg, slot)
+    }
+    fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
+        (**self).written_end(seg)
+    }
+    fn risks_earlier_slot(&self, slot: u32) -> bool {
+        (**self).risks_earlier_slot(slot)
+    }
+    fn units_per_segment(&self) -> u32 {
+        (**self).units_per_segment()
+    }
+    fn reserved_slots(&self) -> u32 {
+        (**self).reserved_slots()
+    }
+    fn can_patch(&self) -> bool {
+        (**self).can_patch()
+    }
+    fn patch_align(&self) -> u32 {
+        (**self).patch_align()
+    }
+    fn rated_cycles(&self) -> u32 {
+        (**self).rated_cycles()
+    }
+    fn patch_slot(&mut self, seg: u32, slot: u32, offset: usize, bytes: &[u8]) -> Result<()> {
+        (**self).patch_slot(seg, slot, offset, bytes)
+    }
+    fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
+        (**self).erase(seg, background)
+    }
+    fn is_bad(&mut self, seg: u32) -> Result<bool> {
+        (**self).is_bad(seg)
+    }
+    fn mark_bad(&mut self, seg: u32) -> Result<()> {
+        (**self).mark_bad(seg)
+    }
+    fn sync(&mut self) -> Result<()> {
+        (**self).sync()
+    }
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+    fn idle(&mut self, d: Duration) {
+        (**self).idle(d)
+    }
+    fn erase_time(&self) -> Duration {
+        (**self).erase_time()
+    }
+}
+
 impl<F: NorFlash> Segments for NorSegments<F> {
     fn geometry(&self) -> SegGeometry {
         let s = self.flash.spec();
