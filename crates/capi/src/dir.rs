@@ -6,7 +6,7 @@ use core::ffi::c_char;
 use flashfs::fs::{Attr, FileType, NAME_MAX};
 use flashfs::Error;
 
-use crate::volume::{c_str, flashfs_t, guard, on_fs};
+use crate::volume::{c_str, flashfs_t, guard};
 
 /// Longest name, in bytes (without the terminating NUL).
 pub const FLASHFS_NAME_MAX: u32 = 255;
@@ -68,7 +68,7 @@ fn info_out<'a>(info: *mut flashfs_info) -> Result<&'a mut flashfs_info, Error> 
 pub extern "C" fn flashfs_mkdir(fs: *mut flashfs_t, path: *const c_char) -> i32 {
     guard(fs, |h| {
         let path = c_str(path)?;
-        on_fs!(h, |fs| fs.mkdir_path(path))?;
+        h.run(|fs| fs.mkdir_path(path))?;
         Ok(0)
     }) as i32
 }
@@ -78,7 +78,7 @@ pub extern "C" fn flashfs_mkdir(fs: *mut flashfs_t, path: *const c_char) -> i32 
 pub extern "C" fn flashfs_remove(fs: *mut flashfs_t, path: *const c_char) -> i32 {
     guard(fs, |h| {
         let path = c_str(path)?;
-        on_fs!(h, |fs| fs.remove_path(path))?;
+        h.run(|fs| fs.remove_path(path))?;
         Ok(0)
     }) as i32
 }
@@ -93,7 +93,7 @@ pub extern "C" fn flashfs_rename(
 ) -> i32 {
     guard(fs, |h| {
         let (from, to) = (c_str(from)?, c_str(to)?);
-        on_fs!(h, |fs| fs.rename_path(from, to))?;
+        h.run(|fs| fs.rename_path(from, to))?;
         Ok(0)
     }) as i32
 }
@@ -108,7 +108,7 @@ pub extern "C" fn flashfs_stat(
     guard(fs, |h| {
         let path = c_str(path)?;
         let out = info_out(info)?;
-        let attr = on_fs!(h, |fs| fs.stat_path(path))?;
+        let attr = h.run(|fs| fs.stat_path(path))?;
         *out = flashfs_info::new(&attr, b"");
         Ok(0)
     }) as i32
@@ -141,7 +141,7 @@ pub extern "C" fn flashfs_dir_open(
             return Err(Error::InvalidArgument("null directory handle"));
         }
         let path = c_str(path)?;
-        let attr = on_fs!(h, |fs| {
+        let attr = h.run(|fs| {
             let ino = fs.resolve_follow(path)?;
             fs.getattr(ino)
         })?;
@@ -177,7 +177,7 @@ pub extern "C" fn flashfs_dir_read(
         };
         let out = info_out(info)?;
         let (ino, cookie) = (d.ino, d.cookie);
-        let next = on_fs!(h, |fs| {
+        let next = h.run(|fs| {
             let Some(e) = fs.readdir(ino, cookie, 1)?.pop() else {
                 return Ok(None);
             };

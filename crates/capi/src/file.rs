@@ -4,9 +4,9 @@
 use core::ffi::{c_char, c_void};
 
 use flashfs::fs::{FileType, SetAttr};
-use flashfs::{Error, Fs, Result, Segments};
+use flashfs::{Error, Result};
 
-use crate::volume::{c_str, flashfs_t, guard, on_fs};
+use crate::volume::{c_str, flashfs_t, guard, Volume};
 
 /// Open for reading.
 pub const FLASHFS_O_RDONLY: i32 = 1;
@@ -69,7 +69,7 @@ pub(crate) fn handle<'a>(file: *mut flashfs_file_t) -> Result<&'a mut flashfs_fi
     }
 }
 
-fn open<D: Segments>(fs: &mut Fs<D>, path: &[u8], flags: i32) -> Result<u64> {
+fn open(fs: &mut Volume, path: &[u8], flags: i32) -> Result<u64> {
     let (dir, name) = fs.resolve_parent(path)?;
     let attr = match fs.lookup(dir, name) {
         Ok(_) if flags & FLASHFS_O_CREAT != 0 && flags & FLASHFS_O_EXCL != 0 => {
@@ -116,7 +116,7 @@ pub extern "C" fn flashfs_file_open(
             return Err(Error::InvalidArgument("open flags"));
         }
         let path = c_str(path)?;
-        let ino = on_fs!(h, |fs| open(fs, path, flags))?;
+        let ino = h.run(|fs| open(fs, path, flags))?;
         // SAFETY: checked non-null; the caller owns it.
         unsafe {
             *file = flashfs_file_t {
@@ -146,7 +146,7 @@ pub extern "C" fn flashfs_file_read(
         // The count returned must fit.
         let cap = buf.len().min(i32::MAX as usize);
         let buf = &mut buf[..cap];
-        let n = on_fs!(h, |fs| fs.read(f.ino, f.pos, buf))?;
+        let n = h.run(|fs| fs.read(f.ino, f.pos, buf))?;
         f.pos += n as u64;
         Ok(n as i64)
     }) as i32
@@ -169,7 +169,7 @@ pub extern "C" fn flashfs_file_write(
             return Err(Error::TooBig);
         }
         let append = f.flags & FLASHFS_O_APPEND != 0;
-        let end = on_fs!(h, |fs| {
+        let end = h.run(|fs| {
             let at = if append {
                 fs.getattr(f.ino)?.inode.size
             } else {
@@ -197,7 +197,7 @@ pub extern "C" fn flashfs_file_seek(
         let base = match whence {
             FLASHFS_SEEK_SET => 0,
             FLASHFS_SEEK_CUR => f.pos as i64,
-            FLASHFS_SEEK_END => on_fs!(h, |fs| fs.getattr(f.ino))?.inode.size as i64,
+            FLASHFS_SEEK_END => h.run(|fs| fs.getattr(f.ino))?.inode.size as i64,
             _ => return Err(Error::InvalidArgument("whence")),
         };
         let pos = base
@@ -220,7 +220,7 @@ pub extern "C" fn flashfs_file_tell(fs: *mut flashfs_t, file: *mut flashfs_file_
 pub extern "C" fn flashfs_file_size(fs: *mut flashfs_t, file: *mut flashfs_file_t) -> i64 {
     guard(fs, |h| {
         let f = handle(file)?;
-        Ok(on_fs!(h, |fs| fs.getattr(f.ino))?.inode.size as i64)
+        Ok(h.run(|fs| fs.getattr(f.ino))?.inode.size as i64)
     })
 }
 
@@ -238,7 +238,7 @@ pub extern "C" fn flashfs_file_truncate(
             size: Some(size),
             ..SetAttr::default()
         };
-        on_fs!(h, |fs| fs.setattr(f.ino, set))?;
+        h.run(|fs| fs.setattr(f.ino, set))?;
         Ok(0)
     }) as i32
 }
@@ -250,7 +250,7 @@ pub extern "C" fn flashfs_file_sync(fs: *mut flashfs_t, file: *mut flashfs_file_
     guard(fs, |h| {
         let f = handle(file)?;
         if h.tx.is_none() {
-            on_fs!(@outside h, |fs| fs.fsync(f.ino, false))?;
+            h.fs.fsync(f.ino, false)?;
         }
         Ok(0)
     }) as i32
@@ -265,11 +265,11 @@ pub extern "C" fn flashfs_file_close(fs: *mut flashfs_t, file: *mut flashfs_file
         f.state = 0;
         let ino = f.ino;
         let synced = match h.tx {
-            None => on_fs!(@outside h, |fs| fs.fsync(ino, false)),
+            None => h.fs.fsync(ino, false),
             Some(_) => Ok(()),
         };
         // Inside a transaction the file may be one it made, seen only through it.
-        let released = on_fs!(h, |fs| fs.release(ino));
+        let released = h.run(|fs| fs.release(ino));
         synced.and(released)?;
         Ok(0)
     }) as i32

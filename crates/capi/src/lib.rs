@@ -40,6 +40,8 @@ mod device;
 mod dir;
 mod error;
 mod file;
+#[cfg(all(feature = "firmware", not(feature = "std")))]
+mod firmware;
 mod record;
 mod txn;
 mod volume;

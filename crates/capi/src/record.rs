@@ -7,7 +7,7 @@ use flashfs::fs::RecordFormat;
 use flashfs::Error;
 
 use crate::file::{flashfs_file_t, handle, in_buf, out_buf};
-use crate::volume::{c_str, flashfs_t, guard, on_fs};
+use crate::volume::{c_str, flashfs_t, guard};
 
 /// Longest record, in bytes.
 pub const FLASHFS_RECORD_MAX: u32 = 4096;
@@ -43,7 +43,7 @@ pub extern "C" fn flashfs_record_create(
             record_size,
             capacity,
         };
-        on_fs!(h, |fs| {
+        h.run(|fs| {
             let (dir, name) = fs.resolve_parent(path)?;
             fs.create_records(dir, name, format, 0o644, 0, 0)
         })?;
@@ -62,7 +62,7 @@ pub extern "C" fn flashfs_record_add(
     guard(fs, |h| {
         let f = handle(file)?;
         let data = in_buf(data, len)?;
-        let n = on_fs!(h, |fs| fs.record_add(f.ino, data))?;
+        let n = h.run(|fs| fs.record_add(f.ino, data))?;
         i64::try_from(n).map_err(|_| Error::TooBig)
     })
 }
@@ -79,7 +79,7 @@ pub extern "C" fn flashfs_record_read(
     guard(fs, |h| {
         let f = handle(file)?;
         let buf = out_buf(buf, len)?;
-        let record = on_fs!(h, |fs| fs.record_read(f.ino, n))?;
+        let record = h.run(|fs| fs.record_read(f.ino, n))?;
         let k = record.len().min(buf.len());
         buf[..k].copy_from_slice(&record[..k]);
         Ok(record.len() as i64)
@@ -98,7 +98,7 @@ pub extern "C" fn flashfs_record_update(
     guard(fs, |h| {
         let f = handle(file)?;
         let data = in_buf(data, len)?;
-        on_fs!(h, |fs| fs.record_update(f.ino, n, data))?;
+        h.run(|fs| fs.record_update(f.ino, n, data))?;
         Ok(0)
     }) as i32
 }
@@ -112,10 +112,12 @@ pub extern "C" fn flashfs_record_remove(
 ) -> i32 {
     guard(fs, |h| {
         let f = handle(file)?;
-        on_fs!(h, |fs| if last {
-            fs.record_remove_last(f.ino)
-        } else {
-            fs.record_remove_first(f.ino)
+        h.run(|fs| {
+            if last {
+                fs.record_remove_last(f.ino)
+            } else {
+                fs.record_remove_first(f.ino)
+            }
         })?;
         Ok(0)
     }) as i32
@@ -132,7 +134,7 @@ pub extern "C" fn flashfs_record_stat(
         let f = handle(file)?;
         // SAFETY: a non-null `info` points at a `flashfs_record_info` the caller owns.
         let out = unsafe { info.as_mut() }.ok_or(Error::InvalidArgument("null info"))?;
-        let r = on_fs!(h, |fs| fs.record_info(f.ino))?;
+        let r = h.run(|fs| fs.record_info(f.ino))?;
         *out = flashfs_record_info {
             record_size: r.format.record_size,
             capacity: r.format.capacity,

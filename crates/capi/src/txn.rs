@@ -7,7 +7,7 @@
 
 use flashfs::Error;
 
-use crate::volume::{flashfs_t, guard, on_fs};
+use crate::volume::{flashfs_t, guard};
 
 /// Begins a transaction, stores its identifier in `*tid` and runs the volume's next
 /// operations in it.
@@ -17,7 +17,7 @@ pub extern "C" fn flashfs_tx_begin(fs: *mut flashfs_t, tid: *mut u32) -> i32 {
         if tid.is_null() {
             return Err(Error::InvalidArgument("null transaction pointer"));
         }
-        let t = on_fs!(@outside h, |fs| fs.begin())?;
+        let t = h.fs.begin()?;
         h.tx = Some(t);
         // SAFETY: checked non-null; the caller owns it.
         unsafe { *tid = t };
@@ -43,7 +43,7 @@ pub extern "C" fn flashfs_tx_commit(fs: *mut flashfs_t, tid: u32) -> i32 {
         if h.tx == Some(tid) {
             h.tx = None;
         }
-        on_fs!(@outside h, |fs| fs.commit_tx(tid))?;
+        h.fs.commit_tx(tid)?;
         Ok(0)
     }) as i32
 }
@@ -55,7 +55,7 @@ pub extern "C" fn flashfs_tx_abort(fs: *mut flashfs_t, tid: u32) -> i32 {
         if h.tx == Some(tid) {
             h.tx = None;
         }
-        on_fs!(@outside h, |fs| fs.abort(tid))?;
+        h.fs.abort(tid)?;
         Ok(0)
     }) as i32
 }

@@ -12,50 +12,26 @@ use crate::device::{CNand, CNor};
 use crate::error::flashfs_error::{FLASHFS_ERR_INVAL, FLASHFS_ERR_IO};
 use crate::error::{code, message};
 
-/// The file system on one of the two kinds of flash.
-#[derive(Debug)]
-pub(crate) enum Volume {
-    Nor(Fs<NorSegments<CNor>>),
-    Nand(Fs<NandSegments<CNand>>),
-}
+/// The file system, on NOR or NAND as the configuration says: one instantiation of it
+/// whatever the medium (a generic one per medium would put two copies in the firmware).
+pub(crate) type Volume = Fs<Box<dyn Segments>>;
 
 /// A mounted volume. Opaque: made by `flashfs_mount`, freed by `flashfs_unmount`.
-#[derive(Debug)]
 pub struct flashfs_t {
-    pub(crate) volume: Volume,
-    /// The transaction operations run in (`crate::flashfs_tx_begin`).
+    pub(crate) fs: Volume,
+    /// The transaction operations run in (`flashfs_tx_begin`).
     pub(crate) tx: Option<Tid>,
     /// A panic was caught inside an operation: the volume's state in RAM is not trusted.
     poisoned: bool,
 }
 
-/// Runs `$body` with `$fs` the volume's `Fs`, inside the handle's current transaction if
-/// any (`@outside`: outside it).
-macro_rules! on_fs {
-    ($h:expr, |$fs:ident| $body:expr) => {{
-        let tx = $h.tx;
-        match &mut $h.volume {
-            $crate::volume::Volume::Nor(fs) => $crate::volume::in_tx(fs, tx, |$fs| $body),
-            $crate::volume::Volume::Nand(fs) => $crate::volume::in_tx(fs, tx, |$fs| $body),
+impl flashfs_t {
+    /// Runs `f` on the file system, inside the current transaction if there is one.
+    pub(crate) fn run<R>(&mut self, f: impl FnOnce(&mut Volume) -> Result<R>) -> Result<R> {
+        match self.tx {
+            Some(tid) => self.fs.in_tx(tid, f),
+            None => f(&mut self.fs),
         }
-    }};
-    (@outside $h:expr, |$fs:ident| $body:expr) => {{
-        match &mut $h.volume {
-            $crate::volume::Volume::Nor($fs) => $body,
-            $crate::volume::Volume::Nand($fs) => $body,
-        }
-    }};
-}
-pub(crate) use on_fs;
-
-pub(crate) fn in_tx<D: Segments, R>(
-    fs: &mut Fs<D>,
-    tx: Option<Tid>,
-    f: impl FnOnce(&mut Fs<D>) -> Result<R>,
-) -> Result<R> {
-    match tx {
-        Some(tid) => fs.in_tx(tid, f),
-        None => f(fs),
     }
 }
 
@@ -119,32 +95,19 @@ fn config(cfg: *const flashfs_config) -> Result<flashfs_config> {
 }
 
 fn open(cfg: &flashfs_config, format: bool) -> Result<Volume> {
-    let fs_config = cfg.fs_config();
-    Ok(match cfg.part()? {
-        Part::Nor(spec) => {
-            let dev = NorSegments::new(CNor::new(*cfg, spec), cfg.nor_block())?;
-            Volume::Nor(if format {
-                Fs::format(dev, fs_config)?
-            } else {
-                Fs::mount(dev, fs_config)?
-            })
-        }
-        Part::Nand(spec) => {
-            let dev = NandSegments::new(CNand::new(*cfg, spec))?;
-            Volume::Nand(if format {
-                Fs::format(dev, fs_config)?
-            } else {
-                Fs::mount(dev, fs_config)?
-            })
-        }
-    })
+    let dev: Box<dyn Segments> = match cfg.part()? {
+        Part::Nor(spec) => Box::new(NorSegments::new(CNor::new(*cfg, spec), cfg.nor_block())?),
+        Part::Nand(spec) => Box::new(NandSegments::new(CNand::new(*cfg, spec))?),
+    };
+    if format {
+        Fs::format(dev, cfg.fs_config())
+    } else {
+        Fs::mount(dev, cfg.fs_config())
+    }
 }
 
 fn unmount(volume: Volume) -> Result<()> {
-    match volume {
-        Volume::Nor(fs) => fs.unmount().map(drop),
-        Volume::Nand(fs) => fs.unmount().map(drop),
-    }
+    volume.unmount().map(drop)
 }
 
 /// Makes a new, empty volume on the flash `cfg` describes, erasing what it held. The
@@ -170,7 +133,7 @@ pub extern "C" fn flashfs_mount(cfg: *const flashfs_config, out: *mut *mut flash
         let cfg = config(cfg)?;
         let volume = open(&cfg, false)?;
         let h = Box::new(flashfs_t {
-            volume,
+            fs: volume,
             tx: None,
             poisoned: false,
         });
@@ -193,7 +156,7 @@ pub extern "C" fn flashfs_unmount(fs: *mut flashfs_t) -> i32 {
     if h.poisoned {
         return FLASHFS_ERR_IO.code();
     }
-    guard_config(|| unmount(h.volume).map(|()| 0)) as i32
+    guard_config(|| unmount(h.fs).map(|()| 0)) as i32
 }
 
 /// Makes every change so far durable (operations inside a transaction are durable when it
@@ -201,7 +164,7 @@ pub extern "C" fn flashfs_unmount(fs: *mut flashfs_t) -> i32 {
 /// change since the last sync, never part of one.
 #[no_mangle]
 pub extern "C" fn flashfs_sync(fs: *mut flashfs_t) -> i32 {
-    guard(fs, |h| on_fs!(@outside h, |fs| fs.sync()).map(|()| 0)) as i32
+    guard(fs, |h| h.fs.sync().map(|()| 0)) as i32
 }
 
 /// Space of a volume.
@@ -224,7 +187,7 @@ pub extern "C" fn flashfs_fs_stat(fs: *mut flashfs_t, info: *mut flashfs_fsinfo)
     guard(fs, |h| {
         // SAFETY: a non-null `info` points at a `flashfs_fsinfo` the caller owns.
         let info = unsafe { info.as_mut() }.ok_or(Error::InvalidArgument("null info"))?;
-        let s = on_fs!(@outside h, |fs| fs.statfs());
+        let s = h.fs.statfs();
         *info = flashfs_fsinfo {
             block_size: s.block_size,
             blocks: s.blocks,
