@@ -107,6 +107,27 @@ pub fn measure(path: &Path) -> Result<Measure> {
     Ok(m)
 }
 
+/// The global functions a static library (`ar` archive) defines whose names start with
+/// `prefix`, from its members' symbol tables.
+pub fn api_symbols(archive: &[u8], prefix: &str) -> Result<Vec<String>> {
+    let ar = object::read::archive::ArchiveFile::parse(archive)?;
+    let mut names = std::collections::BTreeSet::new();
+    for member in ar.members() {
+        let member = member?;
+        // Members sit at any offset of the archive (the `unaligned` feature reads them).
+        let Ok(file) = object::File::parse(member.data(archive)?) else {
+            continue; // not an object (the archive's own metadata)
+        };
+        for sym in file.symbols() {
+            let name = sym.name().unwrap_or("");
+            if sym.is_global() && !sym.is_undefined() && name.starts_with(prefix) {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    Ok(names.into_iter().collect())
+}
+
 /// The crate a demangled name belongs to: the first path segment, looking through the
 /// `<` of a trait implementation (`<flashfs::fs::Fs<D>>::write` is flashfs's; a generic of
 /// `core` instantiated for a flashfs type is `core`'s, as `cargo bloat` counts it).

@@ -2,7 +2,8 @@
 //!
 //! `cargo xtask size` builds the example firmware (`firmware/`) for microcontrollers, each
 //! target in three builds (the file system's full use, a read-only use, and the same board
-//! without the file system as a baseline), and measures the ELFs: text, static RAM, the
+//! without the file system as a baseline), and the C library (`firmware/clib`), and
+//! measures the ELFs: text, static RAM, the
 //! heap, the file system's share of the text and the biggest symbols. It needs the Thumb
 //! toolchain of docs/firmware.md (`scripts/setup-thumb` installs it on Debian).
 #![deny(missing_docs)]
@@ -35,7 +36,7 @@ enum Task {
     /// Each target is built three ways: `full` (format, mount, files, records, a
     /// transaction, unmount), `read-only` (mount and reads) and `baseline` (the same board
     /// without the file system); the file system's share of the text is a build's text
-    /// minus its target's baseline. Needs the Thumb toolchain (scripts/setup-thumb).
+    /// minus its target's baseline. `c-library` is the C library: what its API reaches. Needs the Thumb toolchain (scripts/setup-thumb).
     Size(SizeArgs),
 }
 
@@ -86,16 +87,25 @@ enum Build {
     Full,
     /// Mount and read only.
     ReadOnly,
+    /// The C library (crates/capi, as firmware/clib builds it): everything its API reaches,
+    /// linked as a firmware's link keeps it; the C heap and `abort` are the firmware's.
+    CLibrary,
 }
 
 impl Build {
-    const ALL: [Build; 3] = [Build::Baseline, Build::Full, Build::ReadOnly];
+    const ALL: [Build; 4] = [
+        Build::Baseline,
+        Build::Full,
+        Build::ReadOnly,
+        Build::CLibrary,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Build::Baseline => "baseline",
             Build::Full => "full",
             Build::ReadOnly => "read-only",
+            Build::CLibrary => "c-library",
         }
     }
 
@@ -103,7 +113,7 @@ impl Build {
     fn features(self) -> &'static str {
         match self {
             Build::Baseline => "baseline",
-            Build::Full => "",
+            Build::Full | Build::CLibrary => "",
             Build::ReadOnly => "read-only",
         }
     }
@@ -122,8 +132,8 @@ struct Row {
     ram_bytes: u64,
     /// The heap's array (static, in bss), not counted in `ram_bytes`.
     heap_bytes: u64,
-    /// Text minus the same target's baseline; absent for the baseline itself or when it
-    /// was not built.
+    /// Text minus the same target's baseline (the C library: its text); absent for the
+    /// baseline itself or when it was not built.
     fs_text_bytes: Option<u64>,
     /// The ELF measured.
     elf: String,
@@ -176,7 +186,10 @@ fn size(args: SizeArgs) -> Result<()> {
         let mut baseline = None;
         for &b in &builds {
             eprintln!("building {} {}", t.triple(), b.name());
-            let elf = tc.build_firmware(&firmware, t.triple(), b.name(), b.features())?;
+            let elf = match b {
+                Build::CLibrary => tc.build_c_library(&firmware, t.triple())?,
+                _ => tc.build_firmware(&firmware, t.triple(), b.name(), b.features())?,
+            };
             let m = elf::measure(&elf)?;
             if b == Build::Baseline {
                 baseline = Some(m.text);
@@ -204,6 +217,8 @@ fn row(t: Target, b: Build, m: &Measure, baseline: Option<u64>, elf: &Path, top:
         heap_bytes: m.heap,
         fs_text_bytes: match b {
             Build::Baseline => None,
+            // No board: all of it is the file system's.
+            Build::CLibrary => Some(m.text),
             _ => baseline.map(|base| m.text.saturating_sub(base)),
         },
         elf: elf.display().to_string(),
@@ -254,10 +269,12 @@ fn print_table(rows: &[Row], top: usize) {
 
 /// The name cut to `max` characters, generic arguments first.
 fn shorten(name: &str, max: usize) -> String {
-    let short = name.replace(
-        "flashfs::media::NorSegments<flash::adapter::EmbeddedNor<flashfs_firmware::nor::Nor>>",
-        "Dev",
-    );
+    let short = name
+        .replace(
+            "flashfs::media::NorSegments<flash::adapter::EmbeddedNor<flashfs_firmware::nor::Nor>>",
+            "Dev",
+        )
+        .replace("alloc::boxed::Box<dyn flashfs::media::Segments>", "Dev");
     if short.chars().count() <= max {
         return short;
     }

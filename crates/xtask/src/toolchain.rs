@@ -65,6 +65,49 @@ impl Toolchain {
         name: &str,
         features: &str,
     ) -> Result<PathBuf> {
+        let mut args = vec!["-p", "flashfs-firmware"];
+        if !features.is_empty() {
+            args.extend(["--features", features]);
+        }
+        let release = self.cargo_build(dir, target, name, &args)?;
+        keep(dir, &release.join("flashfs-firmware"), target, name)
+    }
+
+    /// Builds the C library (`firmware/clib`, the C API with the firmware's heap) for
+    /// `target`, and links what its API reaches into an ELF as a firmware's link would
+    /// (`--gc-sections`, every `flashfs_` function kept, the C library's own functions left
+    /// to the firmware): kept as `target/size/<target>-c-library.elf`.
+    pub fn build_c_library(&self, dir: &Path, target: &str) -> Result<PathBuf> {
+        let name = "c-library";
+        let release = self.cargo_build(dir, target, name, &["-p", "flashfs-clib"])?;
+        let archive = release.join("libflashfs_clib.a");
+        let bytes =
+            std::fs::read(&archive).with_context(|| format!("reading {}", archive.display()))?;
+        let api = crate::elf::api_symbols(&bytes, "flashfs_")
+            .with_context(|| format!("reading the symbols of {}", archive.display()))?;
+        if api.is_empty() {
+            bail!("{} exports no flashfs_ function", archive.display());
+        }
+        let linked = release.join("flashfs-c-library.elf");
+        let mut cmd = Command::new(LINKER);
+        cmd.args([
+            "-m",
+            "armelf",
+            "--gc-sections",
+            "--unresolved-symbols=ignore-all",
+        ])
+        .args(["-e", "flashfs_mount", "-o"])
+        .arg(&linked);
+        for f in &api {
+            cmd.args(["-u", f]);
+        }
+        cmd.arg(&archive);
+        output_of(&mut cmd)?;
+        keep(dir, &linked, target, name)
+    }
+
+    /// Runs the Thumb cargo in `dir` for `target` with `args`; returns its release directory.
+    fn cargo_build(&self, dir: &Path, target: &str, name: &str, args: &[&str]) -> Result<PathBuf> {
         let target_dir = dir.join("target");
         let mut cmd = Command::new(&self.cargo);
         cmd.current_dir(dir)
@@ -72,11 +115,9 @@ impl Toolchain {
             .args(["-Z", "build-std=core,alloc"])
             .arg("--target-dir")
             .arg(&target_dir)
+            .args(args)
             .env("RUSTC_BOOTSTRAP", "1")
             .env("RUSTC", &self.rustc);
-        if !features.is_empty() {
-            cmd.args(["--features", features]);
-        }
         // Settings of the cargo that runs this task, meant for the host build.
         for var in [
             "RUSTC_WRAPPER",
@@ -103,15 +144,17 @@ impl Toolchain {
                 tail.join("\n")
             );
         }
-        let built = target_dir
-            .join(target)
-            .join("release")
-            .join("flashfs-firmware");
-        let keep = target_dir.join("size");
-        std::fs::create_dir_all(&keep)?;
-        let elf = keep.join(format!("{target}-{name}.elf"));
-        std::fs::copy(&built, &elf)
-            .with_context(|| format!("copying {} to {}", built.display(), elf.display()))?;
-        Ok(elf)
+        Ok(target_dir.join(target).join("release"))
     }
+}
+
+/// Copies a built ELF to `target/size/<target>-<name>.elf`, where it stays between builds
+/// that share cargo's output directory.
+fn keep(dir: &Path, built: &Path, target: &str, name: &str) -> Result<PathBuf> {
+    let keep = dir.join("target").join("size");
+    std::fs::create_dir_all(&keep)?;
+    let elf = keep.join(format!("{target}-{name}.elf"));
+    std::fs::copy(built, &elf)
+        .with_context(|| format!("copying {} to {}", built.display(), elf.display()))?;
+    Ok(elf)
 }
