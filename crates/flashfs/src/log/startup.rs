@@ -536,11 +536,12 @@ impl<D: Segments> Log<D> {
     }
 
     /// Segments whose live count differs from what is held there: `held` counts, per
-    /// segment, the live slots the owner holds; the log adds its checkpoint's pages. What
-    /// `fsck` checks: checkpoints carry the counts from mount to mount, and a mount erases
-    /// a full segment counted empty.
+    /// segment, the live slots the owner holds; the log adds its checkpoint's pages (once
+    /// the anchors failed, the owner's pages of the last checkpoint, which it still reads
+    /// and the cleaner still moves). What `fsck` checks: checkpoints carry the counts from
+    /// mount to mount, and a mount erases a full segment counted empty.
     pub fn miscounted(&self, mut held: Vec<u32>) -> Vec<u32> {
-        if let Some(a) = &self.anchors {
+        if let Some(a) = self.anchors.as_ref().or(self.retired.as_ref()) {
             for at in a.pages.iter().flatten().chain(&a.dirs) {
                 held[at.seg as usize] += 1;
             }
@@ -1089,6 +1090,24 @@ impl<D: Segments> Log<D> {
         self.retired = Some(a);
         for seg in order {
             self.wipe_anchor(seg)?;
+        }
+        // No root names the last checkpoint now: no mount reads its segment table or its
+        // directory, which die. Only the owner's pages stay live, where the owner reads
+        // those of its pages it does not hold in RAM.
+        let table = self.table_pages() as usize;
+        let Some(r) = &mut self.retired else {
+            return Ok(());
+        };
+        let unread: Vec<SlotAddr> = r
+            .pages
+            .iter_mut()
+            .take(table)
+            .filter_map(Option::take)
+            .chain(r.dirs.drain(..))
+            .collect();
+        r.table_sums.clear();
+        for at in unread {
+            self.kill(at);
         }
         Ok(())
     }
