@@ -35,7 +35,6 @@ use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use flashfs::fs::{Atime, Timespec};
-use flashfs::index::TreeConfig;
 use flashfs::{Fs, FsConfig};
 use serde::Serialize;
 
@@ -81,8 +80,8 @@ pub enum Variant {
     /// Index nodes of 2–4 entries, no spare pointers ("2–4 NSP").
     #[serde(rename = "2-4 NSP")]
     NarrowNsp,
-    /// The defaults with as little RAM as the file system can be given: one cached index
-    /// node, a commit every 8 dirty nodes, no extent maps.
+    /// `FsConfig::small_ram`, the microcontroller profile: one cached index node, a commit
+    /// every 32 dirty nodes, no extent maps, 4 KiB of write buffer and of sector-map pages.
     #[serde(rename = "small-RAM")]
     SmallRam,
     /// The defaults without the journal: every commit writes the index and a superblock.
@@ -145,7 +144,8 @@ impl Variant {
             Variant::Narrow => "tree.max_entries 4 (merge below 2), spare pointers",
             Variant::NarrowNsp => "tree.max_entries 4 (merge below 2), no spare pointers",
             Variant::SmallRam => {
-                "defaults but tree.cache_bytes 0 (one cached node), dirty_limit 8, extent_maps 0"
+                "FsConfig::small_ram: tree.cache_bytes 0 (one cached node), dirty_limit 32, \
+                 extent_maps 0, write_buffer_bytes 4 KiB, ftl.map_cache 4 KiB"
             }
             Variant::NoJournal => "defaults but journal_blocks 0: every commit a checkpoint",
         }
@@ -154,11 +154,15 @@ impl Variant {
     /// The file system's configuration, with the wear leveller's trigger at `wear_spread`
     /// and the part rated for `cycles` (0: unknown).
     pub fn config(self, wear_spread: u32, cycles: u32) -> FsConfig {
+        let base = match self {
+            Variant::SmallRam => FsConfig::small_ram(),
+            _ => FsConfig::default(),
+        };
         let mut c = FsConfig {
             atime: Atime::Never,
             clock: fixed_clock,
             spare_pointers: Some(self.spare_pointers()),
-            ..FsConfig::default()
+            ..base
         };
         c.ftl.log.wear_spread = wear_spread;
         c.ftl.log.rated_cycles = cycles;
@@ -166,14 +170,7 @@ impl Variant {
             Variant::Default => {}
             Variant::Wide => c.tree.max_entries = Some(14),
             Variant::Narrow | Variant::NarrowNsp => c.tree.max_entries = Some(4),
-            Variant::SmallRam => {
-                c.tree = TreeConfig {
-                    cache_bytes: 0,
-                    ..c.tree
-                };
-                c.dirty_limit = Some(8);
-                c.extent_maps = 0;
-            }
+            Variant::SmallRam => {}
             Variant::NoJournal => c.journal_blocks = Some(0),
         }
         c

@@ -150,6 +150,26 @@ impl Default for FsConfig {
     }
 }
 
+impl FsConfig {
+    /// Settings for microcontrollers, which give the file system tens of kilobytes of RAM:
+    /// one cached index node (`tree.cache_bytes` 0: only the path being changed is in
+    /// RAM), a commit once 32 index nodes are dirty (each waits in RAM at its block's size;
+    /// with fewer, commits of small changes write the index each time: with 8, the phone
+    /// workload of `flashfs bench tffs` reached about 1% of its part's endurance), no
+    /// extent maps kept after a read, 4 KiB of file blocks left in RAM by small writes and
+    /// 4 KiB of the block device's sector-map pages. What it costs in RAM and in wear is
+    /// measured by `flashfs bench tffs --config small-ram` (docs/experiments/tffs.md).
+    pub fn small_ram() -> Self {
+        let mut c = FsConfig::default();
+        c.tree.cache_bytes = 0;
+        c.dirty_limit = Some(32);
+        c.extent_maps = 0;
+        c.write_buffer_bytes = 4 << 10;
+        c.ftl.map_cache = 4 << 10;
+        c
+    }
+}
+
 /// The time now, from the host's clock.
 #[cfg(feature = "std")]
 pub fn system_clock() -> Timespec {
