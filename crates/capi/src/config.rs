@@ -218,11 +218,12 @@ impl flashfs_config {
         }
     }
 
-    /// The file system's settings.
+    /// The file system's settings: the microcontroller profile, with the caller's write
+    /// buffer.
     pub(crate) fn fs_config(&self) -> FsConfig {
         FsConfig {
             write_buffer_bytes: self.write_buffer_bytes as usize,
-            ..FsConfig::default()
+            ..FsConfig::small_ram()
         }
     }
 }

@@ -106,6 +106,10 @@ fn tree_config<D: Segments>(config: &FsConfig, ftl: &Ftl<D>) -> TreeConfig {
 fn budgets(sectors: u64, dirty_limit: Option<usize>, long_journal: bool) -> (u64, usize) {
     let share = if long_journal { 20 } else { 64 };
     let limit = dirty_limit.unwrap_or((sectors / share).clamp(8, 512) as usize);
+    // A limit whose reserve the volume cannot hold twice over is lowered to one it can (8
+    // at least): a profile's fixed limit (`FsConfig::small_ram`) then fits small parts too.
+    let affordable = ((sectors / 2).saturating_sub(32) / 2).max(8) as usize;
+    let limit = limit.min(affordable);
     (limit as u64 * 2 + 32, limit)
 }
 
