@@ -67,6 +67,13 @@ fn run(program: &Path, args: &[&str]) -> String {
         "{} {args:?} failed:\n{out}{err}",
         program.display()
     );
+    // A panic inside the library is caught at the boundary and returned as an error, which
+    // the programs may take for the power cut's: its message on stderr is the tell.
+    assert!(
+        !err.contains("panicked"),
+        "{} {args:?}: the library panicked:\n{err}",
+        program.display()
+    );
     out.into_owned()
 }
 
