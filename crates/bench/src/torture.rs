@@ -358,6 +358,12 @@ pub struct Model {
     lenient: Vec<bool>,
     /// Sectors written or trimmed since damage made them lenient.
     rewritten: Vec<bool>,
+    /// What a sector read as EIO at a mount may show again at a later one: what it could
+    /// show before. EIO says only that the content was not found — a checkpoint's map page
+    /// that does not read fails every sector it maps, until a scan rebuilds the map from the
+    /// slots — not that it was destroyed. Cleared once the sector shows a content again, or
+    /// a write to it is flushed.
+    unknown: Vec<Vec<Content>>,
     /// Whether a read failing with EIO is media damage rather than a violation.
     unreadable_ok: bool,
 }
@@ -373,6 +379,7 @@ impl Model {
             current: vec![None; n],
             lenient: vec![false; n],
             rewritten: vec![false; n],
+            unknown: vec![Vec::new(); n],
             unreadable_ok: false,
         }
     }
@@ -407,7 +414,7 @@ impl Model {
     }
 
     fn strictly_ok(&self, k: usize, got: &Content) -> bool {
-        *got == self.flushed[k] || self.since[k].contains(got)
+        *got == self.flushed[k] || self.since[k].contains(got) || self.unknown[k].contains(got)
     }
 
     /// Records that `op` was issued (before knowing whether it completed).
@@ -439,6 +446,12 @@ impl Model {
     /// Records that a flush was acknowledged.
     pub fn flushed(&mut self) {
         self.flushed.clone_from(&self.current);
+        // What a sector read as EIO held is superseded by a write now durable.
+        for (unknown, since) in self.unknown.iter_mut().zip(&self.since) {
+            if !since.is_empty() {
+                unknown.clear();
+            }
+        }
         self.since.iter_mut().for_each(Vec::clear);
         // A write issued after the damage and now durable supersedes the destroyed copy.
         for (lenient, rewritten) in self.lenient.iter_mut().zip(&self.rewritten) {
@@ -488,9 +501,30 @@ impl Model {
     /// say what the next will, since a copy the damage destroyed may matter to one way of
     /// mounting and not the other (a trim record a checkpoint names, lost to a later scan
     /// mount, lets an older version back).
+    ///
+    /// A sector read as EIO keeps what it could show before as well (see `unknown`): a
+    /// loss it recorded keeps it EIO, but a map page lost to damage fails it only until a
+    /// scan finds its slots again.
     pub fn settle(&mut self, read: &[Content]) {
+        let mut before = Vec::new();
+        for (k, got) in read.iter().enumerate() {
+            if *got != UNREADABLE {
+                self.unknown[k].clear();
+                continue;
+            }
+            let mut could = std::mem::take(&mut self.unknown[k]);
+            for c in std::iter::once(&self.flushed[k]).chain(&self.since[k]) {
+                if *c != UNREADABLE && !could.contains(c) {
+                    could.push(*c);
+                }
+            }
+            before.push((k, could));
+        }
         self.current = read.to_vec();
         self.flushed();
+        for (k, could) in before {
+            self.unknown[k] = could;
+        }
     }
 }
 
@@ -931,24 +965,9 @@ impl Striker {
     /// A segment whose header the damage made unreadable loses every slot at the next mount
     /// (a mount cannot trust tags under a header it cannot read, SPEC.md §2.2a), those
     /// written into it afterwards too: until its next erase, its sectors are reported before
-    /// every operation.
+    /// every operation and every remount ([`Striker::tainted_sectors`]).
     fn strike_at_rest<D: SimSegments>(&mut self, dev: &mut D, sectors: u64) -> Vec<u64> {
-        let units = dev.units_per_segment() as usize;
-        let erases = |dev: &D, seg: u32| {
-            dev.sim()
-                .erase_counts()
-                .get(seg as usize * units)
-                .copied()
-                .unwrap_or(0)
-        };
-        let mut touched = Vec::new();
-        let tainted = std::mem::take(&mut self.tainted);
-        for (seg, at) in tainted {
-            if erases(dev, seg) == at {
-                touched.extend(segment_sectors(dev, seg, sectors));
-                self.tainted.push((seg, at));
-            }
-        }
+        let mut touched = self.tainted_sectors(dev, sectors);
         if self.rng.below(self.every) != 0 {
             return touched;
         }
@@ -964,7 +983,23 @@ impl Striker {
                 touched.extend(held);
             }
             if header_was && !matches!(dev.read_header(seg), Ok(HeaderState::Valid(_))) {
-                let at = erases(dev, seg);
+                let at = first_unit_erases(dev, seg);
+                self.tainted.push((seg, at));
+            }
+        }
+        touched
+    }
+
+    /// The sectors the segments whose header damage at rest destroyed hold now, and which
+    /// the next mount loses with them: those written into them since the damage too, until
+    /// their next erase. A target reports them before every operation and again before a
+    /// remount, for what the last operation wrote there (the cleaner's copies too).
+    pub fn tainted_sectors<D: SimSegments>(&mut self, dev: &mut D, sectors: u64) -> Vec<u64> {
+        let mut touched = Vec::new();
+        let tainted = std::mem::take(&mut self.tainted);
+        for (seg, at) in tainted {
+            if first_unit_erases(dev, seg) == at {
+                touched.extend(segment_sectors(dev, seg, sectors));
                 self.tainted.push((seg, at));
             }
         }
@@ -975,6 +1010,16 @@ impl Striker {
     pub fn aged(&self) -> AgeReport {
         self.aged
     }
+}
+
+/// Erases of a segment's first erase unit so far.
+fn first_unit_erases<D: SimSegments>(dev: &D, seg: u32) -> u32 {
+    let units = dev.units_per_segment() as usize;
+    dev.sim()
+        .erase_counts()
+        .get(seg as usize * units)
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Every sector a segment's valid tags vouch for (a sector's slot, a record's ranges).
@@ -1029,7 +1074,9 @@ fn pick_slot<D: SimSegments>(dev: &mut D, pick: u64, sectors: u64) -> Option<(u3
         }
         // Statistics only: no sector depends on it.
         Kind::Counters => Vec::new(),
-        // A damaged checkpoint sends the mount to a scan, which needs neither.
+        // No sector's data: a damaged root sends the mount to a scan, and a damaged map page
+        // fails the sectors it maps with EIO until a scan rebuilds the map, which the
+        // model allows of any sector (`Model::settle`).
         Kind::Page | Kind::Root => Vec::new(),
     };
     Some((seg, slot, touched))
@@ -1127,6 +1174,8 @@ impl<D: SimSegments> Target for FtlTarget<D> {
             None => self.parked.take().ok_or_else(Self::gone)?,
         };
         dev.inner_mut().sim_mut().reboot();
+        let hit = self.striker.tainted_sectors(dev.inner_mut(), self.sectors);
+        self.damaged.extend(hit);
         let start = dev.accesses();
         if at != u64::MAX {
             dev.arm(at, torn);
@@ -1266,6 +1315,11 @@ fn check_and_settle<T: Target>(
     res: &mut CaseResult,
     when: &str,
 ) -> std::result::Result<(), String> {
+    // Damage found since the last operation (at the remount).
+    let damaged = target.damaged();
+    if !damaged.is_empty() {
+        model.damaged(&damaged);
+    }
     let (seen, bytes) = target.observe(model).map_err(|e| format!("{when}: {e}"))?;
     model.check(&seen).map_err(|e| format!("{when}: {e}"))?;
     let t = model.tolerated(&seen);
@@ -2359,6 +2413,44 @@ mod tests {
         assert!(m.check_after_cut(&[Some(2), None]).is_ok());
         assert!(m.check_after_cut(&[None, None]).is_err());
         assert!(m.check_after_cut(&[Some(1), Some(1)]).is_err());
+    }
+
+    /// A read failing with EIO says the content was not found, not that it is gone: a map
+    /// page of a checkpoint lost to damage fails every sector it maps until a scan rebuilds
+    /// the map. A later mount may show what the sector could show before, or EIO, never
+    /// anything else (a written sector never as never written).
+    #[test]
+    fn a_sector_read_as_eio_may_show_what_it_held_at_a_later_mount() {
+        let mut m = Model::new(3);
+        m.tolerate_unreadable();
+        let w = |sector, version| Op::Write {
+            sector,
+            count: 1,
+            version,
+        };
+        for op in [w(0, 1), w(2, 1), w(2, 2)] {
+            m.issue(op);
+        }
+        m.flushed();
+        m.settle(&[UNREADABLE, UNREADABLE, UNREADABLE]);
+        assert!(m.check_after_cut(&[Some(1), None, Some(2)]).is_ok());
+        assert!(m.check_after_cut(&[UNREADABLE; 3]).is_ok());
+        assert!(m.check_after_cut(&[None, None, Some(2)]).is_err());
+        assert!(m.check_after_cut(&[Some(1), None, Some(1)]).is_err());
+        // Still not found at the next mount: what it held before stays possible.
+        m.settle(&[UNREADABLE, None, UNREADABLE]);
+        assert!(m.check_after_cut(&[Some(1), None, Some(2)]).is_ok());
+        // Found again: strict again.
+        m.settle(&[Some(1), None, Some(2)]);
+        assert!(m.check_after_cut(&[Some(1), None, Some(2)]).is_ok());
+        assert!(m.check_after_cut(&[UNREADABLE; 3]).is_ok());
+        assert!(m.check_after_cut(&[None, None, Some(2)]).is_err());
+        // A write flushed since supersedes what it held before the EIO.
+        m.settle(&[UNREADABLE, None, Some(2)]);
+        m.issue(w(0, 3));
+        m.flushed();
+        assert!(m.check_after_cut(&[Some(3), None, Some(2)]).is_ok());
+        assert!(m.check_after_cut(&[Some(1), None, Some(2)]).is_err());
     }
 
     #[test]

@@ -615,3 +615,45 @@ fn a_counters_record_lost_with_its_tag_is_no_longer_named() {
         ..TortureOptions::default()
     });
 }
+
+/// A checkpoint's map page damaged at rest (or beyond the ECC) fails every sector it maps
+/// with EIO, never written ones too, until the next mount scans and rebuilds the map from
+/// the slots: then each shows what it held again. The model took each EIO for a recorded
+/// loss and called what the scan found — a sector never written, and one at its only
+/// version — a violation (found by the million-cut and 200,000-cut campaigns).
+#[test]
+fn a_sector_failed_by_a_lost_map_page_shows_what_it_held_after_the_scan() {
+    replay(
+        "nand-128m",
+        Fault::EccBeyond,
+        Workload::Database,
+        101,
+        356,
+        false,
+    );
+    replay(
+        "nand-128m",
+        Fault::AtRest,
+        Workload::Database,
+        3100881,
+        361,
+        false,
+    );
+}
+
+/// Damage at rest made the header of the cleaner's open segment unreadable; the cleaner
+/// went on copying survivors into it and erased their sources, and the next mount, which
+/// trusts no slot under a header it cannot read, lost them. The sectors written into such
+/// a segment by the operation before a remount (here one that failed with ENOSPC) are
+/// damage too, reported at the remount (found by the million-cut campaign on w25n01gv).
+#[test]
+fn slots_written_into_a_segment_whose_header_decayed_are_damage_up_to_the_remount() {
+    replay(
+        "w25n01gv",
+        Fault::AtRest,
+        Workload::AppendLog,
+        3100376,
+        364,
+        false,
+    );
+}

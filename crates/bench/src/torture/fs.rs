@@ -295,6 +295,8 @@ pub struct FsTarget<D: SimSegments> {
     striker: Striker,
     /// Sectors (of the block device under the file system) whose copies damage destroyed.
     damaged: Vec<u64>,
+    /// Sectors of the block device under the file system.
+    sectors: u64,
     /// Free blocks of the empty volume.
     empty_free: u64,
     /// Blocks and their size.
@@ -314,7 +316,9 @@ impl<D: SimSegments> FsTarget<D> {
         let fs = Fs::mount(Interruptible::new(dev, kept.clone()), config)
             .context(|| "mounting the formatted file system".into())?;
         let st = fs.statfs();
+        let sectors = fs.ftl().sectors();
         Ok(FsTarget {
+            sectors,
             mount_accesses: fs.ftl().log().device().accesses(),
             empty_free: st.blocks_free,
             blocks: st.blocks,
@@ -531,6 +535,8 @@ impl<D: SimSegments> Target for FsTarget<D> {
             None => self.parked.take().ok_or_else(Self::gone)?,
         };
         dev.inner_mut().sim_mut().reboot();
+        let hit = self.striker.tainted_sectors(dev.inner_mut(), self.sectors);
+        self.damaged.extend(hit);
         let start = dev.accesses();
         if at != u64::MAX {
             dev.arm(at, torn);
