@@ -109,6 +109,9 @@ pub struct SmallWritesOptions {
     pub random_bytes: u64,
     /// The [`FsConfig::write_buffer_bytes`] settings each combination runs with.
     pub write_buffer_bytes: Vec<usize>,
+    /// Run the microcontroller profile ([`FsConfig::small_ram`]) instead of the defaults
+    /// (its write buffer replaced by each of `write_buffer_bytes`).
+    pub small_ram: bool,
     /// Seed of the random offsets and of the simulated parts.
     pub seed: u64,
 }
@@ -124,6 +127,7 @@ impl Default for SmallWritesOptions {
             random_file: 32 << 10,
             random_bytes: 256 << 10,
             write_buffer_bytes: vec![FsConfig::default().write_buffer_bytes, 0],
+            small_ram: false,
             seed: 2019,
         }
     }
@@ -180,6 +184,8 @@ pub struct SmallWritesRow {
     pub sync: SyncEvery,
     /// [`FsConfig::write_buffer_bytes`] of the run (0: write-back off).
     pub write_buffer_bytes: usize,
+    /// The configuration: `default` or `small-ram` ([`FsConfig::small_ram`]).
+    pub config: &'static str,
     /// Bytes per file-system block on this part.
     pub block_bytes: u32,
     /// Writes made.
@@ -311,10 +317,15 @@ impl Run<'_> {
     }
 
     fn measure<D: SimSegments>(&self, dev: D, opts: &SmallWritesOptions) -> Result<SmallWritesRow> {
+        let base = if opts.small_ram {
+            FsConfig::small_ram()
+        } else {
+            FsConfig::default()
+        };
         let config = FsConfig {
             atime: Atime::Never,
             write_buffer_bytes: self.buffers,
-            ..FsConfig::default()
+            ..base
         };
         let w = self.write_bytes as u64;
         // The bench's own bookkeeping (the writes, what the file must hold, the latencies,
@@ -409,6 +420,11 @@ impl Run<'_> {
             write_bytes: self.write_bytes,
             sync: self.sync,
             write_buffer_bytes: self.buffers,
+            config: if opts.small_ram {
+                "small-ram"
+            } else {
+                "default"
+            },
             block_bytes,
             writes: offsets.len() as u64,
             syncs,

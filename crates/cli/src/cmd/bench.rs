@@ -157,6 +157,10 @@ pub struct SmallWritesArgs {
     /// Only this write-back budget (bytes of RAM; 0: off) instead of the default and 0.
     #[arg(long, value_name = "BYTES")]
     write_buffer_bytes: Option<usize>,
+    /// The microcontroller profile (FsConfig::small_ram: one cached index node, 32 dirty
+    /// nodes, 4 KiB of write buffer and of map pages) instead of the defaults.
+    #[arg(long)]
+    small_ram: bool,
     /// Seed of the random offsets and of the simulated parts.
     #[arg(long, default_value_t = 2019)]
     seed: u64,
@@ -645,6 +649,10 @@ fn small_writes(args: &SmallWritesArgs, global: Global, out: &mut dyn Write) -> 
     }
     if !args.write_bytes.is_empty() {
         opts.write_sizes = args.write_bytes.clone();
+    }
+    if args.small_ram {
+        opts.small_ram = true;
+        opts.write_buffer_bytes = vec![flashfs::FsConfig::small_ram().write_buffer_bytes, 0];
     }
     if let Some(n) = args.write_buffer_bytes {
         opts.write_buffer_bytes = vec![n];
