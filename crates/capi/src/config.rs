@@ -157,14 +157,7 @@ impl flashfs_config {
                     word_size: self.word_size,
                     program_page: self.program_page_size,
                     reprogrammable: self.reprogrammable,
-                    timing: NorTiming {
-                        read_word_ns: 0,
-                        program_word_ns: 0,
-                        program_cmd_ns: 0,
-                        erase_ns: 0,
-                        bus_byte_ns: 0,
-                        erase_suspend_ns: None,
-                    },
+                    timing: NorTiming::UNTIMED,
                     endurance: self.endurance(),
                 })
             }
@@ -185,12 +178,7 @@ impl flashfs_config {
                         codeword: self.page_size,
                         correctable: self.ecc_bits,
                     },
-                    timing: NandTiming {
-                        read_ns: 0,
-                        program_ns: 0,
-                        erase_ns: 0,
-                        bus_byte_ns: 0,
-                    },
+                    timing: NandTiming::UNTIMED,
                     endurance: self.endurance(),
                     factory_bad_permille: 0,
                 })

@@ -60,14 +60,7 @@ impl<F: es::NorFlash> EmbeddedNor<F> {
             word_size: word,
             program_page: 0,
             reprogrammable,
-            timing: NorTiming {
-                read_word_ns: 0,
-                program_word_ns: 0,
-                program_cmd_ns: 0,
-                erase_ns: 0,
-                bus_byte_ns: 0,
-                erase_suspend_ns: None,
-            },
+            timing: NorTiming::UNTIMED,
             endurance: DEFAULT_ENDURANCE,
         };
         spec.validate()?;

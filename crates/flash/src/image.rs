@@ -183,12 +183,7 @@ fn fields(spec: &DeviceSpec) -> [u64; FIELDS] {
                 Cells::Slc => None,
                 Cells::Mlc { slc_mode } => Some(slc_mode),
             };
-            let t = slc.unwrap_or(NandTiming {
-                read_ns: 0,
-                program_ns: 0,
-                erase_ns: 0,
-                bus_byte_ns: 0,
-            });
+            let t = slc.unwrap_or(NandTiming::UNTIMED);
             &[
                 s.blocks as u64,
                 s.pages_per_block as u64,

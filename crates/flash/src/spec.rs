@@ -23,6 +23,19 @@ pub struct NorTiming {
     pub erase_suspend_ns: Option<u64>,
 }
 
+impl NorTiming {
+    /// No timing: a real part behind a driver, whose time is its own (the adapters'), or a
+    /// part described only by its geometry.
+    pub const UNTIMED: NorTiming = NorTiming {
+        read_word_ns: 0,
+        program_word_ns: 0,
+        program_cmd_ns: 0,
+        erase_ns: 0,
+        bus_byte_ns: 0,
+        erase_suspend_ns: None,
+    };
+}
+
 /// A NOR flash part: byte-readable, word-programmable, erased by units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NorSpec {
@@ -56,6 +69,16 @@ pub struct NandTiming {
     pub erase_ns: u64,
     /// Bus transfer per byte moved to or from the host.
     pub bus_byte_ns: u64,
+}
+
+impl NandTiming {
+    /// No timing (see [`NorTiming::UNTIMED`]).
+    pub const UNTIMED: NandTiming = NandTiming {
+        read_ns: 0,
+        program_ns: 0,
+        erase_ns: 0,
+        bus_byte_ns: 0,
+    };
 }
 
 /// Error correction as the part (or its controller) applies it to each page.
