@@ -111,6 +111,12 @@ pub trait NandFlash: DeviceClock {
     fn sync(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// The part as MLC NAND whose blocks take an SLC mode, if it is one (FlexFS's regions
+    /// need it); `None` for every other part.
+    fn as_mlc(&mut self) -> Option<&mut dyn MlcNand> {
+        None
+    }
 }
 
 /// How the cells of an MLC block are used between two erases.

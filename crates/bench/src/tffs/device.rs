@@ -180,4 +180,8 @@ impl<F: NandFlash> NandFlash for Uncounted<F> {
     fn sync(&mut self) -> flash::Result<()> {
         uncounted(|| NandFlash::sync(&mut self.0))
     }
+
+    fn as_mlc(&mut self) -> Option<&mut dyn flash::MlcNand> {
+        self.0.as_mlc()
+    }
 }

@@ -643,6 +643,10 @@ impl<S: Store> NandFlash for NandSim<S> {
         self.core.drain();
         Ok(())
     }
+
+    fn as_mlc(&mut self) -> Option<&mut dyn MlcNand> {
+        self.spec.is_mlc().then_some(self as &mut dyn MlcNand)
+    }
 }
 
 impl<S: Store> MlcNand for NandSim<S> {
