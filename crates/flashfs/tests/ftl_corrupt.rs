@@ -97,6 +97,7 @@ fn a_volume_of_another_segment_layout_is_refused() {
         erase_count: 1,
         open_seq: 1,
         head: 0,
+        slc: false,
         volume: Volume {
             format: 1,
             slot_shift: 9,

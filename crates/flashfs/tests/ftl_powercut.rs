@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use flash::FaultConfig;
-use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
+use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Regions, Segments};
 use flashfs_bench::torture::{apply, read_all, versions, workload, Model, Op, SimSegments as Sim};
 
 /// Runs `ops` on a fresh copy of `base`, cutting the power after `cut` device operations
@@ -16,10 +16,11 @@ fn run_until_cut<D: Sim>(
     ops: &[Op],
     cut: Option<(u64, bool)>,
     faults: &FaultConfig,
+    cfg: FtlConfig,
 ) -> (D, Model, bool) {
     let mut dev = base.clone();
     dev.sim_mut().set_faults(faults.clone());
-    let mut ftl = Ftl::mount(dev, FtlConfig::default()).expect("mount of the formatted device");
+    let mut ftl = Ftl::mount(dev, cfg).expect("mount of the formatted device");
     if let Some((k, torn)) = cut {
         ftl.log_mut().device_mut().sim_mut().schedule_cut(k, torn);
     }
@@ -52,9 +53,10 @@ fn check_cut_at<D: Sim>(
     k: u64,
     torn: bool,
     faults: &FaultConfig,
+    cfg: FtlConfig,
 ) -> bool {
-    let (dev, mut model, was_cut) = run_until_cut(base, ops, Some((k, torn)), faults);
-    let mut ftl = Ftl::mount(dev, FtlConfig::default())
+    let (dev, mut model, was_cut) = run_until_cut(base, ops, Some((k, torn)), faults, cfg);
+    let mut ftl = Ftl::mount(dev, cfg)
         .unwrap_or_else(|e| panic!("mount after cut at {k} (torn {torn}): {e}"));
     let read = read_all(&mut ftl, vers).unwrap_or_else(|e| panic!("cut at {k} (torn {torn}): {e}"));
     model
@@ -68,7 +70,7 @@ fn check_cut_at<D: Sim>(
             .unwrap_or_else(|e| panic!("write after cut at {k}: {e}"));
     }
     ftl.flush().unwrap();
-    let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+    let mut ftl = Ftl::mount(ftl.into_device(), cfg).unwrap();
     let mut buf = vec![0u8; ss];
     for s in 0..ftl.sectors() {
         ftl.read(s, &mut buf).unwrap();
@@ -85,13 +87,22 @@ fn check_cut_at<D: Sim>(
 
 /// Cuts at every operation, clean and torn, and checks each recovery.
 fn every_cut<D: Sim>(base: D, seed: u64, nops: usize, faults: FaultConfig) -> u64 {
-    let sectors = Ftl::mount(base.clone(), FtlConfig::default())
-        .unwrap()
-        .sectors();
+    every_cut_with(base, seed, nops, faults, FtlConfig::default())
+}
+
+/// [`every_cut`] with the block device configured as `cfg` at every mount.
+fn every_cut_with<D: Sim>(
+    base: D,
+    seed: u64,
+    nops: usize,
+    faults: FaultConfig,
+    cfg: FtlConfig,
+) -> u64 {
+    let sectors = Ftl::mount(base.clone(), cfg).unwrap().sectors();
     let ops = workload(seed, sectors.min(40), nops);
     let vers = versions(&ops, sectors);
     // Count the device operations the whole workload takes.
-    let (dev, _, _) = run_until_cut(&base, &ops, None, &faults);
+    let (dev, _, _) = run_until_cut(&base, &ops, None, &faults, cfg);
     let total = dev.sim().ops() - base.sim().ops();
     assert!(
         total > nops as u64,
@@ -101,7 +112,7 @@ fn every_cut<D: Sim>(base: D, seed: u64, nops: usize, faults: FaultConfig) -> u6
     for k in 0..total {
         for torn in [false, true] {
             assert!(
-                check_cut_at(&base, &ops, &vers, k, torn, &faults),
+                check_cut_at(&base, &ops, &vers, k, torn, &faults, cfg),
                 "cut at {k} never fired"
             );
             cuts += 1;
@@ -140,7 +151,13 @@ fn every_cut_on_nor_of_small_units() {
         .unwrap()
         .sectors();
     let ops = workload(5, sectors.min(40), 300);
-    let (dev, _, _) = run_until_cut(&base, &ops, None, &FaultConfig::default());
+    let (dev, _, _) = run_until_cut(
+        &base,
+        &ops,
+        None,
+        &FaultConfig::default(),
+        FtlConfig::default(),
+    );
     let erases = dev.sim().stats().erases - before;
     assert!(
         erases >= 8,
@@ -172,9 +189,12 @@ fn every_cut_on_nand_that_reorders_unflushed_programs() {
 /// Random workloads, each cut several times at random points (clean or torn), remounted and
 /// continued after each cut: the recovery must always be able to go on writing.
 fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
-    let sectors = Ftl::mount(base.clone(), FtlConfig::default())
-        .unwrap()
-        .sectors();
+    chained_cuts_with(base, seeds, FtlConfig::default())
+}
+
+/// [`chained_cuts`] with the block device configured as `cfg` at every mount.
+fn chained_cuts_with<D: Sim>(base: D, seeds: std::ops::Range<u64>, cfg: FtlConfig) {
+    let sectors = Ftl::mount(base.clone(), cfg).unwrap().sectors();
     for seed in seeds {
         let ops = workload(seed, sectors, 400);
         let vers = versions(&ops, sectors);
@@ -186,8 +206,8 @@ fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let mut ftl = Ftl::mount(dev, FtlConfig::default())
-                .unwrap_or_else(|e| panic!("seed {seed}: mount: {e}"));
+            let mut ftl =
+                Ftl::mount(dev, cfg).unwrap_or_else(|e| panic!("seed {seed}: mount: {e}"));
             let read = read_all(&mut ftl, &vers)
                 .unwrap_or_else(|e| panic!("seed {seed} before op {at}: {e}"));
             model
@@ -204,6 +224,15 @@ fn chained_cuts<D: Sim>(base: D, seeds: std::ops::Range<u64>) {
                 at += 1;
                 match apply(&mut ftl, op) {
                     Ok(()) if op.is_barrier() => model.flushed(),
+                    // Idle time, in which background migration moves SLC data to MLC.
+                    Ok(()) if cfg.log.regions == Regions::Background && at % 53 == 0 => ftl
+                        .idle(std::time::Duration::from_secs(3))
+                        .map(|_| ())
+                        .or_else(|e| match e {
+                            Error::Flash(flash::FlashError::PowerLoss) => Ok(()),
+                            e => Err(e),
+                        })
+                        .unwrap(),
                     Ok(()) if at % 97 == 0 => ftl
                         .gc()
                         .or_else(|e| match e {
@@ -239,6 +268,10 @@ fn chained_random_cuts_on_nand() {
 /// sit in an LSB page whose partner is still to be programmed (regression: it did, and torn
 /// cuts lost flushed sectors).
 fn formatted_mlc() -> NandSegments<flash::NandSim> {
+    formatted_mlc_with(FtlConfig::default())
+}
+
+fn formatted_mlc_with(cfg: FtlConfig) -> NandSegments<flash::NandSim> {
     let mlc = flash::NandTiming {
         read_ns: 400_000,
         program_ns: 430_000,
@@ -250,7 +283,7 @@ fn formatted_mlc() -> NandSegments<flash::NandSim> {
         ..common::nand_spec()
     };
     let sim = flash::NandSim::new(spec, flash::ImageMeta::new("test-mlc", 1)).unwrap();
-    Ftl::format(NandSegments::new(sim).unwrap(), FtlConfig::default())
+    Ftl::format(NandSegments::new(sim).unwrap(), cfg)
         .unwrap()
         .into_device()
 }
@@ -263,4 +296,36 @@ fn every_cut_on_mlc_nand() {
 #[test]
 fn chained_random_cuts_on_mlc_nand() {
     chained_cuts(formatted_mlc(), 200..212);
+}
+
+/// The block device with FlexFS's regions: SLC segments for writes, MLC ones for the
+/// cleaner's survivors.
+fn regions(regions: Regions) -> FtlConfig {
+    let mut cfg = FtlConfig::default();
+    cfg.log.regions = regions;
+    cfg
+}
+
+#[test]
+fn every_cut_on_mlc_nand_with_slc_and_mlc_regions() {
+    let cfg = regions(Regions::Baseline);
+    every_cut_with(formatted_mlc_with(cfg), 6, 120, FaultConfig::default(), cfg);
+}
+
+#[test]
+fn every_cut_on_mlc_nand_in_slc_mode() {
+    let cfg = regions(Regions::SlcOnly);
+    every_cut_with(formatted_mlc_with(cfg), 7, 120, FaultConfig::default(), cfg);
+}
+
+#[test]
+fn chained_random_cuts_on_mlc_nand_with_slc_and_mlc_regions() {
+    let cfg = regions(Regions::Baseline);
+    chained_cuts_with(formatted_mlc_with(cfg), 300..312, cfg);
+}
+
+#[test]
+fn chained_random_cuts_on_mlc_nand_with_background_migration() {
+    let cfg = regions(Regions::Background);
+    chained_cuts_with(formatted_mlc_with(cfg), 400..412, cfg);
 }

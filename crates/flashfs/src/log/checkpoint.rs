@@ -88,6 +88,8 @@ pub(crate) fn page_crc(key: u32, payload: &[u8]) -> u32 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SegEntry {
     pub state: u8,
+    /// In SLC mode (bit 7 of the state's byte).
+    pub slc: bool,
     pub used: u16,
     /// Live slots other than the checkpoint's own pages and what the owner holds apart
     /// ([`super::Owner::held_apart`]): those its pages' entries name. A mount takes them
@@ -99,9 +101,12 @@ pub(crate) struct SegEntry {
     pub min_seq: u64,
 }
 
+/// The bit of a segment-table entry's state byte that says the segment is in SLC mode.
+const SLC_BIT: u8 = 0x80;
+
 impl SegEntry {
     pub(crate) fn encode(&self, b: &mut [u8]) {
-        b[0] = self.state;
+        b[0] = self.state | if self.slc { SLC_BIT } else { 0 };
         b[1..3].copy_from_slice(&self.used.to_le_bytes());
         b[3..5].copy_from_slice(&self.live.to_le_bytes());
         b[5..9].copy_from_slice(&self.erase_count.to_le_bytes());
@@ -117,7 +122,8 @@ impl SegEntry {
         };
         let min = u40(&b[14..19]);
         SegEntry {
-            state: b[0],
+            state: b[0] & !SLC_BIT,
+            slc: b[0] & SLC_BIT != 0,
             used: u16::from_le_bytes([b[1], b[2]]),
             live: u16::from_le_bytes([b[3], b[4]]),
             erase_count: u32::from_le_bytes([b[5], b[6], b[7], b[8]]),
@@ -449,6 +455,7 @@ mod tests {
     fn segment_entries_round_trip() {
         let e = SegEntry {
             state: 3,
+            slc: true,
             used: 63,
             live: 41,
             erase_count: 99_999,

@@ -8,6 +8,7 @@
 pub mod checkpoint;
 mod death_age;
 pub mod policy;
+pub mod region;
 mod scrub;
 pub mod segment;
 mod startup;
@@ -24,6 +25,7 @@ pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
 use death_age::DeathAge;
 use policy::{threshold, Policy};
+pub use region::Regions;
 pub use scrub::ScrubReport;
 use segment::{SegInfo, SegState};
 
@@ -164,6 +166,8 @@ pub struct LogConfig {
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).
     pub scan_mount: bool,
+    /// Which segments go to SLC mode on MLC NAND (FlexFS's regions; ignored elsewhere).
+    pub regions: Regions,
 }
 
 impl Default for LogConfig {
@@ -186,6 +190,7 @@ impl Default for LogConfig {
             checkpoint_min_segments: CHECKPOINT_MIN_SEGMENTS,
             checkpoint_set: 32,
             scan_mount: false,
+            regions: Regions::MlcOnly,
         }
     }
 }
@@ -222,6 +227,9 @@ pub struct LogStats {
     pub checkpoint_slots: u64,
     /// Records (roots and marks) written to the anchors.
     pub anchor_records: u64,
+    /// Of `copied_slots`, those the cleaner moved from an SLC segment to an MLC one
+    /// ([`Regions`]).
+    pub migrated_slots: u64,
 }
 
 /// How a mount found the log's state.
@@ -362,6 +370,8 @@ struct Take {
     /// Whether a segment whose data is dying this very instant (which a policy weighing age
     /// scores zero) may be taken when nothing else qualifies.
     fresh: bool,
+    /// Whether only segments in SLC mode qualify (migration to MLC).
+    slc: bool,
 }
 
 impl Take {
@@ -370,6 +380,7 @@ impl Take {
         th: 0.0,
         max_live: u32::MAX,
         fresh: true,
+        slc: false,
     };
 
     /// Cleaning ahead of need: victims scoring above `th` with at most `max_live` live slots.
@@ -378,8 +389,17 @@ impl Take {
             th,
             max_live,
             fresh: false,
+            slc: false,
         }
     }
+
+    /// Migration: any segment in SLC mode, whatever it holds.
+    const SLC: Take = Take {
+        th: f64::NEG_INFINITY,
+        max_live: u32::MAX,
+        fresh: true,
+        slc: true,
+    };
 }
 
 /// Who a write is for: the reserve is the cleaner's alone.
@@ -569,6 +589,7 @@ impl<D: Segments> Log<D> {
             let seg = a.segs[0];
             let header = SegHeader {
                 head: ANCHOR_HEAD,
+                slc: false,
                 erase_count: log.segs[seg as usize].erase_count,
                 open_seq: log.seq,
                 volume: log.volume,
@@ -721,6 +742,7 @@ impl<D: Segments> Log<D> {
             let info = &mut log.segs[seg as usize];
             info.erase_count = h.erase_count;
             info.set_open_seq(h.open_seq);
+            info.slc = h.slc;
             info.set_used(
                 tags.iter()
                     .rposition(|t| *t != TagState::Erased)
@@ -1040,11 +1062,39 @@ impl<D: Segments> Log<D> {
                 break;
             }
         }
+        if self.config.regions.migrates_when_idle() && self.dev.has_slc_mode() {
+            self.migrate(start, d, owner)?;
+        }
         let used = self.dev.now() - start;
         if used < d {
             self.dev.idle(d - used);
         }
         Ok(used.min(d))
+    }
+
+    /// Background migration ([`Regions::Background`]): once the device has been idle for
+    /// [`region::MIGRATION_WAIT`] since `start`, moves SLC segments' data to MLC segments a
+    /// cleaning step at a time until the window `d` ends or nothing is left in SLC.
+    fn migrate(
+        &mut self,
+        start: core::time::Duration,
+        d: core::time::Duration,
+        owner: &mut dyn Owner,
+    ) -> Result<()> {
+        let waited = self.dev.now() - start;
+        if waited + region::MIGRATION_WAIT >= d {
+            return Ok(());
+        }
+        self.dev.idle(region::MIGRATION_WAIT.saturating_sub(waited));
+        while self.dev.now() - start < d {
+            // Room for the copies first: migration frees a segment per two it empties.
+            if self.free <= self.config.reserve
+                || !self.clean_step(owner, self.config.step_slots, Take::SLC)?
+            {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Cleans every segment holding dead slots (an explicit garbage collection).
@@ -1101,7 +1151,39 @@ impl<D: Segments> Log<D> {
 
     /// Slots left in the open segment of head `i` (an index into the heads).
     fn room(&self, i: usize) -> u32 {
-        self.heads[i].map_or(0, |seg| self.geo.slots - self.segs[seg as usize].used())
+        self.heads[i].map_or(0, |seg| self.slots_left(seg))
+    }
+
+    /// Slots a segment can still be written in: in SLC mode its LSB slots only.
+    fn slots_left(&self, seg: u32) -> u32 {
+        let s = &self.segs[seg as usize];
+        if !s.slc {
+            return self.geo.slots - s.used();
+        }
+        (s.used()..self.geo.slots)
+            .filter(|&slot| !self.dev.risks_earlier_slot(slot))
+            .count() as u32
+    }
+
+    /// Slots a segment in SLC mode (`slc`) or in the part's own mode holds, less those every
+    /// segment reserves.
+    fn slots_per_segment(&self, slc: bool) -> u32 {
+        let first = self.dev.reserved_slots();
+        if !slc {
+            return self.geo.slots.saturating_sub(first);
+        }
+        (first..self.geo.slots)
+            .filter(|&slot| !self.dev.risks_earlier_slot(slot))
+            .count() as u32
+    }
+
+    /// Whether a segment `head` opens for `by` goes to SLC mode.
+    fn opens_slc(&self, head: Head, by: Writer) -> bool {
+        self.dev.has_slc_mode()
+            && self
+                .config
+                .regions
+                .opens_slc(by == Writer::Cleaner || head == Head::Cold)
     }
 
     /// Slots left in the open segment of `head`.
@@ -1221,6 +1303,9 @@ impl<D: Segments> Log<D> {
                     }
                     self.kill(from);
                     self.stats.copied_slots += 1;
+                    if self.segs[seg as usize].slc && !self.segs[to.seg as usize].slc {
+                        self.stats.migrated_slots += 1;
+                    }
                     if self.victim.as_ref().is_some_and(|v| v.wear) {
                         self.stats.wear_copied_slots += 1;
                     }
@@ -1294,7 +1379,11 @@ impl<D: Segments> Log<D> {
         match t {
             TagState::Valid(_) => false,
             TagState::Garbage => true,
-            TagState::Erased => slot < self.segs[seg as usize].used(),
+            // An SLC segment never writes its MSB slots.
+            TagState::Erased => {
+                let s = &self.segs[seg as usize];
+                slot < s.used() && !(s.slc && self.dev.risks_earlier_slot(slot))
+            }
         }
     }
 
@@ -1375,7 +1464,7 @@ impl<D: Segments> Log<D> {
             if s.state == SegState::Failing {
                 return Some(i as u32);
             }
-            if s.live() > take.max_live {
+            if s.live() > take.max_live || (take.slc && !s.slc) {
                 continue;
             }
             let score_at = |age_ns: u64| {
@@ -1505,8 +1594,13 @@ impl<D: Segments> Log<D> {
                     s.add_live();
                     s.touch(now);
                     s.set_min_seq(s.min_seq().min(tag.seq));
+                    let slc = s.slc;
                     if s.used() == self.geo.slots {
                         self.close(seg);
+                    } else if slc {
+                        // An SLC segment never programs an MSB slot: the next write goes
+                        // to the next LSB one.
+                        self.seal(seg);
                     }
                     return Ok(SlotAddr { seg, slot });
                 }
@@ -1593,6 +1687,7 @@ impl<D: Segments> Log<D> {
             }
             let header = SegHeader {
                 head: head.code(),
+                slc: self.opens_slc(head, by),
                 erase_count: self.segs[seg as usize].erase_count,
                 open_seq: self.seq,
                 volume: self.volume,
@@ -1600,7 +1695,9 @@ impl<D: Segments> Log<D> {
             let mut r = if self.config.verify_programs && !self.reads_erased(seg)? {
                 Err(Error::Flash(FlashError::EraseFailed { block: seg }))
             } else {
-                self.dev.write_header(seg, &header)
+                self.dev
+                    .set_slc(seg, header.slc)
+                    .and_then(|()| self.dev.write_header(seg, &header))
             };
             if r.is_ok()
                 && self.config.verify_programs
@@ -1616,6 +1713,7 @@ impl<D: Segments> Log<D> {
                     let s = &mut self.segs[seg as usize];
                     s.clear();
                     s.set_open_seq(header.open_seq);
+                    s.slc = header.slc;
                     self.death_age.opened(seg, now);
                     self.heads[h] = Some(seg);
                     self.seal(seg);
@@ -1851,6 +1949,14 @@ impl<D: Segments> Log<D> {
         })
     }
 
+    /// Segments holding data (open, full or failing) in SLC mode and in the part's own mode:
+    /// the sizes of the SLC and MLC regions ([`Regions`]).
+    pub fn region_segments(&self) -> (u32, u32) {
+        let in_use = self.segs.iter().filter(|s| s.in_use());
+        let slc = in_use.clone().filter(|s| s.slc).count() as u32;
+        (slc, in_use.count() as u32 - slc)
+    }
+
     /// Segments not retired as bad.
     pub fn good_segments(&self) -> u32 {
         self.segs
@@ -1874,7 +1980,8 @@ impl<D: Segments> Log<D> {
                 (usable * 4).div_ceil(checkpoint::payload(self.geo.slot_size as usize) as u64);
             spare += 2 + 2 * self.checkpoint_segments(map + 1);
         }
-        let usable = self.geo.slots.saturating_sub(self.dev.reserved_slots());
+        let slc = self.dev.has_slc_mode() && self.config.regions.sized_for_slc();
+        let usable = self.slots_per_segment(slc);
         good.saturating_sub(spare) as u64 * usable as u64
     }
 

@@ -62,6 +62,9 @@ impl SegState {
 pub struct SegInfo {
     /// Life stage.
     pub state: SegState,
+    /// Whether it is in SLC mode since it was opened (MLC NAND): only its LSB slots are
+    /// written, so it holds half the slots of one in the part's own mode.
+    pub slc: bool,
     /// Live slots.
     live: u16,
     /// Slots consumed (written, torn or skipped).
@@ -80,6 +83,7 @@ impl SegInfo {
     pub(crate) fn new(state: SegState, erase_count: u32) -> Self {
         SegInfo {
             state,
+            slc: false,
             live: 0,
             used: 0,
             erase_count,
@@ -140,6 +144,8 @@ impl SegInfo {
         self.live = 0;
         self.used = 0;
         self.min_seq = Seq40::NONE;
+        // An erase brings the part's own mode back; an open sets the mode again.
+        self.slc = false;
     }
 
     /// Lowest sequence number among the slots it holds (`u64::MAX` when none).

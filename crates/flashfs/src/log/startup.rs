@@ -417,6 +417,7 @@ impl<D: Segments> Log<D> {
                 s.erase_count = e.erase_count;
                 s.set_open_seq(e.open_seq);
                 s.set_min_seq(e.min_seq);
+                s.slc = e.slc;
             }
         }
         for &seg in &root.late {
@@ -434,6 +435,7 @@ impl<D: Segments> Log<D> {
             s.set_used(self.geo.slots);
             s.erase_count = header.erase_count;
             s.set_open_seq(header.open_seq);
+            s.slc = header.slc;
             // Its slots are no older than it: a bound from below is all the log needs.
             s.set_min_seq(header.open_seq);
         }
@@ -448,6 +450,7 @@ impl<D: Segments> Log<D> {
             s.clear();
             s.erase_count = h.erase_count;
             s.set_open_seq(h.open_seq);
+            s.slc = h.slc;
         }
         for &(seg, used, min_seq) in &extent {
             let s = &mut self.segs[seg as usize];
@@ -737,6 +740,7 @@ impl<D: Segments> Log<D> {
             for (j, (s, &live)) in segs.skip(p * per).take(per).enumerate() {
                 SegEntry {
                     state: s.state.code(),
+                    slc: s.slc,
                     // The log refuses geometries of more slots than 16 bits count.
                     used: s.used() as u16,
                     live,
@@ -1045,6 +1049,7 @@ impl<D: Segments> Log<D> {
         s.erase_count = s.erase_count.saturating_add(1);
         let header = SegHeader {
             head: ANCHOR_HEAD,
+            slc: false,
             erase_count: s.erase_count,
             open_seq: self.seq,
             volume: self.volume,

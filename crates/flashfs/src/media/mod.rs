@@ -16,7 +16,7 @@ pub mod tag;
 
 use core::time::Duration;
 
-use flash::{FlashError, NandFlash, NorFlash, PageAddr};
+use flash::{CellMode, FlashError, NandFlash, NorFlash, PageAddr};
 
 use crate::error::{Error, Result};
 use tag::{written_len, SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
@@ -172,6 +172,22 @@ pub trait Segments {
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         let _ = slot;
         false
+    }
+    /// Whether a segment can be put in SLC mode after an erase (MLC NAND, FlexFS): only its
+    /// LSB slots are then written (those [`Segments::risks_earlier_slot`] does not name), at
+    /// SLC speed and endurance, for half the slots.
+    fn has_slc_mode(&self) -> bool {
+        false
+    }
+    /// Puts an erased segment in SLC mode (`true`) or the part's own mode until its next
+    /// erase, which brings the own mode back. Media without the mode refuse SLC
+    /// (`Unsupported`).
+    fn set_slc(&mut self, seg: u32, slc: bool) -> Result<()> {
+        let _ = seg;
+        if slc {
+            return Err(Error::Unsupported("this medium has no SLC mode"));
+        }
+        Ok(())
     }
     /// Erase units a segment takes (erased together, so each wears as its segment does).
     fn units_per_segment(&self) -> u32 {
@@ -457,6 +473,12 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     }
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         (**self).risks_earlier_slot(slot)
+    }
+    fn has_slc_mode(&self) -> bool {
+        (**self).has_slc_mode()
+    }
+    fn set_slc(&mut self, seg: u32, slc: bool) -> Result<()> {
+        (**self).set_slc(seg, slc)
     }
     fn units_per_segment(&self) -> u32 {
         (**self).units_per_segment()
@@ -1053,6 +1075,33 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         u32::from(self.flash.spec().is_mlc())
     }
 
+    fn has_slc_mode(&self) -> bool {
+        self.flash.spec().is_mlc()
+    }
+
+    fn set_slc(&mut self, seg: u32, slc: bool) -> Result<()> {
+        let mode = if slc { CellMode::Slc } else { CellMode::Mlc };
+        for block in self.blocks_of(seg) {
+            let r = match self.flash.as_mlc() {
+                Some(mlc) => mlc.set_mode(block, mode),
+                None if slc => return Err(Error::Unsupported("this medium has no SLC mode")),
+                None => Ok(()),
+            };
+            match r {
+                // A block that still holds programmed pages was not erased; one marked bad
+                // by a retirement a cut interrupted fails its segment as a program would.
+                Err(FlashError::ModeChangeNotErased { .. }) => {
+                    return Err(Error::Flash(FlashError::EraseFailed { block: seg }))
+                }
+                Err(FlashError::BadBlock { .. }) => {
+                    return Err(Error::Flash(FlashError::ProgramFailed { block: seg }))
+                }
+                r => r?,
+            }
+        }
+        Ok(())
+    }
+
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
         let s = *self.flash.spec();
         let mut data = alloc::vec![0u8; s.page_size as usize];
@@ -1230,6 +1279,7 @@ mod tests {
             erase_count: 1,
             open_seq: 1,
             head: 1,
+            slc: false,
             volume: crate::media::tag::Volume {
                 format: 1,
                 slot_shift,

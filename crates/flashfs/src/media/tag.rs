@@ -16,18 +16,22 @@ pub const MAX_SEQ: u64 = (1 << 40) - 1;
 const MAGIC: u32 = 0x5346_4C46; // "FLFS"
 /// Kind-byte bit of a slot written by the cleaner.
 const COPY_FLAG: u8 = 0x80;
+/// A segment header's byte 26 in a segment put in SLC mode (erased, 0xFF, otherwise).
+const SLC_MARK: u8 = 0x53;
 /// Volume format of the block device (FTL).
 pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 /// Volume format of the native file system.
 pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
-/// Version of the log format these structures belong to (7: a checkpoint's segment table
+/// Version of the log format these structures belong to (9: a segment header and a
+/// checkpoint's segment-table entry say whether the segment is in SLC mode; 8: a root says
+/// whether a close wrote it; 7: a checkpoint's segment table
 /// counts each segment's live slots, and the block device's records part the sectors
 /// mapped, so a mount reads no map page; 6: on NOR parts with program
 /// pages, slot data starts on a program page; 5: every anchor record written twice; 4: checkpoint directory pages keyed
 /// from 0xF00000, which compact tags carry whole; 3: a checksum over every slot's data beside
 /// its tag; 2 had anchors and checkpoints and tags that checked only themselves).
-pub const FORMAT_VERSION: u8 = 8;
+pub const FORMAT_VERSION: u8 = 9;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
@@ -154,6 +158,8 @@ pub struct SegHeader {
     pub open_seq: u64,
     /// Which write head opened it (0: unknown), so a mount can resume the heads.
     pub head: u8,
+    /// Whether it was put in SLC mode when opened (MLC NAND): only its LSB slots are written.
+    pub slc: bool,
     /// Volume parameters every header repeats, so any one of them describes the volume.
     pub volume: Volume,
 }
@@ -194,6 +200,9 @@ impl SegHeader {
             b[24] = a;
             b[25] = z;
         }
+        if self.slc {
+            b[26] = SLC_MARK;
+        }
         let crc = CRC32.checksum(&b[..28]);
         b[28..32].copy_from_slice(&crc.to_le_bytes());
         b
@@ -223,6 +232,11 @@ impl SegHeader {
             erase_count: word(8),
             open_seq: u64::from_le_bytes(seq),
             head: b[7],
+            slc: match b[26] {
+                0xFF => false,
+                SLC_MARK => true,
+                _ => return Err(Error::Corrupt("segment header cell mode")),
+            },
             volume: Volume {
                 format: b[5],
                 slot_shift: b[6] & SLOT_SHIFT_MASK,
@@ -536,6 +550,7 @@ mod tests {
             erase_count: 77,
             open_seq: 123_456_789,
             head: 3,
+            slc: false,
             volume: Volume {
                 format: 1,
                 slot_shift: 9,
@@ -558,6 +573,10 @@ mod tests {
         assert_eq!(one.encode()[6], 9);
         assert_eq!(SegHeader::decode(&one.encode()), Ok(Some(one)));
         assert_eq!(SegHeader::decode(&[0xFF; HEADER_LEN]), Ok(None));
+        // A segment in SLC mode says so in byte 26, which the CRC covers.
+        let slc = SegHeader { slc: true, ..h };
+        assert_eq!(slc.encode()[26], SLC_MARK);
+        assert_eq!(SegHeader::decode(&slc.encode()), Ok(Some(slc)));
         for i in 0..HEADER_LEN * 8 {
             let mut d = b;
             d[i / 8] ^= 1 << (i % 8);

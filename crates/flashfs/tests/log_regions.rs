@@ -1,0 +1,207 @@
+//! FlexFS's regions on MLC NAND: which segments go to SLC mode, what the volume holds in
+//! each setting, and the cleaner's migration from SLC to MLC — checked on the simulator's
+//! own record of each block's mode and through remounts, by scan and from a checkpoint.
+
+mod common;
+
+use common::*;
+use flash::{CellMode, MlcNand, NandSim, NandSpec};
+use flashfs::{BlockDevice, Ftl, FtlConfig, NandSegments, Regions};
+
+fn mlc_spec(blocks: u32) -> NandSpec {
+    NandSpec {
+        blocks,
+        cells: flash::Cells::Mlc {
+            slc_mode: flash::NandTiming {
+                read_ns: 20_000,
+                program_ns: 200_000,
+                erase_ns: 1_500_000,
+                bus_byte_ns: 0,
+            },
+        },
+        timing: flash::NandTiming {
+            read_ns: 40_000,
+            program_ns: 800_000,
+            erase_ns: 1_500_000,
+            bus_byte_ns: 0,
+        },
+        ..nand_spec()
+    }
+}
+
+fn mlc(blocks: u32) -> NandSegments<NandSim> {
+    let sim = NandSim::new(mlc_spec(blocks), flash::ImageMeta::new("test-mlc", 1)).unwrap();
+    NandSegments::new(sim).unwrap()
+}
+
+fn config(regions: Regions) -> FtlConfig {
+    let mut cfg = FtlConfig::default();
+    cfg.log.regions = regions;
+    cfg
+}
+
+/// Every block of the segments in use, by the simulator's record: how many are in SLC mode
+/// and how many in MLC mode.
+fn modes_on_flash(ftl: &Ftl<NandSegments<NandSim>>) -> (u32, u32) {
+    let log = ftl.log();
+    let sim = log.device().flash();
+    let mut slc = 0;
+    let mut mlc = 0;
+    for (seg, s) in log.segments().iter().enumerate() {
+        if !s.in_use() {
+            continue;
+        }
+        match sim.mode(seg as u32) {
+            CellMode::Slc => slc += 1,
+            CellMode::Mlc => mlc += 1,
+        }
+        // The log's record and the part's agree.
+        assert_eq!(
+            s.slc,
+            sim.mode(seg as u32) == CellMode::Slc,
+            "segment {seg}"
+        );
+    }
+    (slc, mlc)
+}
+
+/// Writes every sector `rounds` times, then reads each back.
+fn fill(ftl: &mut Ftl<NandSegments<NandSim>>, rounds: u32) {
+    let ss = ftl.sector_size();
+    for v in 0..rounds {
+        for s in 0..ftl.sectors() {
+            ftl.write(s, &pattern(s, v, ss)).unwrap();
+        }
+        ftl.flush().unwrap();
+    }
+}
+
+fn check(ftl: &mut Ftl<NandSegments<NandSim>>, version: u32) {
+    let ss = ftl.sector_size();
+    let mut buf = vec![0u8; ss];
+    for s in 0..ftl.sectors() {
+        ftl.read(s, &mut buf).unwrap();
+        assert_eq!(buf, pattern(s, version, ss), "sector {s}");
+    }
+}
+
+#[test]
+fn mlc_only_writes_no_slc_segment() {
+    let cfg = config(Regions::MlcOnly);
+    let mut ftl = Ftl::format(mlc(24), cfg).unwrap();
+    fill(&mut ftl, 3);
+    assert_eq!(modes_on_flash(&ftl).0, 0);
+    assert_eq!(ftl.log().region_segments().0, 0);
+    assert_eq!(ftl.log().stats().migrated_slots, 0);
+}
+
+#[test]
+fn slc_only_holds_half_and_writes_only_slc_segments() {
+    let mlc_sectors = Ftl::format(mlc(24), config(Regions::MlcOnly))
+        .unwrap()
+        .sectors();
+    let cfg = config(Regions::SlcOnly);
+    let mut ftl = Ftl::format(mlc(24), cfg).unwrap();
+    // 16 pages a block: 14 slots in MLC mode (the header's partner is never written), 7
+    // LSB slots in SLC mode.
+    assert!(
+        ftl.sectors() * 2 <= mlc_sectors && ftl.sectors() * 3 >= mlc_sectors,
+        "SLC volume {} sectors against MLC {mlc_sectors}",
+        ftl.sectors()
+    );
+    fill(&mut ftl, 4);
+    let (slc, mlc_segs) = modes_on_flash(&ftl);
+    assert!(slc > 0);
+    assert_eq!(mlc_segs, 0);
+    check(&mut ftl, 3);
+    let mut ftl = Ftl::mount(ftl.into_device(), cfg).unwrap();
+    check(&mut ftl, 3);
+}
+
+#[test]
+fn the_baseline_writes_to_slc_and_migrates_to_mlc_when_space_runs_short() {
+    let cfg = config(Regions::Baseline);
+    let mut ftl = Ftl::format(mlc(24), cfg).unwrap();
+    let mlc_sectors = Ftl::format(mlc(24), config(Regions::MlcOnly))
+        .unwrap()
+        .sectors();
+    // Sized for MLC: SLC is where data arrives, not where it stays.
+    assert_eq!(ftl.sectors(), mlc_sectors);
+    // A tenth of the volume fits in SLC segments: nothing migrates yet.
+    let ss = ftl.sector_size();
+    let few = ftl.sectors() / 10;
+    for s in 0..few {
+        ftl.write(s, &pattern(s, 0, ss)).unwrap();
+    }
+    ftl.flush().unwrap();
+    assert_eq!(ftl.log().stats().migrated_slots, 0);
+    let (slc, _) = modes_on_flash(&ftl);
+    assert!(slc > 0, "the writes went to SLC segments");
+    // The whole volume does not: the cleaner moves SLC data to MLC segments.
+    fill(&mut ftl, 3);
+    let stats = *ftl.log().stats();
+    assert!(stats.migrated_slots > 0, "{stats:?}");
+    let (slc, mlc_segs) = modes_on_flash(&ftl);
+    assert!(slc > 0 && mlc_segs > 0, "slc {slc} mlc {mlc_segs}");
+    assert_eq!(ftl.log().region_segments(), (slc, mlc_segs));
+    check(&mut ftl, 2);
+    // A mount by scan finds each segment's mode in its header.
+    let mut ftl = Ftl::mount(ftl.into_device(), cfg).unwrap();
+    assert_eq!(modes_on_flash(&ftl), (slc, mlc_segs));
+    check(&mut ftl, 2);
+    // And the volume keeps working across both regions.
+    fill(&mut ftl, 2);
+    check(&mut ftl, 1);
+}
+
+#[test]
+fn a_checkpoint_keeps_each_segments_mode() {
+    let mut cfg = config(Regions::Baseline);
+    cfg.log.checkpoint_min_segments = 64;
+    let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
+    assert!(ftl.log().volume().anchors.is_some(), "keeps checkpoints");
+    fill(&mut ftl, 3);
+    let modes = modes_on_flash(&ftl);
+    assert!(modes.0 > 0 && modes.1 > 0, "{modes:?}");
+    let dev = ftl.close().unwrap();
+    let mut ftl = Ftl::mount(dev, cfg).unwrap();
+    assert!(ftl.log().restored(), "mounted from the checkpoint");
+    // The table's record of each segment's mode agrees with the part's (the close may
+    // have cleaned and opened segments since the counts above).
+    let modes = modes_on_flash(&ftl);
+    assert!(modes.0 > 0 && modes.1 > 0, "{modes:?}");
+    check(&mut ftl, 2);
+    fill(&mut ftl, 1);
+    check(&mut ftl, 0);
+}
+
+#[test]
+fn background_migration_moves_slc_data_to_mlc_in_idle_time() {
+    let cfg = config(Regions::Background);
+    // Enough free segments that the cleaner has no need to run: whatever moves, moves
+    // because the device is idle.
+    let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
+    let ss = ftl.sector_size();
+    let some = ftl.sectors() / 10;
+    for s in 0..some {
+        ftl.write(s, &pattern(s, 0, ss)).unwrap();
+    }
+    ftl.flush().unwrap();
+    let (slc, _) = modes_on_flash(&ftl);
+    assert!(slc > 2, "full SLC segments before idling: {slc}");
+    assert_eq!(ftl.log().stats().migrated_slots, 0);
+    // Less idle time than the wait migrates nothing.
+    ftl.idle(std::time::Duration::from_millis(900)).unwrap();
+    assert_eq!(ftl.log().stats().migrated_slots, 0);
+    ftl.idle(std::time::Duration::from_secs(60)).unwrap();
+    assert!(ftl.log().stats().migrated_slots >= some / 2);
+    // What is left in SLC is the open heads' segments.
+    let (slc, mlc_segs) = modes_on_flash(&ftl);
+    assert!(slc <= 2 && mlc_segs > 0, "slc {slc} mlc {mlc_segs}");
+    for s in some..ftl.sectors() {
+        ftl.write(s, &pattern(s, 0, ss)).unwrap();
+    }
+    ftl.flush().unwrap();
+    let mut ftl = Ftl::mount(ftl.into_device(), cfg).unwrap();
+    check(&mut ftl, 0);
+}
