@@ -37,13 +37,15 @@ fn fixed_clock() -> Timespec {
 /// log reads back every program ([`flashfs::LogConfig::verify_programs`]). The torture's
 /// small devices keep checkpoints, as larger ones do by default, so that a mount after a
 /// cut rolls forward from the last one — but not the smallest (seven units of 64 KiB),
-/// which their anchors and room would leave too small for the file system. `journal_blocks`
+/// which their anchors and room would leave too small for the file system. MLC parts run
+/// with regions ([`super::TORTURE_REGIONS`]). `journal_blocks`
 /// as [`FsConfig::journal_blocks`] (`None`: the medium's default).
 pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
     let mut c = FsConfig {
         clock: fixed_clock,
         ..FsConfig::default()
     };
+    c.ftl.log.regions = super::TORTURE_REGIONS;
     c.ftl.log.verify_programs |= fault.verifies_programs();
     c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
     c.ftl.map_cache = super::SMALL_MAP_CACHE;
