@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod flexfs;
 pub mod fs_cuts;
 pub mod fswork;
 pub mod heap;

@@ -325,6 +325,9 @@ pub struct LogUsage {
     pub segments_in_use: u64,
     /// Segments retired as bad.
     pub bad_segments: u64,
+    /// On MLC NAND (which has an SLC mode): the segments in use in SLC mode and in MLC mode,
+    /// FlexFS's regions (SPEC.md §2.3a). `None` on other media.
+    pub regions: Option<Regions>,
     /// Live slots (the newest checkpoint's pages among them).
     pub live_slots: u64,
     /// Slots the newest checkpoint's body and directory take (0 without one).
@@ -345,6 +348,15 @@ pub struct LogUsage {
     /// Segments in use by live fraction, in tenths: bin i counts segments whose live
     /// fraction lies in [i/10, (i+1)/10) (the last bin includes 1).
     pub utilization_histogram: [u64; 10],
+}
+
+/// The sizes of the SLC and MLC regions of an MLC part.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Regions {
+    /// Segments in use in SLC mode.
+    pub slc_segments: u64,
+    /// Segments in use in MLC mode.
+    pub mlc_segments: u64,
 }
 
 /// The usage of `log`.
@@ -372,6 +384,13 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
         free_segments: log.free_segments() as u64,
         segments_in_use: in_use,
         bad_segments: segs.iter().filter(|s| s.state == SegState::Bad).count() as u64,
+        regions: log.device().has_slc_mode().then(|| {
+            let (slc, mlc) = log.region_segments();
+            Regions {
+                slc_segments: u64::from(slc),
+                mlc_segments: u64::from(mlc),
+            }
+        }),
         live_slots: live,
         checkpoint_slots: log.checkpoint_slots(),
         mounted_from: if log.restored() { "checkpoint" } else { "scan" },

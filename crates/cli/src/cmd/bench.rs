@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
+use flashfs_bench::flexfs::{self, run_flexfs, FlexfsOptions};
 use flashfs_bench::integrity::{run_integrity, IntegrityOptions};
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::mount::{run_mount, Experiment, FileSet, Mode, MountOptions, Part};
@@ -42,6 +43,8 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench small-writes --device w25n01gv --sync end --write-buffer-bytes 8192
   flashfs bench integrity --quick               fsck and scrub of a half-full 128 MiB NAND (seconds)
   flashfs bench integrity --json                fsck and scrub of the 1 GiB NAND 90% full (minutes)
+  flashfs bench flexfs --quick                  SLC/MLC regions on a 16 MiB MLC part (seconds)
+  flashfs bench flexfs --json                   FlexFS's idle, busy and locality runs on 64 MiB
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -91,6 +94,13 @@ pub enum Command {
     /// per user byte, programs per sync, device time, p99 write latency and heap.
     #[command(after_help = EXAMPLES)]
     SmallWrites(SmallWritesArgs),
+    /// Lee et al. 2009 (FlexFS): MLC NAND with SLC and MLC regions. Chunks of 4 MiB every
+    /// 25 s (idle), every 10 s (busy), and busy with a quarter rewritten in place (locality),
+    /// on the native file system over 64 MiB of the mlc-flexfs part until it is 95% full:
+    /// write throughput against utilization for the baseline (writes to SLC, the cleaner
+    /// migrates to MLC), SLC-only and MLC-only, in device time.
+    #[command(after_help = EXAMPLES)]
+    Flexfs(FlexfsArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
     /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
     /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
@@ -228,6 +238,29 @@ pub struct IntegrityArgs {
     worn_pages: Option<u32>,
 }
 
+/// Options of `flashfs bench flexfs`.
+#[derive(Debug, Args)]
+pub struct FlexfsArgs {
+    /// 16 MiB in chunks of 1 MiB (seconds).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per run instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// MLC NAND preset.
+    #[arg(long)]
+    preset: Option<String>,
+    /// MiB of the part used.
+    #[arg(long)]
+    mib: Option<u64>,
+    /// Only these experiments (idle, busy, locality; repeatable).
+    #[arg(long = "experiment")]
+    experiments: Vec<String>,
+    /// Only these settings (mlc-only, slc-only, baseline, bm; repeatable).
+    #[arg(long = "config")]
+    configs: Vec<String>,
+}
+
 /// Options of `flashfs bench scale`.
 #[derive(Debug, Args)]
 pub struct ScaleArgs {
@@ -329,6 +362,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
     match cmd {
         Command::Kawaguchi(args) => kawaguchi(args, global, out),
         Command::Scale(args) => scale(args, global, out),
+        Command::Flexfs(args) => flexfs_bench(args, global, out),
         Command::Integrity(args) => integrity(args, global, out),
         Command::Tffs(args) => tffs_bench(args, global, out),
         Command::Peers(args) => peers(args, global, out),
@@ -402,6 +436,60 @@ fn integrity(args: &IntegrityArgs, global: Global, out: &mut dyn Write) -> Resul
             opts.worn_pages
         )?;
         out.write_all(flashfs_bench::integrity::table(&rows).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        FlexfsOptions::quick()
+    } else {
+        FlexfsOptions::default()
+    };
+    if let Some(p) = &args.preset {
+        opts.preset = p.clone();
+    }
+    if let Some(m) = args.mib {
+        opts.mib = m;
+    }
+    if !args.experiments.is_empty() {
+        opts.experiments = args
+            .experiments
+            .iter()
+            .map(|e| {
+                flexfs::Experiment::ALL
+                    .into_iter()
+                    .find(|x| x.name() == e)
+                    .with_context(|| format!("no experiment {e:?} (idle, busy, locality)"))
+            })
+            .collect::<Result<_>>()?;
+    }
+    if !args.configs.is_empty() {
+        opts.configs = args
+            .configs
+            .iter()
+            .map(|c| {
+                flashfs::Regions::parse(c)
+                    .with_context(|| format!("no setting {c:?} (mlc-only, slc-only, baseline, bm)"))
+            })
+            .collect::<Result<_>>()?;
+    }
+    let rows = with_progress(global, "{msg:>20} [{bar:40}] {pos}/{len} {eta}", |p| {
+        run_flexfs(&opts, p)
+    })?;
+    if args.json {
+        for r in &rows {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
+        }
+    } else {
+        writeln!(
+            out,
+            "preset {} cut to {} MiB, native file system (default configuration but the \
+             regions), chunks of {} MiB in 64 KiB writes and an fsync, until {}% full; \
+             throughput in device time spent writing",
+            opts.preset, opts.mib, opts.chunk_mib, opts.fill_pct
+        )?;
+        out.write_all(flexfs::table(&rows).as_bytes())?;
     }
     Ok(())
 }

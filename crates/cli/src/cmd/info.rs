@@ -309,6 +309,16 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 count(l.bad_segments)
             ),
         ]);
+        if let Some(r) = &l.regions {
+            rows.push(vec![
+                "regions".into(),
+                format!(
+                    "{} segments in SLC mode, {} in MLC mode (MLC NAND)",
+                    count(r.slc_segments),
+                    count(r.mlc_segments)
+                ),
+            ]);
+        }
         rows.push(vec![
             "mount".into(),
             match l.mounted_from {
