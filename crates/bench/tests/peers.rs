@@ -87,12 +87,16 @@ fn the_quick_peer_benchmark_measures_every_phase() {
     let rows = run_peers(&opts, &mut |_, _, _| {}).unwrap();
     for dev in PeerDevice::DEFAULT {
         for sync in [false, true] {
-            let systems: &[&str] = if dev == PeerDevice::Cy15b102q {
-                &["littlefs"]
+            let systems: &[(&str, &str)] = if dev == PeerDevice::Cy15b102q {
+                &[("littlefs", "default")]
             } else {
-                &["littlefs", "flashfs"]
+                &[
+                    ("littlefs", "default"),
+                    ("flashfs", "default"),
+                    ("flashfs", "small-ram"),
+                ]
             };
-            for &system in systems {
+            for &(system, config) in systems {
                 for w in Workload::ALL {
                     let r = rows
                         .iter()
@@ -100,9 +104,10 @@ fn the_quick_peer_benchmark_measures_every_phase() {
                             r.device == dev.preset()
                                 && r.sync == sync
                                 && r.system == system
+                                && r.config == config
                                 && r.workload == w
                         })
-                        .unwrap_or_else(|| panic!("no row {dev:?} {sync} {system} {w:?}"));
+                        .unwrap_or_else(|| panic!("no row {dev:?} {sync} {system} {config} {w:?}"));
                     assert!(r.ops > 0 && r.device_ms > 0.0, "{r:?}");
                     assert!(r.reads > 0 || w.writes(), "{r:?}");
                     if w.writes() {
@@ -127,6 +132,52 @@ fn the_quick_peer_benchmark_measures_every_phase() {
             "{t}"
         );
     }
+    // Both of flashfs's configurations have their tables and their RAM beside littlefs's.
+    assert!(
+        t.contains("w25q64jv, no sync per write, flashfs small-ram:"),
+        "{t}"
+    );
+    assert!(
+        t.contains("(default), ") && t.contains(" B (small-ram); littlefs buffers"),
+        "{t}"
+    );
+    // The small-RAM profile uses less heap than the default on every part.
+    for dev in ["w25q64jv", "w25n01gv"] {
+        let heap = |config: &str| {
+            rows.iter()
+                .filter(|r| r.device == dev && r.system == "flashfs" && r.config == config)
+                .map(|r| r.heap_bytes)
+                .max()
+                .unwrap()
+        };
+        assert!(heap("small-ram") <= heap("default"), "{dev}");
+    }
+}
+
+/// `flashfs_configs` chooses which of flashfs's configurations run.
+#[test]
+fn the_peer_benchmark_runs_the_flashfs_configurations_asked_for() {
+    use flashfs_bench::peers::{run_peers, FlashfsConfig, PeerDevice, PeersOptions};
+    let opts = PeersOptions {
+        devices: vec![PeerDevice::W25q64jv],
+        syncs: vec![false],
+        flashfs_configs: vec![FlashfsConfig::SmallRam],
+        ..PeersOptions::quick()
+    };
+    let rows = run_peers(&opts, &mut |_, _, _| {}).unwrap();
+    assert!(rows.iter().any(|r| r.system == "flashfs"));
+    assert!(rows
+        .iter()
+        .all(|r| r.system == "littlefs" || r.config == "small-ram"));
+    assert_eq!(
+        FlashfsConfig::from_name("small-ram"),
+        Some(FlashfsConfig::SmallRam)
+    );
+    let none = PeersOptions {
+        flashfs_configs: vec![],
+        ..opts
+    };
+    assert!(run_peers(&none, &mut |_, _, _| {}).is_err());
 }
 
 /// Cuts over littlefs's synced random writes: every cut is counted in exactly one outcome.

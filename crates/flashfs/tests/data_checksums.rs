@@ -695,3 +695,49 @@ fn a_damaged_free_space_map_makes_the_mount_walk() {
         assert_eq!(buf, pattern(5, 1, 5 * bs), "{how:?}");
     }
 }
+
+/// Small reads of a damaged block go through the read cache: each is an error naming the
+/// file's byte and the sector, the first and every one after it (the cache keeps only
+/// blocks that passed their check), while the blocks around it are read, and kept, as
+/// usual.
+#[test]
+fn small_reads_of_a_damaged_block_are_errors_every_time() {
+    for how in [How::Flip(77), How::Random(5)] {
+        let config = flashfs::FsConfig {
+            read_cache_bytes: 64 << 10,
+            ..fs_config()
+        };
+        let mut fs = Fs::format(nand_preset("nand-128m", 64), config).unwrap();
+        let bs = fs.block_size() as usize;
+        let data = pattern(6, 6, 3 * bs);
+        let a = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+        fs.write(a.ino, 0, &data).unwrap();
+        let (b, e) = fs.extents(a.ino).unwrap()[0];
+        let sector = e.start + (1 - b);
+        let mut dev = fs.unmount().unwrap();
+        let (seg, slot) = newest_slot(&mut dev, sector as u32);
+        dev.damage(seg, slot, how);
+        let mut fs = Fs::mount(dev, config).unwrap();
+        for _ in 0..3 {
+            for off in (0..3 * bs).step_by(100) {
+                let mut buf = [0u8; 64];
+                let r = fs.read(a.ino, off as u64, &mut buf);
+                let end = (off + 64).min(3 * bs);
+                if (off / bs..=(end - 1) / bs).contains(&1) {
+                    match r {
+                        Err(Error::Damaged(d)) => {
+                            assert_eq!(d.sector, Some(sector), "{how:?} at {off}");
+                            assert_eq!(d.file, Some((a.ino, bs as u64)), "{how:?} at {off}");
+                        }
+                        r => panic!("{how:?} at {off}: {r:?}"),
+                    }
+                } else {
+                    assert_eq!(r, Ok(end - off), "{how:?} at {off}");
+                    assert_eq!(buf[..end - off], data[off..end], "{how:?} at {off}");
+                }
+            }
+        }
+        let st = fs.read_cache_stats();
+        assert_eq!(st.blocks, 2, "{how:?}: {st:?}");
+    }
+}

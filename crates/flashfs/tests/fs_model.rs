@@ -172,6 +172,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (i(), 0..48_000u32, 1..300u16, any::<u8>())
             .prop_map(|(file, off, len, seed)| Op::Write { file, off, len, seed }),
         2 => (i(), 0..40_000u32, 1..6000u16).prop_map(|(file, off, len)| Op::Read { file, off, len }),
+        // Small reads: they take part of a block, which the read cache keeps.
+        2 => (i(), 0..40_000u32, 1..200u16).prop_map(|(file, off, len)| Op::Read { file, off, len }),
         3 => (i(), 0..50_000u32).prop_map(|(file, size)| Op::Truncate { file, size }),
         4 => (i(), old_name_s()).prop_map(|(dir, name)| Op::Unlink { dir, name }),
         2 => (i(), old_name_s()).prop_map(|(dir, name)| Op::Rmdir { dir, name }),
@@ -542,7 +544,8 @@ fn remount<D: Segments>(fs: Fs<D>, config: FsConfig) -> Result<Fs<D>, TestCaseEr
 /// Settings that change how the index and commits behave, none of them on flash: the
 /// default; commits after almost every operation; and a narrow, deep index with a cache too
 /// small to hold it. With each, blocks left in RAM by writes: the default bound, one (every
-/// other block written evicts one), or none.
+/// other block written evicts one), or none; and blocks kept after reads: the default
+/// bound (half the time), one (every other block read evicts one), or none.
 fn config_s() -> impl Strategy<Value = FsConfig> {
     (
         0..3u8,
@@ -552,10 +555,16 @@ fn config_s() -> impl Strategy<Value = FsConfig> {
             Just(512),
             Just(0)
         ],
+        prop_oneof![
+            2 => Just(FsConfig::default().read_cache_bytes),
+            1 => Just(512),
+            1 => Just(0)
+        ],
     )
-        .prop_map(|(k, buffers)| {
+        .prop_map(|(k, buffers, cached)| {
             let mut c = fs_config();
             c.write_buffer_bytes = buffers;
+            c.read_cache_bytes = cached;
             match k {
                 0 => {}
                 1 => c.dirty_limit = Some(1),

@@ -1,6 +1,7 @@
-//! The phases on flashfs's native file system: formatted with its default configuration
-//! (access times off, as littlefs keeps none), files created and written in 64-byte writes
-//! (fsync after each where the run says), the volume synced at the end of each phase.
+//! The phases on flashfs's native file system: formatted with its default configuration or
+//! its small-RAM one ([`FlashfsConfig`]; access times off, as littlefs keeps none), files
+//! created and written in 64-byte writes (fsync after each where the run says), the volume
+//! synced at the end of each phase.
 
 use flash::{DeviceClock, Simulated};
 use flashfs::fs::{Atime, ROOT_INO};
@@ -11,12 +12,48 @@ use super::plan::{Plan, Workload, CHUNK, TINY_READ};
 use crate::error::{BenchError, Context, Result};
 use crate::heap::HeapMeter;
 
-/// The configuration flashfs runs with here.
-pub fn config() -> FsConfig {
-    FsConfig {
-        atime: Atime::Never,
-        ..FsConfig::default()
+/// A configuration of flashfs the peers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashfsConfig {
+    /// [`FsConfig::default`]: large caches.
+    Default,
+    /// [`FsConfig::small_ram`]: the microcontroller profile.
+    SmallRam,
+}
+
+impl FlashfsConfig {
+    /// Both, the default first.
+    pub const ALL: [FlashfsConfig; 2] = [FlashfsConfig::Default, FlashfsConfig::SmallRam];
+
+    /// Its name in rows and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlashfsConfig::Default => "default",
+            FlashfsConfig::SmallRam => "small-ram",
+        }
     }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<FlashfsConfig> {
+        Self::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// The configuration flashfs runs with here: access times off.
+    pub fn config(self) -> FsConfig {
+        let base = match self {
+            FlashfsConfig::Default => FsConfig::default(),
+            FlashfsConfig::SmallRam => FsConfig::small_ram(),
+        };
+        FsConfig {
+            atime: Atime::Never,
+            ..base
+        }
+    }
+}
+
+/// The default configuration flashfs runs with here (access times off).
+pub fn config() -> FsConfig {
+    FlashfsConfig::Default.config()
 }
 
 fn used<D: SimSegments>(fs: &Fs<D>) -> u64 {
@@ -38,6 +75,9 @@ pub fn run<D: SimSegments>(
     key: &RowKey,
     rows: &mut Vec<PeerRow>,
 ) -> Result<()> {
+    let cfg = FlashfsConfig::from_name(key.config)
+        .ok_or_else(|| BenchError::InvalidOptions(format!("flashfs config {}", key.config)))?
+        .config();
     let random_after = plan.random_file_after();
     let smalls: Vec<Vec<u8>> = (0..plan.small_files).map(|i| plan.small_file(i)).collect();
     let mut buf = vec![0u8; plan.small_bytes.max(CHUNK)];
@@ -46,7 +86,7 @@ pub fn run<D: SimSegments>(
         .collect();
     let mut inos = Vec::with_capacity(names.len());
     let heap = HeapMeter::start();
-    let mut fs = Fs::format(dev, config()).context(|| "format".into())?;
+    let mut fs = Fs::format(dev, cfg).context(|| "format".into())?;
 
     let mut ph = Phase::start(Workload::LinearWrite, &fs);
     let linear = fs
@@ -187,14 +227,14 @@ pub fn run<D: SimSegments>(
 
     let dev = fs.unmount().context(|| "unmount".into())?;
     let (t0, s0) = (dev.sim().now(), dev.sim().stats().clone());
-    let fs = Fs::mount(dev, config()).context(|| "mount".into())?;
+    let fs = Fs::mount(dev, cfg).context(|| "mount".into())?;
     let mut ph = Phase::start_at(Workload::Mount, t0, s0);
     ph.op(t0, &fs, 0);
     rows.push(ph.finish(&fs, key, heap.peak(), used(&fs)));
 
     let dev = fs.unmount().context(|| "unmount".into())?;
     let (t0, s0) = (dev.sim().now(), dev.sim().stats().clone());
-    let mut fs = Fs::mount(dev, config()).context(|| "mount".into())?;
+    let mut fs = Fs::mount(dev, cfg).context(|| "mount".into())?;
     fs.write(random, 0, &Plan::chunk(0, u64::MAX))
         .context(|| "first write".into())?;
     fs.fsync(random, false).context(|| "fsync".into())?;

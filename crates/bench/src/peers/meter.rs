@@ -71,6 +71,10 @@ pub struct PeerRow {
     pub workload: Workload,
     /// `flashfs` or `littlefs`.
     pub system: &'static str,
+    /// flashfs: its configuration, `default` ([`flashfs::FsConfig::default`]) or
+    /// `small-ram` ([`flashfs::FsConfig::small_ram`]), access times off in both. littlefs:
+    /// `default`, its one configuration per part ([`super::LfsGeometry`]).
+    pub config: &'static str,
     /// Whether every write was followed by a sync (fsync) in this run.
     pub sync: bool,
     /// User bytes written or read in the phase.
@@ -124,6 +128,8 @@ pub struct RowKey {
     pub device: String,
     /// `flashfs` or `littlefs`.
     pub system: &'static str,
+    /// The system's configuration (see [`PeerRow::config`]).
+    pub config: &'static str,
     /// Sync after every write.
     pub sync: bool,
 }
@@ -187,6 +193,7 @@ impl Phase {
             device: key.device.clone(),
             workload: self.workload,
             system: key.system,
+            config: key.config,
             sync: key.sync,
             user_bytes: bytes,
             ops: self.ops,

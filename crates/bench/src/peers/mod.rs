@@ -35,6 +35,7 @@ use flashfs::{NandSegments, NorSegments};
 
 use crate::error::{BenchError, Context, Result};
 use crate::tffs::device::{Uncounted, NOR_BLOCK_BYTES};
+pub use flashfs_run::FlashfsConfig;
 pub use littlefs::LfsGeometry;
 use littlefs::{shared, Cy15b102q, LfsDevice, Nand1g, W25n01gv, W25q64jv};
 pub use meter::PeerRow;
@@ -134,6 +135,10 @@ pub struct PeersOptions {
     pub syncs: Vec<bool>,
     /// Seed of the random offsets and of the simulated parts.
     pub seed: u64,
+    /// flashfs's configurations, each run beside littlefs (both by default: the default's
+    /// large caches and the microcontroller profile, whose RAM is the one to set beside
+    /// littlefs's buffers).
+    pub flashfs_configs: Vec<FlashfsConfig>,
 }
 
 impl Default for PeersOptions {
@@ -149,6 +154,7 @@ impl Default for PeersOptions {
             head_overwrites: 16,
             syncs: vec![false, true],
             seed: 2019,
+            flashfs_configs: FlashfsConfig::ALL.to_vec(),
         }
     }
 }
@@ -190,37 +196,47 @@ impl PeersOptions {
                 "the random file must be a positive multiple of {chunk} bytes"
             )));
         }
-        if self.devices.is_empty() || self.syncs.is_empty() {
+        if self.devices.is_empty() || self.syncs.is_empty() || self.flashfs_configs.is_empty() {
             return Err(BenchError::InvalidOptions("nothing to run".into()));
         }
         Ok(())
     }
 }
 
-/// Runs every device, both systems, every sync setting; `progress` hears the label and the
-/// count of runs done and to do. A run that fails stops the benchmark with its error.
+/// Runs every device, both systems (flashfs in each of its configurations), every sync
+/// setting; `progress` hears the label and the count of runs done and to do. A run that
+/// fails stops the benchmark with its error.
 pub fn run_peers(
     opts: &PeersOptions,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Vec<PeerRow>> {
     opts.check()?;
-    let total = (opts.devices.len() * opts.syncs.len() * 2) as u64;
+    let runs: Vec<(&'static str, &'static str)> = core::iter::once(("littlefs", "default"))
+        .chain(opts.flashfs_configs.iter().map(|c| ("flashfs", c.name())))
+        .collect();
+    let total = (opts.devices.len() * opts.syncs.len() * runs.len()) as u64;
     let mut done = 0;
     let mut rows = Vec::new();
     for &dev in &opts.devices {
         let spec = dev.spec()?;
         for &sync in &opts.syncs {
             let plan = opts.plan(spec.capacity(), sync);
-            for system in ["littlefs", "flashfs"] {
+            for &(system, config) in &runs {
                 let label = format!(
-                    "{} {system}{}",
+                    "{} {system}{}{}",
                     dev.preset(),
+                    if system == "flashfs" && config != "default" {
+                        format!(" {config}")
+                    } else {
+                        String::new()
+                    },
                     if sync { " sync" } else { "" }
                 );
                 progress(&label, done, total);
                 let key = meter::RowKey {
                     device: dev.preset().to_string(),
                     system,
+                    config,
                     sync,
                 };
                 let r = if system == "littlefs" {

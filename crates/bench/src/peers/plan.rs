@@ -25,9 +25,10 @@ pub enum Workload {
     RandomRead,
     /// The small files read back.
     SmallRead,
-    /// flashfs-hostile: the head of the linear file read back in 16-byte reads. flashfs keeps
-    /// no cache of data blocks: every read fetches its block from the flash and checks its
-    /// checksum, where littlefs reads through a cache of a program page.
+    /// flashfs-hostile: the head of the linear file read back in 16-byte reads. A read of
+    /// part of a block fetches the whole block and checks its checksum, where littlefs reads
+    /// through a cache of a program page; flashfs keeps such blocks in its read cache
+    /// (`FsConfig::read_cache_bytes`), so the block's next reads are from RAM.
     TinyRead,
     /// littlefs-hostile: 64-byte overwrites at the start of the linear file. littlefs keeps a
     /// file as an append-only list of blocks: a write anywhere rewrites the file from there

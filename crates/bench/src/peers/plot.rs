@@ -1,7 +1,8 @@
 //! Plots of a run, as PNG and SVG, per device: the throughput of every phase for both
 //! systems (a panel per sync setting, bars on a log scale: the phases differ by thousands),
 //! and the distribution of write latency (a panel per sync setting, a line per write phase
-//! and system: the share of operations done within a device time, on a log scale).
+//! and system: the share of operations done within a device time, on a log scale). flashfs
+//! is drawn in the first configuration run (the default one, where both ran).
 
 use std::path::{Path, PathBuf};
 

@@ -38,11 +38,16 @@ fn find<'a>(
     rows: &'a [PeerRow],
     dev: &str,
     sync: bool,
-    sys: &str,
+    (sys, config): (&str, &str),
     w: Workload,
 ) -> Option<&'a PeerRow> {
-    rows.iter()
-        .find(|r| r.device == dev && r.sync == sync && r.system == sys && r.workload == w)
+    rows.iter().find(|r| {
+        r.device == dev
+            && r.sync == sync
+            && r.system == sys
+            && r.config == config
+            && r.workload == w
+    })
 }
 
 /// The table of `rows`, with what was run on which configuration above it.
@@ -67,8 +72,10 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
     .map_err(w)?;
     writeln!(
         out,
-        "flashfs: native file system, default configuration, access times off, {} B blocks on \
-         NOR. x: littlefs's figure / flashfs's (above 1: flashfs ahead, below 1: behind).",
+        "flashfs: native file system, access times off, {} B blocks on NOR, in the \
+         configuration each table names (default: FsConfig::default; small-ram: \
+         FsConfig::small_ram, the microcontroller profile). x: littlefs's figure / flashfs's \
+         (above 1: flashfs ahead, below 1: behind).",
         crate::tffs::device::NOR_BLOCK_BYTES
     )
     .map_err(w)?;
@@ -98,11 +105,15 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
         let name = dev.preset();
         writeln!(out).map_err(w)?;
         writeln!(out, "{name}: littlefs {}", dev.littlefs_geometry()).map_err(w)?;
-        for &sync in &opts.syncs {
+        for (&sync, &cfg) in opts
+            .syncs
+            .iter()
+            .flat_map(|s| opts.flashfs_configs.iter().map(move |c| (s, c)))
+        {
             let mut cells = Vec::new();
             for wl in Workload::ALL {
-                let lfs = find(rows, name, sync, "littlefs", wl);
-                let fs = find(rows, name, sync, "flashfs", wl);
+                let lfs = find(rows, name, sync, ("littlefs", "default"), wl);
+                let fs = find(rows, name, sync, ("flashfs", cfg.name()), wl);
                 let get = |r: Option<&PeerRow>, f: fn(&PeerRow) -> f64| r.map(f);
                 let pair = |f: fn(&PeerRow) -> f64, fmt: fn(f64) -> String| {
                     [
@@ -131,29 +142,36 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
             }
             writeln!(
                 out,
-                "{name}, {}:",
+                "{name}, {}, flashfs {}:",
                 if sync {
                     "a sync after every write"
                 } else {
                     "no sync per write"
-                }
+                },
+                cfg.name()
             )
             .map_err(w)?;
             out.push_str(&columns(&header, &cells, &[0]));
         }
-        let fs_heap = rows
+        let fs_heap: Vec<String> = opts
+            .flashfs_configs
             .iter()
-            .filter(|r| r.device == name && r.system == "flashfs")
-            .map(|r| r.heap_bytes)
-            .max();
-        match fs_heap {
-            Some(h) => writeln!(
+            .filter_map(|c| {
+                rows.iter()
+                    .filter(|r| r.device == name && r.system == "flashfs" && r.config == c.name())
+                    .map(|r| r.heap_bytes)
+                    .max()
+                    .map(|h| format!("{} B ({})", group(h), c.name()))
+            })
+            .collect();
+        match fs_heap.is_empty() {
+            false => writeln!(
                 out,
-                "RAM on {name}: flashfs heap high-water {} B; littlefs buffers {} B",
-                group(h),
+                "RAM on {name}: flashfs heap high-water {}; littlefs buffers {} B",
+                fs_heap.join(", "),
                 group(dev.littlefs_buffers())
             ),
-            None => writeln!(
+            true => writeln!(
                 out,
                 "{name}: flashfs's native file system does not run on this kind of part (NVRAM); \
                  littlefs alone (buffers {} B)",

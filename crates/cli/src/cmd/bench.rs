@@ -10,7 +10,7 @@ use flashfs_bench::flexfs::{self, run_flexfs, FlexfsOptions};
 use flashfs_bench::integrity::{run_integrity, IntegrityOptions};
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::mount::{run_mount, Experiment, FileSet, Mode, MountOptions, Part};
-use flashfs_bench::peers::{run_littlefs_cuts, run_peers, PeerDevice, PeersOptions};
+use flashfs_bench::peers::{run_littlefs_cuts, run_peers, FlashfsConfig, PeerDevice, PeersOptions};
 use flashfs_bench::scale::{run_scale, ScaleOptions};
 use flashfs_bench::small_writes::{
     run_small_writes, Pattern as WritePattern, SmallWritesOptions, SyncEvery,
@@ -31,6 +31,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench tffs --plot out/                the full run (minutes), with Figs 6, 8 and 10
   flashfs bench tffs --workload fax --device 448/2 --config 2-4-nsp --json
   flashfs bench peers --quick                   flashfs and littlefs on the same parts (seconds)
+  flashfs bench peers --flashfs-config small-ram --device w25q64jv
   flashfs bench peers --device w25n01gv --json  littlefs's benchmark workloads, one JSON row per phase
   flashfs bench peers --cuts 200                littlefs under clean and torn power cuts instead
   flashfs bench peers --plot out/               also the throughput and latency plots per part
@@ -126,6 +127,10 @@ pub struct PeersArgs {
     /// Random 64-byte writes per run.
     #[arg(long, value_name = "N")]
     random_writes: Option<u64>,
+    /// flashfs's configuration: `default` (FsConfig::default, large caches), `small-ram`
+    /// (FsConfig::small_ram, the microcontroller profile) or `both`, each beside littlefs.
+    #[arg(long, value_parser = ["default", "small-ram", "both"], default_value = "both")]
+    flashfs_config: String,
     /// Instead of the benchmark: cut the power this many times (clean, then torn) over
     /// littlefs's synced random writes on each part, and report what it mounts afterwards.
     #[arg(long, value_name = "N")]
@@ -780,6 +785,9 @@ fn peers(args: &PeersArgs, global: Global, out: &mut dyn Write) -> Result<()> {
             bail!("--random-writes must be at least 1");
         }
         opts.random_writes = n;
+    }
+    if let Some(c) = FlashfsConfig::from_name(&args.flashfs_config) {
+        opts.flashfs_configs = vec![c];
     }
     if let Some(cuts) = args.cuts {
         if cuts == 0 {

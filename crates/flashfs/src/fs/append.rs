@@ -629,10 +629,7 @@ impl<D: Segments> Fs<D> {
         for (w, &x) in words[offset - a..].iter_mut().zip(bytes) {
             *w &= x;
         }
-        self.tree
-            .store_mut()
-            .ftl
-            .patch_sector(tail.sector, a, &words)?;
+        self.tree.store_mut().patch_sector(tail.sector, a, &words)?;
         tail.image[a..b].copy_from_slice(&words);
         Ok(())
     }

@@ -152,6 +152,10 @@ impl<D: Segments> Fs<D> {
     pub fn scrub(&mut self) -> Result<(ScrubReport, Vec<Problem>)> {
         self.sync()?;
         let (report, lost) = self.tree.store_mut().ftl.scrub()?;
+        for &k in &lost {
+            // Found lost now: an error from the next read on, as without the cache.
+            self.tree.store_mut().rc.invalidate(k, 1);
+        }
         if lost.is_empty() {
             return Ok((report, Vec::new()));
         }

@@ -332,7 +332,8 @@ impl<D: Segments> Fs<D> {
         if let Known::Nothing = self.extent_cache.get(ino) {
             self.load_extent_map(ino)?;
         }
-        let mut tmp = Vec::new();
+        let mut block = Vec::new();
+        let end = off + n as u64;
         for (b, e) in self.extents_in(ino, b0, b1)? {
             if e.unwritten {
                 continue;
@@ -342,29 +343,43 @@ impl<D: Segments> Fs<D> {
             let mut k = s;
             while k < t {
                 let m = (t - k).min(64);
-                let from = (k * bs).max(off);
-                let to = ((k + m) * bs).min(off + n as u64);
                 let sector = e.start + (k - b);
                 let at_file = |e: Error| {
                     e.in_file(ino, |s| {
                         (k + s.map_or(0, |s| s.saturating_sub(sector))) * bs
                     })
                 };
-                if from == k * bs && to == (k + m) * bs {
-                    // Whole sectors: straight into the caller's buffer.
-                    let dst = &mut buf[(from - off) as usize..(to - off) as usize];
+                // Blocks the read takes part of (at most its first and its last) go through
+                // the read cache, which keeps them for the next small reads; the blocks it
+                // takes whole go straight into the caller's buffer.
+                let mut whole = k..k + m;
+                for j in [k, k + m - 1] {
+                    let (from, to) = ((j * bs).max(off), ((j + 1) * bs).min(end));
+                    if (from, to) == (j * bs, (j + 1) * bs) || !whole.contains(&j) {
+                        continue;
+                    }
+                    block.resize(bs as usize, 0);
                     self.tree
                         .store_mut()
-                        .read_data(sector, dst)
-                        .map_err(at_file)?;
-                } else {
-                    tmp.resize((m * bs) as usize, 0);
-                    self.tree
-                        .store_mut()
-                        .read_data(sector, &mut tmp)
+                        .read_data_block(sector + (j - k), &mut block)
                         .map_err(at_file)?;
                     buf[(from - off) as usize..(to - off) as usize]
-                        .copy_from_slice(&tmp[(from - k * bs) as usize..(to - k * bs) as usize]);
+                        .copy_from_slice(&block[(from - j * bs) as usize..(to - j * bs) as usize]);
+                    if j == whole.start {
+                        whole.start += 1;
+                    } else {
+                        whole.end -= 1;
+                    }
+                }
+                if !whole.is_empty() {
+                    let (from, to) = (whole.start * bs - off, whole.end * bs - off);
+                    self.tree
+                        .store_mut()
+                        .read_data_through(
+                            sector + (whole.start - k),
+                            &mut buf[from as usize..to as usize],
+                        )
+                        .map_err(at_file)?;
                 }
                 k += m;
             }
@@ -427,7 +442,7 @@ impl<D: Segments> Fs<D> {
                 let at = i * bs as usize;
                 self.tree
                     .store_mut()
-                    .read(s, &mut content[at..at + bs as usize])?;
+                    .read_for_update(s, &mut content[at..at + bs as usize])?;
             }
         }
         // Past the file's end a block holds zeros: whatever else it holds is not the file's.
@@ -513,7 +528,7 @@ impl<D: Segments> Fs<D> {
             store.wb.drop_range(a, n);
             for k in a..a + n {
                 // Only spares the cleaner a copy (see `Fs::forget_freed`).
-                let _ = store.ftl.forget(k);
+                let _ = store.forget(k);
             }
             store.space.unalloc(a, n);
         }

@@ -483,7 +483,7 @@ impl<D: Segments> Fs<D> {
             let (part, more) = rest.split_at(head);
             let f = encode_fragment(&t.header, t.offset, part, !more.is_empty());
             let store = self.tree.store_mut();
-            match store.ftl.patch_sector(t.block, t.offset, &f) {
+            match store.patch_sector(t.block, t.offset, &f) {
                 Ok(()) => {}
                 // A program that did not take (caught by reading back): the fragment may
                 // be half there, and the checkpoint the caller writes instead covers it.
@@ -569,7 +569,7 @@ impl<D: Segments> Fs<D> {
                     if let Some(h) = h.filter(|h| h.epoch > self.sb.commit) {
                         self.journal.lost_epoch = self.journal.lost_epoch.max(h.epoch);
                     }
-                    self.tree.store_mut().ftl.forget(b)?
+                    self.tree.store_mut().forget(b)?
                 }
             }
         }

@@ -38,6 +38,7 @@ mod mount;
 mod names;
 mod namespace;
 mod path;
+mod read_cache;
 mod record;
 mod space;
 mod space_map;
@@ -56,6 +57,7 @@ pub use layout::{Extent, FileType, Ino, Inode, Timespec, FLAT_NAME_MAX, ROOT_INO
 pub use names::{int_name, parse_int_name, INT_COOKIE_BASE};
 pub use namespace::{DirEntry, RenameFlags};
 pub use namespace::{NAME_MAX, TARGET_MAX};
+pub use read_cache::ReadCacheStats;
 pub use record::{RecordFormat, RecordInfo, RECORD_MAX};
 pub use txn::Tid;
 pub use writeback::WriteBackStats;
@@ -128,6 +130,21 @@ pub struct FsConfig {
     /// commit, or one the file system makes on its own) covered, and never part of what one
     /// did. Each block held costs its size in heap ([`Fs::write_back_stats`]).
     pub write_buffer_bytes: usize,
+    /// RAM for file blocks kept after a read, in bytes, at most: as many whole blocks as
+    /// fit (8 KiB by default: 4 blocks of 2 KiB on large-page NAND, 16 of 512 bytes on NOR;
+    /// less than a block: none). A read of part of a block fetches the whole block and
+    /// checks it; the block is kept, and the next reads of it (the rest of a file read in
+    /// small pieces, the same record read again) copy from RAM instead, the least
+    /// recently read going first. A block read whole is not kept (its reader has it), nor
+    /// is one that failed its check: a damaged block is an error on its first read as
+    /// without the cache (one that goes bad while cached reads from RAM until it leaves
+    /// the cache or the volume is mounted again). Every write, truncate, removal, rename
+    /// over a file, transaction abort and journal replay is seen at once: a changed block
+    /// moves to another sector, and every program of a sector drops it from the cache.
+    /// Blocks waiting to be programmed ([`FsConfig::write_buffer_bytes`]) are read from
+    /// there, never from the cache. RAM only: nothing of it reaches flash or outlives the
+    /// mount. Each block held costs its size in heap ([`Fs::read_cache_stats`]).
+    pub read_cache_bytes: usize,
 }
 
 impl Default for FsConfig {
@@ -146,6 +163,7 @@ impl Default for FsConfig {
             extent_maps: extents::FILES,
             journal_blocks: None,
             write_buffer_bytes: 32 << 10,
+            read_cache_bytes: 8 << 10,
         }
     }
 }
@@ -156,15 +174,19 @@ impl FsConfig {
     /// RAM), a commit once 32 index nodes are dirty (each waits in RAM at its block's size;
     /// with fewer, commits of small changes write the index each time: with 8, the phone
     /// workload of `flashfs bench tffs` reached about 1% of its part's endurance), no
-    /// extent maps kept after a read, 4 KiB of file blocks left in RAM by small writes and
-    /// 4 KiB of the block device's sector-map pages. What it costs in RAM and in wear is
-    /// measured by `flashfs bench tffs --config small-ram` (docs/experiments/tffs.md).
+    /// extent maps kept after a read, 4 KiB of file blocks left in RAM by small writes, 2 KiB
+    /// of file blocks kept after a read (one 2 KiB NAND page, as littlefs's read cache on
+    /// such parts, or four 512-byte NOR blocks: a file read in small pieces reads each block
+    /// once) and 4 KiB of the block device's sector-map pages. What it costs in RAM and in
+    /// wear is measured by `flashfs bench tffs --config small-ram` (docs/experiments/tffs.md),
+    /// beside littlefs by `flashfs bench peers` (docs/experiments/peers.md).
     pub fn small_ram() -> Self {
         let mut c = FsConfig::default();
         c.tree.cache_bytes = 0;
         c.dirty_limit = Some(32);
         c.extent_maps = 0;
         c.write_buffer_bytes = 4 << 10;
+        c.read_cache_bytes = 2 << 10;
         c.ftl.map_cache = 4 << 10;
         c
     }
@@ -275,6 +297,10 @@ pub struct FsStats {
     pub bytes_written: u64,
     /// Bytes of file blocks waiting in RAM to be programmed ([`FsConfig::write_buffer_bytes`]).
     pub write_buffer_bytes: u64,
+    /// Bytes of file blocks kept in RAM after a read ([`FsConfig::read_cache_bytes`]).
+    pub read_cache_bytes: u64,
+    /// Block reads the read cache answered ([`FsConfig::read_cache_bytes`]).
+    pub read_cache_hits: u64,
     /// Blocks of saved free-space maps written (SPEC.md §8.5).
     pub space_map_writes: u64,
     /// Whether the mount read its free space from the saved map (not walking the index).
@@ -366,6 +392,8 @@ impl<D: Segments> Fs<D> {
             superblock_appends: self.block0.appends(),
             bytes_written: self.counts.bytes_written(),
             write_buffer_bytes: self.tree.store().wb.bytes() as u64,
+            read_cache_bytes: self.tree.store().rc.bytes() as u64,
+            read_cache_hits: self.tree.store().rc.stats().hits,
             space_map_writes: self.tree.store().map_writes,
             mounted_from_map: self.counts.mounted_from_map(),
         }
@@ -375,6 +403,12 @@ impl<D: Segments> Fs<D> {
     /// since mount.
     pub fn write_back_stats(&self) -> WriteBackStats {
         self.tree.store().wb.stats()
+    }
+
+    /// What the read cache ([`FsConfig::read_cache_bytes`]) holds now, held at most and
+    /// answered since mount.
+    pub fn read_cache_stats(&self) -> ReadCacheStats {
+        self.tree.store().rc.stats()
     }
 
     /// The files with blocks waiting in RAM, oldest write first, with the sectors those
@@ -388,9 +422,12 @@ impl<D: Segments> Fs<D> {
         &self.tree.store().ftl
     }
 
-    /// The block device underneath, mutably (fault injection in tests).
+    /// The block device underneath, mutably (fault injection in tests). The read cache is
+    /// emptied: what is done through it may change any sector.
     pub fn ftl_mut(&mut self) -> &mut Ftl<D> {
-        &mut self.tree.store_mut().ftl
+        let store = self.tree.store_mut();
+        store.rc.clear();
+        &mut store.ftl
     }
 
     /// The index's RAM use.
@@ -552,7 +589,7 @@ impl<D: Segments> Fs<D> {
         }
         // Forgetting only spares the cleaner copies: a map page that does not read back
         // leaves the data live until the next mount forgets what no version uses.
-        let _ = self.tree.store_mut().ftl.forget(k);
+        let _ = self.tree.store_mut().forget(k);
         match by {
             Some(ino) if self.tails.owes(ino) => self.journal.hold(ino, k),
             _ => self.tree.store_mut().space.reuse(k),
@@ -642,7 +679,7 @@ impl<D: Segments> Fs<D> {
                 map_written = (*map_commit == sb.commit).then_some(sb.commit);
             }
             let store = self.tree.store_mut();
-            store.ftl.write_to(0, &self.buf, Some(Head::Meta))?;
+            store.write_meta(0, &self.buf, Head::Meta)?;
             store.ftl.flush()?;
             self.block0.written(sb.delta_bytes());
             if map_written.is_some() || sb.space == SpaceRef::None {
@@ -657,7 +694,7 @@ impl<D: Segments> Fs<D> {
         // reuses them (SPEC §8.5b).
         let used: Vec<u64> = self.journal.blocks_in_epoch().collect();
         for k in used {
-            self.tree.store_mut().ftl.forget(k)?;
+            self.tree.store_mut().forget(k)?;
         }
         self.journal.checkpointed(sb.commit, self.changes());
         self.tails.checkpointed();
@@ -672,6 +709,9 @@ impl<D: Segments> Fs<D> {
         self.tails.clear();
         // Their sectors belong to the working version being dropped.
         self.tree.store_mut().wb.clear();
+        // Not needed (a sector's content changes only by a program, which drops it from the
+        // cache), but what failed may have been the block device itself.
+        self.tree.store_mut().rc.clear();
         self.tree.reset_to(Some(self.sb.root), self.sb.index_gen)?;
         let found = self.rescan()?;
         let must = self.journal.checkpoint_required();

@@ -15,6 +15,7 @@ use super::journal::Journal;
 use super::layout::{
     self, item, key, key_u64, Extent, Inode, SpaceRef, Superblock, FIRST_INO, ROOT_INO,
 };
+use super::read_cache::ReadCache;
 use super::space::Space;
 use super::store::Store;
 use super::txn::TxTree;
@@ -159,6 +160,7 @@ impl<D: Segments> Fs<D> {
             node_patches: 0,
             map_writes: 0,
             wb: WriteBack::new(config.write_buffer_bytes / ss),
+            rc: ReadCache::new(config.read_cache_bytes / ss),
         };
         let tree = TxTree::new(
             Tree::open_at(store, None, 0, tree_config)?,
@@ -228,6 +230,7 @@ impl<D: Segments> Fs<D> {
             node_patches: 0,
             map_writes: 0,
             wb: WriteBack::new(config.write_buffer_bytes / ss),
+            rc: ReadCache::new(config.read_cache_bytes / ss),
         };
         store.read(0, &mut buf)?;
         // The newest of the superblocks block 0 holds. The first commit after the mount
@@ -353,7 +356,7 @@ impl<D: Segments> Fs<D> {
                 let (lo, hi) = (b.max(first), (b + now.len).min(first + e.len));
                 let store = self.tree.store_mut();
                 for k in e.start + (lo - first)..e.start + (hi - first) {
-                    store.ftl.forget(k)?;
+                    store.forget(k)?;
                 }
             }
         }

@@ -105,6 +105,9 @@ impl<D: Segments> Fs<D> {
         };
         let unused = self.unused_now();
         let store = self.tree.store_mut();
+        // Programmed below while the free space is borrowed: dropped from the read cache
+        // first, as every program of a sector does.
+        store.rc.invalidate(at, blocks);
         let mut buf = vec![0; bs];
         // The committed version's free runs, where they take no more blocks than the bits:
         // a volume written in order has few, and a mount then reads a block or two

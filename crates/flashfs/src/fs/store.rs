@@ -3,6 +3,7 @@
 use alloc::vec::Vec;
 
 use super::layout::Ino;
+use super::read_cache::ReadCache;
 use super::space::Space;
 use super::writeback::WriteBack;
 use crate::error::{Error, Result};
@@ -26,6 +27,9 @@ pub struct Store<D> {
     pub map_writes: u64,
     /// File blocks whose program waits (`writeback`): reads see them.
     pub wb: WriteBack,
+    /// File blocks small reads took part of (`read_cache`), by sector: every program,
+    /// patch or forget of a sector through this store drops it from there.
+    pub rc: ReadCache,
 }
 
 impl<D: Segments> Store<D> {
@@ -73,15 +77,93 @@ impl<D: Segments> Store<D> {
         Ok(())
     }
 
+    /// Reads one whole block of file data mapped by a written extent, as
+    /// [`Store::read_data`], for a read that takes part of it: from the write-back buffers
+    /// if it waits there (newer than anything on flash), else from the read cache, else
+    /// from the block device, keeping it in the read cache once read and checked.
+    pub fn read_data_block(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.len() != self.ftl.sector_size() {
+            return Err(Error::InvalidArgument(
+                "a cached read of other than a block",
+            ));
+        }
+        if self.wb.holds_any(sector, 1) || !self.rc.enabled() {
+            return self.read_data(sector, buf);
+        }
+        if self.rc.get(sector, buf) {
+            return Ok(());
+        }
+        self.read_data(sector, buf)?;
+        self.rc.insert(sector, buf);
+        Ok(())
+    }
+
+    /// Reads whole sectors of file data, as [`Store::read_data`], taking the blocks the read
+    /// cache holds from it (and keeping none: the caller takes them whole).
+    pub fn read_data_through(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let ss = self.ftl.sector_size();
+        let n = (buf.len() / ss) as u64;
+        if !self.rc.holds_any(sector, n) {
+            return self.read_data(sector, buf);
+        }
+        for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
+            let k = sector + i as u64;
+            if self.wb.holds_any(k, 1) || !self.rc.get(k, chunk) {
+                self.read_data(k, chunk)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a whole sector as [`Store::read`] does, from the read cache if it holds it:
+    /// for a write that keeps part of a block.
+    pub fn read_for_update(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.len() == self.ftl.sector_size()
+            && !self.wb.holds_any(sector, 1)
+            && self.rc.get(sector, buf)
+        {
+            return Ok(());
+        }
+        self.read(sector, buf)
+    }
+
+    /// Drops sectors `[sector, sector + n)` from the read cache, before their content
+    /// changes: dropped first, a program that fails half done leaves nothing stale.
+    fn changing(&mut self, sector: u64, n: usize) {
+        self.rc.invalidate(sector, n as u64);
+    }
+
     /// Writes file data.
     pub fn write_data(&mut self, sector: u64, data: &[u8]) -> Result<()> {
+        self.changing(sector, data.len() / self.ftl.sector_size());
         self.ftl.write_to(sector, data, None)
+    }
+
+    /// Writes whole sectors that are not file data (maps, the superblock) with the log's
+    /// `head`.
+    pub fn write_meta(&mut self, sector: u64, data: &[u8], head: Head) -> Result<()> {
+        self.changing(sector, data.len() / self.ftl.sector_size());
+        self.ftl.write_to(sector, data, Some(head))
+    }
+
+    /// Programs `bytes` at `offset` inside `sector`'s current content, in place
+    /// ([`Ftl::patch_sector`]).
+    pub fn patch_sector(&mut self, sector: u64, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.changing(sector, 1);
+        self.ftl.patch_sector(sector, offset, bytes)
+    }
+
+    /// Lets the block device forget `sector`'s data ([`Ftl::forget`]).
+    pub fn forget(&mut self, sector: u64) -> Result<()> {
+        self.changing(sector, 1);
+        self.ftl.forget(sector)
     }
 
     /// Keeps `data`, the whole block of file `ino` at `sector`, in RAM instead of
     /// programming it, and programs the least recently written buffered blocks beyond the
     /// bound.
     pub fn defer_data(&mut self, sector: u64, ino: Ino, data: Vec<u8>) -> Result<()> {
+        self.changing(sector, 1);
         self.wb.insert(sector, ino, data);
         while let Some(k) = self.wb.over_limit() {
             self.write_back(k)?;
@@ -98,6 +180,7 @@ impl<D: Segments> Store<D> {
         let Some(data) = self.wb.take(sector) else {
             return Ok(());
         };
+        self.changing(sector, 1);
         match self.ftl.write_to(sector, &data, None) {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -118,6 +201,7 @@ impl<D: Segments> Store<D> {
     /// Writes file data that dies young (a cyclic record file's block): the log keeps it
     /// apart from data that lives long, where it can ([`crate::log::LogConfig::hot_head`]).
     pub fn write_short_lived(&mut self, sector: u64, data: &[u8]) -> Result<()> {
+        self.changing(sector, data.len() / self.ftl.sector_size());
         self.ftl.write_to(sector, data, Some(Head::Hot))
     }
 
@@ -126,7 +210,7 @@ impl<D: Segments> Store<D> {
     pub fn committed(&mut self) -> Result<()> {
         for (a, n) in self.space.committed() {
             for k in a..a + n {
-                self.ftl.forget(k)?;
+                self.forget(k)?;
             }
         }
         Ok(())
@@ -137,6 +221,7 @@ impl<D: Segments> Store<D> {
     /// data again.
     pub fn forget_free(&mut self) -> Result<()> {
         let space = &self.space;
+        self.rc.clear();
         self.ftl.forget_where(|k| space.is_free(k))
     }
 }
@@ -152,7 +237,7 @@ impl<D: Segments> NodeStore for Store<D> {
 
     fn write(&mut self, node: &[u8]) -> Result<NodePtr> {
         let k = self.space.alloc_node().ok_or(Error::NoSpace)?;
-        if let Err(e) = self.ftl.write_to(k, node, Some(Head::Meta)) {
+        if let Err(e) = self.write_meta(k, node, Head::Meta) {
             self.space.unalloc(k, 1);
             return Err(e);
         }
@@ -172,7 +257,7 @@ impl<D: Segments> NodeStore for Store<D> {
         if at.0 == 0 || at.0 >= self.ftl.sectors() {
             return Err(Error::Corrupt("file-system pointer beyond the volume"));
         }
-        self.ftl.patch_sector(at.0, offset, bytes)?;
+        self.patch_sector(at.0, offset, bytes)?;
         self.node_patches += 1;
         Ok(())
     }

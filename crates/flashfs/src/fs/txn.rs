@@ -787,7 +787,7 @@ impl<D: Segments> Fs<D> {
             store.wb.drop_range(a, n);
             for k in a..a + n {
                 // Only spares the cleaner a copy (see `Fs::forget_freed`).
-                let _ = store.ftl.forget(k);
+                let _ = store.forget(k);
             }
             store.space.unalloc(a, n);
         }
