@@ -152,7 +152,7 @@ fn device(opts: &FlexfsOptions) -> Result<Dev> {
 
 fn config(regions: Regions) -> FsConfig {
     let mut c = FsConfig::default();
-    c.ftl.log.regions = regions;
+    c.ftl.log.regions = Some(regions);
     c
 }
 

@@ -2116,7 +2116,7 @@ fn run_combo<D: Clone, T: Target>(
 /// MLC parts run with SLC and MLC regions and background migration ([`TORTURE_REGIONS`]).
 pub fn ftl_config(fault: Fault) -> FtlConfig {
     let mut c = FtlConfig::default();
-    c.log.regions = TORTURE_REGIONS;
+    c.log.regions = Some(TORTURE_REGIONS);
     c.log.verify_programs |= fault.verifies_programs();
     c.log.checkpoint_min_segments = 0;
     c.map_cache = SMALL_MAP_CACHE;

@@ -353,6 +353,8 @@ pub struct LogUsage {
 /// The sizes of the SLC and MLC regions of an MLC part.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Regions {
+    /// The volume's setting (`mlc-only`, `slc-only`, `baseline`, `bm`).
+    pub setting: &'static str,
     /// Segments in use in SLC mode.
     pub slc_segments: u64,
     /// Segments in use in MLC mode.
@@ -387,6 +389,7 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
         regions: log.device().has_slc_mode().then(|| {
             let (slc, mlc) = log.region_segments();
             Regions {
+                setting: log.regions().name(),
                 slc_segments: u64::from(slc),
                 mlc_segments: u64::from(mlc),
             }

@@ -484,3 +484,31 @@ fn scrub_reads_everything_back_and_names_the_lost_file() {
     let out = flashfs().arg("fsck").arg(&img).output().unwrap();
     assert_eq!(out.status.code(), Some(4));
 }
+
+#[test]
+fn mkfs_records_the_regions_of_an_mlc_part_and_every_command_keeps_them() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("mlc.img");
+    let src = dir.path().join("src");
+    make_tree(&src);
+    ok(flashfs()
+        .args(["mkfs", "--preset", "mlc-flexfs", "--regions", "bm"])
+        .arg(&img));
+    ok(flashfs().arg("put").arg(&img).arg(&src).arg("/").arg("-r"));
+    let text = ok(flashfs().arg("info").arg(&img));
+    let line = text.lines().find(|l| l.starts_with("regions")).unwrap();
+    assert!(
+        line.contains("bm:") && !line.contains(" 0 segments in SLC"),
+        "{line}"
+    );
+    let text = ok(flashfs().arg("fsck").arg(&img));
+    assert!(text.contains("clean"), "{text}");
+    // Only MLC NAND has an SLC mode.
+    let line = fails(
+        flashfs()
+            .args(["mkfs", "--preset", "nand-128m", "--regions", "slc-only"])
+            .arg(dir.path().join("slc.img")),
+        1,
+    );
+    assert!(line.contains("only on MLC NAND"), "{line}");
+}

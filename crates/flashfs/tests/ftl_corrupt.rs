@@ -104,6 +104,7 @@ fn a_volume_of_another_segment_layout_is_refused() {
             unit_shift: 0,
             size: sectors as u32,
             anchors: None,
+            regions: 0xFF,
         },
     };
     sim.program(0, &header.encode()).unwrap();

@@ -225,7 +225,7 @@ fn chained_cuts_with<D: Sim>(base: D, seeds: std::ops::Range<u64>, cfg: FtlConfi
                 match apply(&mut ftl, op) {
                     Ok(()) if op.is_barrier() => model.flushed(),
                     // Idle time, in which background migration moves SLC data to MLC.
-                    Ok(()) if cfg.log.regions == Regions::Background && at % 53 == 0 => ftl
+                    Ok(()) if cfg.log.regions == Some(Regions::Background) && at % 53 == 0 => ftl
                         .idle(std::time::Duration::from_secs(3))
                         .map(|_| ())
                         .or_else(|e| match e {
@@ -302,7 +302,7 @@ fn chained_random_cuts_on_mlc_nand() {
 /// cleaner's survivors.
 fn regions(regions: Regions) -> FtlConfig {
     let mut cfg = FtlConfig::default();
-    cfg.log.regions = regions;
+    cfg.log.regions = Some(regions);
     cfg
 }
 

@@ -36,7 +36,7 @@ fn mlc(blocks: u32) -> NandSegments<NandSim> {
 
 fn config(regions: Regions) -> FtlConfig {
     let mut cfg = FtlConfig::default();
-    cfg.log.regions = regions;
+    cfg.log.regions = Some(regions);
     cfg
 }
 
@@ -204,4 +204,26 @@ fn background_migration_moves_slc_data_to_mlc_in_idle_time() {
     ftl.flush().unwrap();
     let mut ftl = Ftl::mount(ftl.into_device(), cfg).unwrap();
     check(&mut ftl, 0);
+}
+
+#[test]
+fn the_volume_records_its_setting_and_a_mount_may_override_it() {
+    let mut ftl = Ftl::format(mlc(24), config(Regions::Baseline)).unwrap();
+    fill(&mut ftl, 1);
+    // Mounted without a setting: the volume's.
+    let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+    assert_eq!(ftl.log().regions(), Regions::Baseline);
+    // Overridden for a session: its new segments are MLC, and the segments it opens
+    // still belong to the volume (their headers repeat what the format recorded).
+    let dev = ftl.into_device();
+    let mut ftl = Ftl::mount(dev, config(Regions::MlcOnly)).unwrap();
+    assert_eq!(ftl.log().regions(), Regions::MlcOnly);
+    fill(&mut ftl, 3);
+    check(&mut ftl, 2);
+    let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+    assert_eq!(ftl.log().regions(), Regions::Baseline);
+    check(&mut ftl, 2);
+    // A volume formatted without a setting is MLC-only.
+    let ftl = Ftl::format(mlc(24), FtlConfig::default()).unwrap();
+    assert_eq!(ftl.log().regions(), Regions::MlcOnly);
 }

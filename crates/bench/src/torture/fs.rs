@@ -45,7 +45,7 @@ pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
         clock: fixed_clock,
         ..FsConfig::default()
     };
-    c.ftl.log.regions = super::TORTURE_REGIONS;
+    c.ftl.log.regions = Some(super::TORTURE_REGIONS);
     c.ftl.log.verify_programs |= fault.verifies_programs();
     c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
     c.ftl.map_cache = super::SMALL_MAP_CACHE;

@@ -313,7 +313,8 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             rows.push(vec![
                 "regions".into(),
                 format!(
-                    "{} segments in SLC mode, {} in MLC mode (MLC NAND)",
+                    "{}: {} segments in SLC mode, {} in MLC mode",
+                    r.setting,
                     count(r.slc_segments),
                     count(r.mlc_segments)
                 ),

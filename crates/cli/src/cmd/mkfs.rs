@@ -22,6 +22,7 @@ pub const EXAMPLES: &str = "\
 Examples:
   flashfs mkfs dev.img --preset nand-128m                   the native file system on 128 MiB of NAND
   flashfs mkfs dev.img --preset nand-128m --ftl             a block device on 128 MiB of NAND
+  flashfs mkfs dev.img --preset mlc-flexfs --regions bm     MLC NAND with SLC and MLC regions
   flashfs mkfs dev.img --preset nand-128m --ftl --sectors 20000 --force
   flashfs mkfs nor.img --preset 28f008sa --ftl --sector-size 4096 --reserve 4
   flashfs mkfs small.img --preset nand-1g --blocks 512        a custom geometry: 512 blocks of nand-1g
@@ -68,6 +69,13 @@ pub struct Args {
     /// exported and leaves the cleaner more room.
     #[arg(long, value_name = "N", default_value_t = LogConfig::default().reserve)]
     pub reserve: u32,
+    /// On MLC NAND, which segments go to SLC mode (FlexFS's regions), recorded in the volume
+    /// for every later mount: mlc-only (none), slc-only (all: half the capacity), baseline
+    /// (writes to SLC, the cleaner moves them to MLC when it needs the space), bm (the
+    /// baseline, and idle time moves them).
+    #[arg(long, value_name = "SETTING", default_value = "mlc-only",
+          value_parser = ["mlc-only", "slc-only", "baseline", "bm"])]
+    pub regions: String,
 }
 
 /// What a format made, for the one line `mkfs` prints.
@@ -163,6 +171,14 @@ fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
             DeviceSpec::Nvram(_) => {}
         }
     }
+    let mlc = matches!(preset.spec, DeviceSpec::Nand(s) if s.is_mlc());
+    if a.regions != "mlc-only" && !mlc {
+        return Err(anyhow!(
+            "--regions {}: SLC mode exists only on MLC NAND ({} is not)",
+            a.regions,
+            preset.name
+        ));
+    }
     if a.sectors == Some(0) {
         return Err(anyhow!(
             "--sectors 0: the block device needs at least one sector"
@@ -221,6 +237,7 @@ fn format_ftl(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
     let config = FtlConfig {
         log: LogConfig {
             reserve: a.reserve,
+            regions: regions(a),
             ..LogConfig::default()
         },
         sectors: a.sectors,
@@ -238,9 +255,15 @@ fn format_ftl(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
     Ok(Formatted { store, summary })
 }
 
+/// The regions setting asked for (clap allows only the names it parses).
+fn regions(a: &Args) -> Option<flashfs::Regions> {
+    flashfs::Regions::parse(&a.regions)
+}
+
 /// Formats the native file system on a fresh image.
 fn format_native(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
-    let config = crate::native::config(None, Some(a.reserve));
+    let mut config = crate::native::config(None, Some(a.reserve));
+    config.ftl.log.regions = regions(a);
     let mut fs = AnyFs::format(media, config).context("cannot format the file system")?;
     let (space, _, info) = fs.usage()?;
     let summary = format!(

@@ -166,8 +166,10 @@ pub struct LogConfig {
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).
     pub scan_mount: bool,
-    /// Which segments go to SLC mode on MLC NAND (FlexFS's regions; ignored elsewhere).
-    pub regions: Regions,
+    /// Which segments go to SLC mode on MLC NAND (FlexFS's regions; ignored elsewhere):
+    /// `None` takes the volume's setting, which a format records (MLC-only unless given);
+    /// `Some` overrides it for this mount without changing what the volume records.
+    pub regions: Option<Regions>,
 }
 
 impl Default for LogConfig {
@@ -190,7 +192,7 @@ impl Default for LogConfig {
             checkpoint_min_segments: CHECKPOINT_MIN_SEGMENTS,
             checkpoint_set: 32,
             scan_mount: false,
-            regions: Regions::MlcOnly,
+            regions: None,
         }
     }
 }
@@ -542,6 +544,7 @@ impl<D: Segments> Log<D> {
                 unit_shift,
                 size: 0,
                 anchors: None,
+                regions: config.regions.unwrap_or_default().code(),
             },
         )?;
         for seg in 0..log.geo.segments {
@@ -638,6 +641,7 @@ impl<D: Segments> Log<D> {
                 unit_shift: 0,
                 size: 0,
                 anchors: None,
+                regions: Regions::MlcOnly.code(),
             },
         )
     }
@@ -683,6 +687,11 @@ impl<D: Segments> Log<D> {
         if 1u32.checked_shl(u32::from(log.volume.unit_shift)) != Some(log.dev.units_per_segment()) {
             return Err(Error::NotFormatted(
                 "erase units per segment differ from the device's (formatted by another layout)",
+            ));
+        }
+        if Regions::from_code(log.volume.regions).is_none() {
+            return Err(Error::NotFormatted(
+                "unknown regions setting in the segment headers",
             ));
         }
         if let Some(anchors) = log.volume.anchors {
@@ -1062,7 +1071,7 @@ impl<D: Segments> Log<D> {
                 break;
             }
         }
-        if self.config.regions.migrates_when_idle() && self.dev.has_slc_mode() {
+        if self.regions().migrates_when_idle() && self.dev.has_slc_mode() {
             self.migrate(start, d, owner)?;
         }
         let used = self.dev.now() - start;
@@ -1181,8 +1190,7 @@ impl<D: Segments> Log<D> {
     fn opens_slc(&self, head: Head, by: Writer) -> bool {
         self.dev.has_slc_mode()
             && self
-                .config
-                .regions
+                .regions()
                 .opens_slc(by == Writer::Cleaner || head == Head::Cold)
     }
 
@@ -1980,7 +1988,7 @@ impl<D: Segments> Log<D> {
                 (usable * 4).div_ceil(checkpoint::payload(self.geo.slot_size as usize) as u64);
             spare += 2 + 2 * self.checkpoint_segments(map + 1);
         }
-        let slc = self.dev.has_slc_mode() && self.config.regions.sized_for_slc();
+        let slc = self.dev.has_slc_mode() && self.regions().sized_for_slc();
         let usable = self.slots_per_segment(slc);
         good.saturating_sub(spare) as u64 * usable as u64
     }
@@ -2030,6 +2038,14 @@ impl<D: Segments> Log<D> {
     /// The device's shape.
     pub fn geometry(&self) -> SegGeometry {
         self.geo
+    }
+
+    /// The regions setting in force: the configuration's, else the volume's.
+    pub fn regions(&self) -> Regions {
+        self.config
+            .regions
+            .or_else(|| Regions::from_code(self.volume.regions))
+            .unwrap_or_default()
     }
 
     /// The volume parameters.

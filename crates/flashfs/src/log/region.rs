@@ -53,6 +53,23 @@ impl Regions {
         }
     }
 
+    /// The setting's code in the volume's segment headers (SPEC.md §2.3): the erased
+    /// byte for MLC-only, so that it is what a volume formatted before the setting existed
+    /// would say.
+    pub fn code(self) -> u8 {
+        match self {
+            Regions::MlcOnly => 0xFF,
+            Regions::SlcOnly => 1,
+            Regions::Baseline => 2,
+            Regions::Background => 3,
+        }
+    }
+
+    /// The setting coded `code`.
+    pub fn from_code(code: u8) -> Option<Regions> {
+        Regions::ALL.into_iter().find(|r| r.code() == code)
+    }
+
     /// The setting named `name`.
     pub fn parse(name: &str) -> Option<Regions> {
         Regions::ALL.into_iter().find(|r| r.name() == name)
@@ -89,6 +106,10 @@ mod tests {
             assert_eq!(Regions::parse(r.name()), Some(r));
         }
         assert_eq!(Regions::parse("slc"), None);
+        for r in Regions::ALL {
+            assert_eq!(Regions::from_code(r.code()), Some(r));
+        }
+        assert_eq!(Regions::from_code(0), None);
     }
 
     #[test]

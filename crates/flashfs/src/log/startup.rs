@@ -217,7 +217,11 @@ impl<D: Segments> Log<D> {
         let Some(volume) = volume else {
             return Ok(None);
         };
-        let Some(anchors) = volume.anchors else {
+        // A setting this code does not know: the scan says so.
+        let Some(anchors) = volume
+            .anchors
+            .filter(|_| Regions::from_code(volume.regions).is_some())
+        else {
             return Ok(None);
         };
         self.volume = volume;

@@ -1286,6 +1286,7 @@ mod tests {
                 unit_shift,
                 size: 1,
                 anchors: None,
+                regions: 0xFF,
             },
         }
     }

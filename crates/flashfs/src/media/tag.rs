@@ -178,6 +178,9 @@ pub struct Volume {
     pub size: u32,
     /// The two segments that hold checkpoint roots, if the volume keeps checkpoints.
     pub anchors: Option<[u8; 2]>,
+    /// Which segments go to SLC mode on MLC NAND, as the log codes its setting
+    /// (`log::Regions::code`; 0xFF: every segment in the part's own mode).
+    pub regions: u8,
 }
 
 /// Bits of header byte 6 that hold the slot shift; the top 3 hold the unit shift.
@@ -203,6 +206,7 @@ impl SegHeader {
         if self.slc {
             b[26] = SLC_MARK;
         }
+        b[27] = self.volume.regions;
         let crc = CRC32.checksum(&b[..28]);
         b[28..32].copy_from_slice(&crc.to_le_bytes());
         b
@@ -246,6 +250,7 @@ impl SegHeader {
                     (0xFF, 0xFF) => None,
                     (a, z) => Some([a, z]),
                 },
+                regions: b[27],
             },
         }))
     }
@@ -557,6 +562,7 @@ mod tests {
                 unit_shift: 2,
                 size: 30_000,
                 anchors: Some([0, 2]),
+                regions: 0xFF,
             },
         };
         let b = h.encode();
