@@ -211,7 +211,7 @@ fn the_volume_records_its_setting_and_a_mount_may_override_it() {
     let mut ftl = Ftl::format(mlc(24), config(Regions::Baseline)).unwrap();
     fill(&mut ftl, 1);
     // Mounted without a setting: the volume's.
-    let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
+    let ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
     assert_eq!(ftl.log().regions(), Regions::Baseline);
     // Overridden for a session: its new segments are MLC, and the segments it opens
     // still belong to the volume (their headers repeat what the format recorded).
