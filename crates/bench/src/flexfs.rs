@@ -26,11 +26,19 @@ pub enum Experiment {
     Busy,
     /// Busy, with a quarter of each chunk rewriting the same places.
     Locality,
+    /// A chunk every 2 s: on this part less idle time than migrating a chunk takes (not
+    /// one of the paper's runs; its busy run was that on its device).
+    Burst,
 }
 
 impl Experiment {
     /// Every experiment, in the order the paper gives them.
-    pub const ALL: [Experiment; 3] = [Experiment::Idle, Experiment::Busy, Experiment::Locality];
+    pub const ALL: [Experiment; 4] = [
+        Experiment::Idle,
+        Experiment::Busy,
+        Experiment::Locality,
+        Experiment::Burst,
+    ];
 
     /// Its name in rows and on the command line.
     pub fn name(self) -> &'static str {
@@ -38,6 +46,7 @@ impl Experiment {
             Experiment::Idle => "idle",
             Experiment::Busy => "busy",
             Experiment::Locality => "locality",
+            Experiment::Burst => "burst",
         }
     }
 
@@ -45,6 +54,7 @@ impl Experiment {
         match self {
             Experiment::Idle => Duration::from_secs(25),
             Experiment::Busy | Experiment::Locality => Duration::from_secs(10),
+            Experiment::Burst => Duration::from_secs(2),
         }
     }
 }
@@ -93,9 +103,9 @@ impl FlexfsOptions {
 /// One run: an experiment under one setting.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlexfsRow {
-    /// `idle`, `busy` or `locality`.
+    /// `idle`, `busy`, `locality` or `burst`.
     pub experiment: &'static str,
-    /// `mlc-only`, `slc-only`, `baseline` or `bm`.
+    /// `mlc-only`, `slc-only`, `baseline`, `bm` or `da`.
     pub config: &'static str,
     /// Device preset.
     pub preset: String,
@@ -326,7 +336,7 @@ mod tests {
             ..FlexfsOptions::default()
         };
         let rows = run_flexfs(&opts, &mut |_, _, _| {}).unwrap();
-        assert_eq!(rows.len(), 4);
+        assert_eq!(rows.len(), 5);
         let row = |c: &str| rows.iter().find(|r| r.config == c).unwrap();
         assert!(row("slc-only").out_of_space, "{:?}", row("slc-only"));
         assert!(row("slc-only").utilization_pct < 60.0);
@@ -341,5 +351,24 @@ mod tests {
             .iter()
             .all(|r| r.write_kbps > 0.0 && !r.curve.is_empty()));
         assert!(table(&rows).contains("baseline"));
+        // With idle time enough to migrate everything, dynamic allocation puts all in SLC.
+        assert_eq!(row("da").write_kbps, row("bm").write_kbps);
+    }
+
+    /// With less idle time than migrating a chunk takes, dynamic allocation sends part of
+    /// each chunk straight to MLC and beats background migration, which falls back to
+    /// migrating in the foreground.
+    #[test]
+    fn dynamic_allocation_wins_when_idle_time_runs_short() {
+        let opts = FlexfsOptions {
+            mib: 32,
+            experiments: vec![Experiment::Burst],
+            configs: vec![Regions::Background, Regions::Dynamic],
+            ..FlexfsOptions::default()
+        };
+        let rows = run_flexfs(&opts, &mut |_, _, _| {}).unwrap();
+        let (bm, da) = (&rows[0], &rows[1]);
+        assert!(da.write_kbps > 1.5 * bm.write_kbps, "{bm:?}\n{da:?}");
+        assert!(da.migrated_mib < bm.migrated_mib);
     }
 }

@@ -2113,7 +2113,7 @@ fn run_combo<D: Clone, T: Target>(
 /// The torture's small devices keep checkpoints (which only larger ones do by default), so
 /// that the workloads' checkpoints, the marks after them and the anchors' turns are cut;
 /// their map cache holds one page, so that map pages are read back and force checkpoints.
-/// MLC parts run with SLC and MLC regions and background migration ([`TORTURE_REGIONS`]).
+/// MLC parts run with SLC and MLC regions ([`TORTURE_REGIONS`]).
 pub fn ftl_config(fault: Fault) -> FtlConfig {
     let mut c = FtlConfig::default();
     c.log.regions = Some(TORTURE_REGIONS);
@@ -2123,10 +2123,11 @@ pub fn ftl_config(fault: Fault) -> FtlConfig {
     c
 }
 
-/// The regions the torture's MLC parts run with: writes to SLC segments, the cleaner's
-/// survivors and idle time's migration to MLC ones, so that cuts fall inside migrations and
-/// both modes' segments are remounted. Other media have no SLC mode and ignore it.
-pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Background;
+/// The regions the torture's MLC parts run with: writes to SLC segments (the workloads
+/// never idle, so dynamic allocation keeps them all there), the cleaner's survivors to MLC
+/// ones, so that cuts fall inside migrations and both modes' segments are remounted. Other
+/// media have no SLC mode and ignore it.
+pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Dynamic;
 
 /// The torture's map cache: none beyond the one page it always holds, so that on devices
 /// of a few map pages every other page is read back and changed pages force checkpoints.

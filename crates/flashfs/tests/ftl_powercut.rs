@@ -225,14 +225,20 @@ fn chained_cuts_with<D: Sim>(base: D, seeds: std::ops::Range<u64>, cfg: FtlConfi
                 match apply(&mut ftl, op) {
                     Ok(()) if op.is_barrier() => model.flushed(),
                     // Idle time, in which background migration moves SLC data to MLC.
-                    Ok(()) if cfg.log.regions == Some(Regions::Background) && at % 53 == 0 => ftl
-                        .idle(std::time::Duration::from_secs(3))
-                        .map(|_| ())
-                        .or_else(|e| match e {
-                            Error::Flash(flash::FlashError::PowerLoss) => Ok(()),
-                            e => Err(e),
-                        })
-                        .unwrap(),
+                    Ok(())
+                        if matches!(
+                            cfg.log.regions,
+                            Some(Regions::Background | Regions::Dynamic)
+                        ) && at % 53 == 0 =>
+                    {
+                        ftl.idle(std::time::Duration::from_secs(3))
+                            .map(|_| ())
+                            .or_else(|e| match e {
+                                Error::Flash(flash::FlashError::PowerLoss) => Ok(()),
+                                e => Err(e),
+                            })
+                            .unwrap()
+                    }
                     Ok(()) if at % 97 == 0 => ftl
                         .gc()
                         .or_else(|e| match e {
@@ -328,4 +334,10 @@ fn chained_random_cuts_on_mlc_nand_with_slc_and_mlc_regions() {
 fn chained_random_cuts_on_mlc_nand_with_background_migration() {
     let cfg = regions(Regions::Background);
     chained_cuts_with(formatted_mlc_with(cfg), 400..412, cfg);
+}
+
+#[test]
+fn chained_random_cuts_on_mlc_nand_with_dynamic_allocation() {
+    let cfg = regions(Regions::Dynamic);
+    chained_cuts_with(formatted_mlc_with(cfg), 500..512, cfg);
 }

@@ -258,10 +258,10 @@ pub struct FlexfsArgs {
     /// MiB of the part used.
     #[arg(long)]
     mib: Option<u64>,
-    /// Only these experiments (idle, busy, locality; repeatable).
+    /// Only these experiments (idle, busy, locality, burst; repeatable).
     #[arg(long = "experiment")]
     experiments: Vec<String>,
-    /// Only these settings (mlc-only, slc-only, baseline, bm; repeatable).
+    /// Only these settings (mlc-only, slc-only, baseline, bm, da; repeatable).
     #[arg(long = "config")]
     configs: Vec<String>,
 }
@@ -465,7 +465,7 @@ fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Resul
                 flexfs::Experiment::ALL
                     .into_iter()
                     .find(|x| x.name() == e)
-                    .with_context(|| format!("no experiment {e:?} (idle, busy, locality)"))
+                    .with_context(|| format!("no experiment {e:?} (idle, busy, locality, burst)"))
             })
             .collect::<Result<_>>()?;
     }
@@ -474,8 +474,9 @@ fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Resul
             .configs
             .iter()
             .map(|c| {
-                flashfs::Regions::parse(c)
-                    .with_context(|| format!("no setting {c:?} (mlc-only, slc-only, baseline, bm)"))
+                flashfs::Regions::parse(c).with_context(|| {
+                    format!("no setting {c:?} (mlc-only, slc-only, baseline, bm, da)")
+                })
             })
             .collect::<Result<_>>()?;
     }

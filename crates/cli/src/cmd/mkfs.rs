@@ -72,9 +72,10 @@ pub struct Args {
     /// On MLC NAND, which segments go to SLC mode (FlexFS's regions), recorded in the volume
     /// for every later mount: mlc-only (none), slc-only (all: half the capacity), baseline
     /// (writes to SLC, the cleaner moves them to MLC when it needs the space), bm (the
-    /// baseline, and idle time moves them).
+    /// baseline, and idle time moves them), da (bm, and only the share of writes that idle
+    /// time can move goes to SLC).
     #[arg(long, value_name = "SETTING", default_value = "mlc-only",
-          value_parser = ["mlc-only", "slc-only", "baseline", "bm"])]
+          value_parser = ["mlc-only", "slc-only", "baseline", "bm", "da"])]
     pub regions: String,
 }
 

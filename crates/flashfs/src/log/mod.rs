@@ -475,6 +475,8 @@ pub struct Log<D> {
     /// Whether a page of the newest checkpoint did not read back (decay): the mount after
     /// this session must scan, and no checkpoint may name that page again.
     distrusted: Distrust,
+    /// The share of new data that goes to SLC segments ([`Regions::Dynamic`]).
+    allocator: region::Allocator,
 }
 
 /// Whether the newest checkpoint can still be mounted from ([`Log::checkpoint`]).
@@ -519,6 +521,7 @@ impl<D: Segments> Log<D> {
             opened: None,
             checkpointing: false,
             distrusted: Distrust::No,
+            allocator: region::Allocator::default(),
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
         })
@@ -1064,6 +1067,7 @@ impl<D: Segments> Log<D> {
         owner: &mut dyn Owner,
     ) -> Result<core::time::Duration> {
         let start = self.dev.now();
+        self.allocator.idled(d.as_nanos() as u64);
         while (self.free < self.config.clean_start || self.victim.is_some())
             && self.dev.now() - start < d
         {
@@ -1095,6 +1099,7 @@ impl<D: Segments> Log<D> {
             return Ok(());
         }
         self.dev.idle(region::MIGRATION_WAIT.saturating_sub(waited));
+        let (t0, moved) = (self.dev.now(), self.stats.migrated_slots);
         while self.dev.now() - start < d {
             // Room for the copies first: migration frees a segment per two it empties.
             if self.free <= self.config.reserve
@@ -1103,6 +1108,9 @@ impl<D: Segments> Log<D> {
                 break;
             }
         }
+        let took = (self.dev.now() - t0).as_nanos() as u64;
+        self.allocator
+            .migrated(took, self.stats.migrated_slots - moved);
         Ok(())
     }
 
@@ -1187,11 +1195,23 @@ impl<D: Segments> Log<D> {
     }
 
     /// Whether a segment `head` opens for `by` goes to SLC mode.
-    fn opens_slc(&self, head: Head, by: Writer) -> bool {
-        self.dev.has_slc_mode()
-            && self
-                .regions()
-                .opens_slc(by == Writer::Cleaner || head == Head::Cold)
+    fn opens_slc(&mut self, head: Head, by: Writer) -> bool {
+        let regions = self.regions();
+        if !self.dev.has_slc_mode()
+            || !regions.opens_slc(by == Writer::Cleaner || head == Head::Cold)
+        {
+            return false;
+        }
+        if regions != Regions::Dynamic {
+            return true;
+        }
+        let (slc, mlc) = (self.slots_per_segment(true), self.slots_per_segment(false));
+        self.allocator.next_is_slc(slc, mlc)
+    }
+
+    /// The share of new data going to SLC segments under [`Regions::Dynamic`] (FlexFS's α).
+    pub fn slc_share(&self) -> f64 {
+        self.allocator.alpha()
     }
 
     /// Slots left in the open segment of `head`.
@@ -1597,6 +1617,9 @@ impl<D: Segments> Log<D> {
             };
             match r {
                 Ok(()) => {
+                    if by == Writer::Owner {
+                        self.allocator.wrote();
+                    }
                     let now = self.now_ns();
                     let s = &mut self.segs[seg as usize];
                     s.add_live();

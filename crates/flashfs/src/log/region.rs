@@ -28,6 +28,10 @@ pub enum Regions {
     /// idle for [`MIGRATION_WAIT`] the cleaner moves the data of SLC segments to MLC ones
     /// until a request arrives, so that the next burst of writes finds SLC segments free.
     Background,
+    /// FlexFS's dynamic allocation (DA): background migration, and a share α of the owner's
+    /// data goes to SLC segments, the rest straight to MLC ones, α chosen so that what goes
+    /// to SLC can be migrated in the idle time predicted ([`Allocator`]).
+    Dynamic,
 }
 
 /// Idle time before background migration starts (FlexFS's T_wait): a request that arrives
@@ -36,11 +40,12 @@ pub const MIGRATION_WAIT: core::time::Duration = core::time::Duration::from_secs
 
 impl Regions {
     /// Every setting, in the order the command line lists them.
-    pub const ALL: [Regions; 4] = [
+    pub const ALL: [Regions; 5] = [
         Regions::MlcOnly,
         Regions::SlcOnly,
         Regions::Baseline,
         Regions::Background,
+        Regions::Dynamic,
     ];
 
     /// The setting's name on the command line and in benchmark rows.
@@ -50,6 +55,7 @@ impl Regions {
             Regions::SlcOnly => "slc-only",
             Regions::Baseline => "baseline",
             Regions::Background => "bm",
+            Regions::Dynamic => "da",
         }
     }
 
@@ -62,6 +68,7 @@ impl Regions {
             Regions::SlcOnly => 1,
             Regions::Baseline => 2,
             Regions::Background => 3,
+            Regions::Dynamic => 4,
         }
     }
 
@@ -81,18 +88,106 @@ impl Regions {
         match self {
             Regions::MlcOnly => false,
             Regions::SlcOnly => true,
-            Regions::Baseline | Regions::Background => !survivors,
+            Regions::Baseline | Regions::Background | Regions::Dynamic => !survivors,
         }
     }
 
     /// Whether idle time moves SLC data to MLC segments.
     pub(super) fn migrates_when_idle(self) -> bool {
-        self == Regions::Background
+        matches!(self, Regions::Background | Regions::Dynamic)
     }
 
     /// Whether the volume's size counts SLC segments only.
     pub(super) fn sized_for_slc(self) -> bool {
         self == Regions::SlcOnly
+    }
+}
+
+/// Idle windows and bursts of writes the prediction remembers (FlexFS: the last 10).
+const WINDOWS: usize = 10;
+
+/// FlexFS's dynamic allocation ([`Regions::Dynamic`]): predicts the next idle window and the
+/// next burst of writes from the last [`WINDOWS`] (a weighted mean, the three newest
+/// counting twice), and measures what migrating a slot costs; the share α of new data that
+/// goes to SLC is what the predicted idle time can migrate, at most all of it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Allocator {
+    /// Idle windows (ns) and the slots the owner wrote before each, newest last.
+    windows: [(u64, u64); WINDOWS],
+    /// Windows recorded (at most [`WINDOWS`]).
+    seen: usize,
+    /// Slots the owner wrote since the last idle window.
+    written: u64,
+    /// Device time spent migrating and the slots it moved, over the session.
+    migration_ns: u64,
+    migrated: u64,
+    /// Segments owed to SLC by the shares so far: a segment opens in SLC mode whenever a
+    /// whole one is owed.
+    owed: f64,
+}
+
+impl Allocator {
+    /// The owner wrote a slot.
+    pub(super) fn wrote(&mut self) {
+        self.written += 1;
+    }
+
+    /// An idle window of `ns` began (the writes since the last one make a burst).
+    pub(super) fn idled(&mut self, ns: u64) {
+        self.windows.rotate_left(1);
+        self.windows[WINDOWS - 1] = (ns, self.written);
+        self.seen = (self.seen + 1).min(WINDOWS);
+        self.written = 0;
+    }
+
+    /// Migration took `ns` of device time to move `slots` slots.
+    pub(super) fn migrated(&mut self, ns: u64, slots: u64) {
+        self.migration_ns += ns;
+        self.migrated += slots;
+    }
+
+    /// The share of new data to put in SLC segments: 1 until a window and a migration have
+    /// been seen.
+    pub(super) fn alpha(&self) -> f64 {
+        if self.seen == 0 || self.migrated == 0 {
+            return 1.0;
+        }
+        let recent = &self.windows[WINDOWS - self.seen..];
+        let weighted = |f: &dyn Fn(&(u64, u64)) -> u64| {
+            let (mut sum, mut weights) = (0.0, 0.0);
+            for (i, w) in recent.iter().enumerate() {
+                let weight = if recent.len() - i <= 3 { 2.0 } else { 1.0 };
+                sum += weight * f(w) as f64;
+                weights += weight;
+            }
+            sum / weights
+        };
+        let idle = (weighted(&|w| w.0) - MIGRATION_WAIT.as_nanos() as f64).max(0.0);
+        let burst = weighted(&|w| w.1);
+        let per_slot = self.migration_ns as f64 / self.migrated as f64;
+        if burst * per_slot <= 0.0 {
+            return 1.0;
+        }
+        (idle / (burst * per_slot)).min(1.0)
+    }
+
+    /// Whether the owner's next new segment goes to SLC mode, given that an SLC segment holds
+    /// `slc` slots and an MLC one `mlc`: segments are chosen so that the share α of the
+    /// data, not of the segments, lands in SLC.
+    pub(super) fn next_is_slc(&mut self, slc: u32, mlc: u32) -> bool {
+        let a = self.alpha();
+        if a >= 1.0 {
+            return true;
+        }
+        // A share p of segments in SLC holds p·slc of every p·slc + (1 − p)·mlc slots.
+        let (s, m) = (f64::from(slc.max(1)), f64::from(mlc.max(1)));
+        let p = a * m / (s + a * (m - s));
+        self.owed += p;
+        if self.owed >= 1.0 {
+            self.owed -= 1.0;
+            return true;
+        }
+        false
     }
 }
 
@@ -110,6 +205,42 @@ mod tests {
             assert_eq!(Regions::from_code(r.code()), Some(r));
         }
         assert_eq!(Regions::from_code(0), None);
+    }
+
+    #[test]
+    fn alpha_is_what_the_predicted_idle_time_can_migrate() {
+        let mut a = Allocator::default();
+        assert_eq!(a.alpha(), 1.0, "nothing seen yet");
+        // Bursts of 1,000 slots, idle windows of 1 s + 0.5 s, a slot migrated per ms:
+        // half a second migrates half a burst.
+        for _ in 0..12 {
+            for _ in 0..1000 {
+                a.wrote();
+            }
+            a.idled(1_500_000_000);
+        }
+        a.migrated(1_000_000, 1);
+        assert!((a.alpha() - 0.5).abs() < 1e-9, "{}", a.alpha());
+        // Longer windows lately count more, and α never passes 1.
+        for _ in 0..3 {
+            a.idled(9_000_000_000);
+        }
+        assert_eq!(a.alpha(), 1.0);
+    }
+
+    #[test]
+    fn segments_follow_the_share_of_data() {
+        let mut a = Allocator::default();
+        for _ in 0..10 {
+            for _ in 0..1000 {
+                a.wrote();
+            }
+            a.idled(1_500_000_000);
+        }
+        a.migrated(1_000_000, 1);
+        // α = 1/2 of the data in SLC segments of half the slots: 2 SLC per MLC segment.
+        let slc = (0..300).filter(|_| a.next_is_slc(63, 126)).count();
+        assert!((199..=201).contains(&slc), "{slc}");
     }
 
     #[test]
