@@ -45,7 +45,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench integrity --quick               fsck and scrub of a half-full 128 MiB NAND (seconds)
   flashfs bench integrity --json                fsck and scrub of the 1 GiB NAND 90% full (minutes)
   flashfs bench flexfs --quick                  SLC/MLC regions on a 16 MiB MLC part (seconds)
-  flashfs bench flexfs --json                   FlexFS's idle, busy and locality runs on 64 MiB
+  flashfs bench flexfs --plot out/              FlexFS's idle, busy, locality and burst runs on 64 MiB
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -264,6 +264,9 @@ pub struct FlexfsArgs {
     /// Only these settings (mlc-only, slc-only, baseline, bm, da; repeatable).
     #[arg(long = "config")]
     configs: Vec<String>,
+    /// Write the throughput-against-utilization plots (PNG and SVG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 /// Options of `flashfs bench scale`.
@@ -496,6 +499,9 @@ fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Resul
             opts.preset, opts.mib, opts.chunk_mib, opts.fill_pct
         )?;
         out.write_all(flexfs::table(&rows).as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        write_plots(dir, |dir| Ok(flexfs::plot::plot(&rows, dir)?))?;
     }
     Ok(())
 }

@@ -9,6 +9,8 @@
 //! volume is 95% full or space runs out (SLC-only holds half). Throughput is user bytes per
 //! second of device time spent writing; idle time does not count.
 
+pub mod plot;
+
 use flash::{DeviceSpec, ImageMeta, NandFlash, NandSim};
 use flashfs::fs::ROOT_INO;
 use flashfs::{Error, Fs, FsConfig, NandSegments, Regions, Segments};
