@@ -134,6 +134,9 @@ pub struct FlexfsRow {
     pub slc_segments: u32,
     /// See `slc_segments`.
     pub mlc_segments: u32,
+    /// The share of new data going to SLC segments at the end (FlexFS's α; 1 except under
+    /// `da`).
+    pub slc_share: f64,
     /// Per chunk: utilization after it (percent) and its throughput (KB/s).
     pub curve: Vec<(f64, f64)>,
 }
@@ -285,6 +288,11 @@ fn run_one(opts: &FlexfsOptions, e: Experiment, r: Regions) -> Result<FlexfsRow>
         erases: stats.erases,
         slc_segments,
         mlc_segments,
+        slc_share: if r == Regions::Dynamic {
+            log.slc_share()
+        } else {
+            1.0
+        },
         curve,
     })
 }
@@ -292,7 +300,7 @@ fn run_one(opts: &FlexfsOptions, e: Experiment, r: Regions) -> Result<FlexfsRow>
 /// The rows as a table, with throughput at each tenth of utilization.
 pub fn table(rows: &[FlexfsRow]) -> String {
     let mut s = String::from(
-        "EXPERIMENT  CONFIG     UTIL %  WRITE KB/s  CHUNKS  MIGRATED MiB  COPIED MiB  ERASES  SLC/MLC SEGS  KB/s AT 10..90% UTIL\n",
+        "EXPERIMENT  CONFIG     UTIL %  WRITE KB/s  CHUNKS  MIGRATED MiB  COPIED MiB  ERASES  SLC/MLC SEGS  ALPHA  KB/s AT 10..90% UTIL\n",
     );
     for r in rows {
         let at = (1..10)
@@ -305,7 +313,7 @@ pub fn table(rows: &[FlexfsRow]) -> String {
             .collect::<Vec<_>>()
             .join(" ");
         s.push_str(&format!(
-            "{:<11} {:<10} {:>6.1}  {:>10.0}  {:>6}  {:>12.1}  {:>10.1}  {:>6}  {:>5}/{:<6}  {}\n",
+            "{:<11} {:<10} {:>6.1}  {:>10.0}  {:>6}  {:>12.1}  {:>10.1}  {:>6}  {:>5}/{:<6}  {:>5.2}  {}\n",
             r.experiment,
             r.config,
             r.utilization_pct,
@@ -316,6 +324,7 @@ pub fn table(rows: &[FlexfsRow]) -> String {
             r.erases,
             r.slc_segments,
             r.mlc_segments,
+            r.slc_share,
             at
         ));
     }

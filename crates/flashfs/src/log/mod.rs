@@ -1085,7 +1085,8 @@ impl<D: Segments> Log<D> {
         Ok(used.min(d))
     }
 
-    /// Background migration ([`Regions::Background`]): once the device has been idle for
+    /// Background migration ([`Regions::Background`], [`Regions::Dynamic`]): once the
+    /// device has been idle for
     /// [`region::MIGRATION_WAIT`] since `start`, moves SLC segments' data to MLC segments a
     /// cleaning step at a time until the window `d` ends or nothing is left in SLC.
     fn migrate(
