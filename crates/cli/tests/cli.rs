@@ -558,10 +558,15 @@ fn bench_peers_prints_both_systems_rows_as_json() {
             .args(["bench", "peers", "--quick", "--device", "w25n01gv"])
             .args(["--sync", "on", "--json"]),
     );
-    // Ten phases for each system, the two hostile ones among them.
-    assert_eq!(rows.len(), 20);
+    // Ten phases for littlefs and for each of flashfs's two configurations, the two
+    // hostile ones among them.
+    assert_eq!(rows.len(), 30);
     for w in ["tiny-read", "head-overwrite"] {
-        assert_eq!(rows.iter().filter(|r| r["workload"] == w).count(), 2, "{w}");
+        assert_eq!(rows.iter().filter(|r| r["workload"] == w).count(), 3, "{w}");
+    }
+    for config in ["default", "small-ram"] {
+        let of = |r: &&serde_json::Value| r["system"] == "flashfs" && r["config"] == config;
+        assert_eq!(rows.iter().filter(of).count(), 10, "{config}");
     }
     for r in &rows {
         has_keys(
@@ -588,9 +593,10 @@ fn bench_peers_prints_both_systems_rows_as_json() {
     }
     assert_eq!(rows[0]["system"], "littlefs");
     assert_eq!(rows[0]["workload"], "linear-write");
-    assert_eq!(rows[19]["system"], "flashfs");
-    assert_eq!(rows[19]["workload"], "mount-first-write");
-    assert!(rows[19]["mount_ms"].as_f64().unwrap() > 0.0);
+    let last = &rows[29];
+    assert_eq!(last["system"], "flashfs");
+    assert_eq!(last["workload"], "mount-first-write");
+    assert!(last["mount_ms"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
