@@ -30,7 +30,7 @@ pub enum Regions {
     Background,
     /// FlexFS's dynamic allocation (DA): background migration, and a share α of the owner's
     /// data goes to SLC segments, the rest straight to MLC ones, α chosen so that what goes
-    /// to SLC can be migrated in the idle time predicted ([`Allocator`]).
+    /// to SLC can be migrated in the idle time predicted (`log::region::Allocator`).
     Dynamic,
 }
 
