@@ -181,6 +181,12 @@ pub fn run_flexfs(
             "the part must hold at least four chunks".into(),
         ));
     }
+    // Utilization is counted against the part's MLC capacity whatever the setting, as the
+    // paper's figures count it: SLC-only runs out near half.
+    let st = Fs::format(device(opts)?, config(Regions::MlcOnly))
+        .context(|| "formatting the MLC-only volume".into())?
+        .statfs();
+    let volume_bytes = st.blocks * u64::from(st.block_size);
     let total = (opts.experiments.len() * opts.configs.len()) as u64;
     let mut rows = Vec::new();
     for &e in &opts.experiments {
@@ -190,21 +196,22 @@ pub fn run_flexfs(
                 rows.len() as u64,
                 total,
             );
-            rows.push(run_one(opts, e, r)?);
+            rows.push(run_one(opts, e, r, volume_bytes)?);
         }
     }
     progress("done", total, total);
     Ok(rows)
 }
 
-fn run_one(opts: &FlexfsOptions, e: Experiment, r: Regions) -> Result<FlexfsRow> {
+/// Runs experiment `e` under `r`; `volume_bytes` is what a volume of MLC segments holds on
+/// the part, against which utilization is counted.
+fn run_one(
+    opts: &FlexfsOptions,
+    e: Experiment,
+    r: Regions,
+    volume_bytes: u64,
+) -> Result<FlexfsRow> {
     let what = || format!("{} {}", e.name(), r.name());
-    // Utilization is counted against the part's MLC capacity whatever the setting, as the
-    // paper's figures count it: SLC-only runs out near half.
-    let st = Fs::format(device(opts)?, config(Regions::MlcOnly))
-        .context(what)?
-        .statfs();
-    let volume_bytes = st.blocks * u64::from(st.block_size);
     let mut fs = Fs::format(device(opts)?, config(r)).context(what)?;
     let used_pct = |fs: &Fs<Dev>| {
         let st = fs.statfs();
