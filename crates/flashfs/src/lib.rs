@@ -21,5 +21,7 @@ pub mod stream;
 pub use error::{Damage, Error, Result};
 pub use fs::{Fs, FsConfig};
 pub use ftl::{BlockDevice, Ftl, FtlConfig};
-pub use log::{Head, Liveness, Log, LogConfig, LogStats, Owner, PageSource, Regions, SlotAddr};
+pub use log::{
+    Head, Lifetime, Liveness, Log, LogConfig, LogStats, Owner, PageSource, Regions, SlotAddr,
+};
 pub use media::{NandSegments, NorSegments, SegGeometry, Segments};

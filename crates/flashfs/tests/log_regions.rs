@@ -57,7 +57,7 @@ fn modes_on_flash(ftl: &Ftl<NandSegments<NandSim>>) -> (u32, u32) {
         }
         // The log's record and the part's agree.
         assert_eq!(
-            s.slc,
+            s.slc(),
             sim.mode(seg as u32) == CellMode::Slc,
             "segment {seg}"
         );
@@ -223,7 +223,132 @@ fn the_volume_records_its_setting_and_a_mount_may_override_it() {
     let mut ftl = Ftl::mount(ftl.into_device(), FtlConfig::default()).unwrap();
     assert_eq!(ftl.log().regions(), Regions::Baseline);
     check(&mut ftl, 2);
-    // A volume formatted without a setting is MLC-only.
+    // A volume formatted without a setting gets the default of a part with an SLC mode;
+    // on other parts it is MLC-only.
     let ftl = Ftl::format(mlc(24), FtlConfig::default()).unwrap();
+    assert_eq!(ftl.log().regions(), Regions::MLC_DEFAULT);
+    let slc_part = NandSim::new(nand_spec(), flash::ImageMeta::new("test-slc", 1)).unwrap();
+    let ftl = Ftl::format(NandSegments::new(slc_part).unwrap(), FtlConfig::default()).unwrap();
     assert_eq!(ftl.log().regions(), Regions::MlcOnly);
+}
+
+/// Writes the first `n` sectors once, as version `v`, and flushes.
+fn write_some(ftl: &mut Ftl<NandSegments<NandSim>>, n: u64, v: u32) {
+    let ss = ftl.sector_size();
+    for s in 0..n {
+        ftl.write(s, &pattern(s, v, ss)).unwrap();
+    }
+    ftl.flush().unwrap();
+}
+
+#[test]
+fn idle_time_given_in_slices_makes_one_window() {
+    use std::time::Duration;
+    let mut ftl = Ftl::format(mlc(64), config(Regions::Background)).unwrap();
+    let some = ftl.sectors() / 10;
+    write_some(&mut ftl, some, 0);
+    // Two slices of 0.6 s with a write between: two windows, neither past the 1 s wait.
+    ftl.idle(Duration::from_millis(600)).unwrap();
+    ftl.write(0, &pattern(0, 1, ftl.sector_size())).unwrap();
+    ftl.flush().unwrap();
+    ftl.idle(Duration::from_millis(600)).unwrap();
+    assert_eq!(ftl.log().stats().migrated_slots, 0);
+    // Slices with nothing between add up: past the wait, migration runs.
+    for _ in 0..20 {
+        ftl.idle(Duration::from_millis(200)).unwrap();
+    }
+    assert!(ftl.log().stats().migrated_slots > 0);
+}
+
+#[test]
+fn a_smaller_migration_share_moves_less_in_the_same_idle_time() {
+    use std::time::Duration;
+    let migrated = |share: u8| {
+        let mut cfg = config(Regions::Background);
+        cfg.log.migration_share = share;
+        let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
+        let some = ftl.sectors() / 4;
+        write_some(&mut ftl, some, 0);
+        ftl.idle(Duration::from_millis(1300)).unwrap();
+        ftl.log().stats().migrated_slots
+    };
+    let (full, tenth) = (migrated(100), migrated(10));
+    assert!(tenth > 0 && full > 4 * tenth, "100%: {full}, 10%: {tenth}");
+}
+
+#[test]
+fn locality_aware_migration_moves_rewritten_data_last() {
+    use std::time::Duration;
+    let mut cfg = config(Regions::Locality);
+    // The block device tells rewritten sectors apart only with hot/cold separation.
+    cfg.log.hot_cold = true;
+    let mut ftl = Ftl::format(mlc(128), cfg).unwrap();
+    let n = ftl.sectors() / 3;
+    write_some(&mut ftl, n, 0);
+    for v in 1..6 {
+        write_some(&mut ftl, n / 20, v);
+    }
+    let hot = |ftl: &Ftl<NandSegments<NandSim>>| {
+        ftl.log()
+            .segments()
+            .iter()
+            .filter(|s| s.in_use() && s.hot())
+            .count()
+    };
+    let before = hot(&ftl);
+    assert!(
+        before > 0,
+        "rewritten sectors opened SLC segments of their own"
+    );
+    // A window long enough for some migration, not all: cold segments go first.
+    ftl.idle(Duration::from_millis(1400)).unwrap();
+    assert!(ftl.log().stats().migrated_slots > 0);
+    assert_eq!(
+        hot(&ftl),
+        before,
+        "no hot segment migrated while cold ones wait"
+    );
+    // Given time, everything is migrated, hot data last.
+    ftl.idle(Duration::from_secs(120)).unwrap();
+    assert!(hot(&ftl) <= 1, "only an open head may remain");
+    let mut ftl = Ftl::mount(ftl.into_device(), cfg).unwrap();
+    let ss = ftl.sector_size();
+    let mut buf = vec![0u8; ss];
+    for s in 0..n {
+        ftl.read(s, &mut buf).unwrap();
+        let v = if s < n / 20 { 5 } else { 0 };
+        assert_eq!(buf, pattern(s, v, ss), "sector {s}");
+    }
+}
+
+#[test]
+fn a_lifetime_holds_the_slc_share_to_the_wear_budget() {
+    use std::time::Duration;
+    let run = |rated: u32| {
+        let mut cfg = config(Regions::Dynamic);
+        cfg.log.rated_cycles = rated;
+        cfg.log.lifetime = Some(flashfs::Lifetime {
+            min: Duration::from_secs(100),
+            window: Duration::from_secs(10),
+        });
+        let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
+        let n = ftl.sectors() / 2;
+        for v in 0..4 {
+            write_some(&mut ftl, n, v);
+            ftl.idle(Duration::from_secs(10)).unwrap();
+        }
+        write_some(&mut ftl, 1, 9);
+        (ftl.log().wear_share(), ftl.log().stats().erases)
+    };
+    let (tight, tight_erases) = run(4);
+    let (loose, loose_erases) = run(100_000);
+    assert_eq!(
+        loose, 1.0,
+        "a part rated for many cycles sends everything to SLC"
+    );
+    assert!(tight < 0.5, "γ = {tight}");
+    assert!(
+        tight_erases < loose_erases,
+        "{tight_erases} vs {loose_erases}"
+    );
 }

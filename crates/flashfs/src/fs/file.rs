@@ -481,7 +481,8 @@ impl<D: Segments> Fs<D> {
                 .take_while(|w| w[1] == w[0] + 1)
                 .count();
             let bytes = &content[i * bs as usize..(i + run) * bs as usize];
-            if let Err(e) = self.tree.store_mut().write_data(new[i], bytes) {
+            let store = self.tree.store_mut();
+            if let Err(e) = store.write_file_data(new[i], bytes, ino, b0 + i as u64) {
                 self.undo_alloc(&allocated);
                 return Err(e);
             }

@@ -34,6 +34,7 @@ mod extents;
 mod file;
 mod journal;
 mod layout;
+mod locality;
 mod mount;
 mod names;
 mod namespace;

@@ -15,6 +15,7 @@ use super::journal::Journal;
 use super::layout::{
     self, item, key, key_u64, Extent, Inode, SpaceRef, Superblock, FIRST_INO, ROOT_INO,
 };
+use super::locality::Locality;
 use super::read_cache::ReadCache;
 use super::space::Space;
 use super::store::Store;
@@ -153,6 +154,7 @@ impl<D: Segments> Fs<D> {
         }
         let space = Space::from_used(sectors, |k| k <= u64::from(journal_blocks));
         let tree_config = tree_config(&config, &ftl);
+        let hot_in_slc = ftl.log().keeps_hot_in_slc();
         let store = Store {
             ftl,
             space,
@@ -161,6 +163,7 @@ impl<D: Segments> Fs<D> {
             map_writes: 0,
             wb: WriteBack::new(config.write_buffer_bytes / ss),
             rc: ReadCache::new(config.read_cache_bytes / ss),
+            locality: Locality::new(hot_in_slc),
         };
         let tree = TxTree::new(
             Tree::open_at(store, None, 0, tree_config)?,
@@ -223,6 +226,7 @@ impl<D: Segments> Fs<D> {
         let sectors = ftl.sectors();
         let mut buf = vec![0; ss];
         let tree_config = tree_config(&config, &ftl);
+        let hot_in_slc = ftl.log().keeps_hot_in_slc();
         let mut store = Store {
             ftl,
             space: Space::default(),
@@ -231,6 +235,7 @@ impl<D: Segments> Fs<D> {
             map_writes: 0,
             wb: WriteBack::new(config.write_buffer_bytes / ss),
             rc: ReadCache::new(config.read_cache_bytes / ss),
+            locality: Locality::new(hot_in_slc),
         };
         store.read(0, &mut buf)?;
         // The newest of the superblocks block 0 holds. The first commit after the mount

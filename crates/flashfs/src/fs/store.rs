@@ -3,6 +3,7 @@
 use alloc::vec::Vec;
 
 use super::layout::Ino;
+use super::locality::Locality;
 use super::read_cache::ReadCache;
 use super::space::Space;
 use super::writeback::WriteBack;
@@ -30,6 +31,8 @@ pub struct Store<D> {
     /// File blocks small reads took part of (`read_cache`), by sector: every program,
     /// patch or forget of a sector through this store drops it from there.
     pub rc: ReadCache,
+    /// Which file extents are rewritten soon, where the log keeps such data in SLC.
+    pub locality: Locality,
 }
 
 impl<D: Segments> Store<D> {
@@ -137,6 +140,22 @@ impl<D: Segments> Store<D> {
     pub fn write_data(&mut self, sector: u64, data: &[u8]) -> Result<()> {
         self.changing(sector, data.len() / self.ftl.sector_size());
         self.ftl.write_to(sector, data, None)
+    }
+
+    /// Writes whole sectors of file data for blocks `ino` rewrote: the log keeps them with
+    /// other rewritten data if the 2Q ([`Locality`]) finds the file's extent hot.
+    pub fn write_file_data(
+        &mut self,
+        sector: u64,
+        data: &[u8],
+        ino: Ino,
+        block: u64,
+    ) -> Result<()> {
+        if !self.locality.wrote(ino, block) {
+            return self.write_data(sector, data);
+        }
+        self.changing(sector, data.len() / self.ftl.sector_size());
+        self.ftl.write_to(sector, data, Some(Head::Hot))
     }
 
     /// Writes whole sectors that are not file data (maps, the superblock) with the log's

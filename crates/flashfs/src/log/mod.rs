@@ -7,6 +7,7 @@
 
 pub mod checkpoint;
 mod death_age;
+pub mod lifetime;
 pub mod policy;
 pub mod region;
 mod scrub;
@@ -24,6 +25,7 @@ use crate::media::{HeaderState, SegGeometry, Segments};
 pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
 use death_age::DeathAge;
+pub use lifetime::Lifetime;
 use policy::{threshold, Policy};
 pub use region::Regions;
 pub use scrub::ScrubReport;
@@ -167,9 +169,18 @@ pub struct LogConfig {
     /// `flashfs bench mount` measures against).
     pub scan_mount: bool,
     /// Which segments go to SLC mode on MLC NAND (FlexFS's regions; ignored elsewhere):
-    /// `None` takes the volume's setting, which a format records (MLC-only unless given);
+    /// `None` takes the volume's setting, which a format records
+    /// ([`Regions::MLC_DEFAULT`] on a part with an SLC mode unless given);
     /// `Some` overrides it for this mount without changing what the volume records.
     pub regions: Option<Regions>,
+    /// Percent of idle time background migration may use (FlexFS's 100%, 50%, 10%): after
+    /// each step it rests long enough to keep to the share, so a request arriving in idle
+    /// time is less likely to wait for a step. 100 migrates without rest.
+    pub migration_share: u8,
+    /// FlexFS's wear management: the part must last this long at least, so the share of
+    /// new data going to SLC segments (which wears the part three times as fast) is held
+    /// to what the erases left allow ([`lifetime`]). `None`: no guarantee.
+    pub lifetime: Option<Lifetime>,
 }
 
 impl Default for LogConfig {
@@ -193,6 +204,8 @@ impl Default for LogConfig {
             checkpoint_set: 32,
             scan_mount: false,
             regions: None,
+            migration_share: 100,
+            lifetime: None,
         }
     }
 }
@@ -374,6 +387,8 @@ struct Take {
     fresh: bool,
     /// Whether only segments in SLC mode qualify (migration to MLC).
     slc: bool,
+    /// Whether segments of rewritten data are left out (locality-aware migration).
+    cold: bool,
 }
 
 impl Take {
@@ -383,6 +398,7 @@ impl Take {
         max_live: u32::MAX,
         fresh: true,
         slc: false,
+        cold: false,
     };
 
     /// Cleaning ahead of need: victims scoring above `th` with at most `max_live` live slots.
@@ -392,16 +408,21 @@ impl Take {
             max_live,
             fresh: false,
             slc: false,
+            cold: false,
         }
     }
 
-    /// Migration: any segment in SLC mode, whatever it holds.
-    const SLC: Take = Take {
-        th: f64::NEG_INFINITY,
-        max_live: u32::MAX,
-        fresh: true,
-        slc: true,
-    };
+    /// Migration: any segment in SLC mode, whatever it holds; of rewritten data too unless
+    /// `keep_hot`.
+    fn slc(keep_hot: bool) -> Take {
+        Take {
+            th: f64::NEG_INFINITY,
+            max_live: u32::MAX,
+            fresh: true,
+            slc: true,
+            cold: keep_hot,
+        }
+    }
 }
 
 /// Who a write is for: the reserve is the cleaner's alone.
@@ -477,6 +498,12 @@ pub struct Log<D> {
     distrusted: Distrust,
     /// The share of new data that goes to SLC segments ([`Regions::Dynamic`]).
     allocator: region::Allocator,
+    /// When the current idle window began, and when the last call to [`Log::idle`] ended
+    /// (device time): a call that starts where the last ended continues its window.
+    idle_from: core::time::Duration,
+    idle_end: Option<core::time::Duration>,
+    /// The wear budget of [`LogConfig::lifetime`].
+    budget: Option<lifetime::WearBudget>,
 }
 
 /// Whether the newest checkpoint can still be mounted from ([`Log::checkpoint`]).
@@ -522,6 +549,11 @@ impl<D: Segments> Log<D> {
             checkpointing: false,
             distrusted: Distrust::No,
             allocator: region::Allocator::default(),
+            idle_from: core::time::Duration::ZERO,
+            idle_end: None,
+            budget: config
+                .lifetime
+                .map(|l| lifetime::WearBudget::new(l, dev.now())),
             buf: alloc::vec![0; geo.slot_size as usize],
             dev,
         })
@@ -538,6 +570,11 @@ impl<D: Segments> Log<D> {
     ) -> Result<Self> {
         let slot_shift = dev.geometry().slot_size.trailing_zeros() as u8;
         let unit_shift = dev.units_per_segment().trailing_zeros() as u8;
+        let regions = config.regions.unwrap_or(if dev.has_slc_mode() {
+            Regions::MLC_DEFAULT
+        } else {
+            Regions::MlcOnly
+        });
         let mut log = Self::empty(
             dev,
             config,
@@ -547,7 +584,7 @@ impl<D: Segments> Log<D> {
                 unit_shift,
                 size: 0,
                 anchors: None,
-                regions: config.regions.unwrap_or_default().code(),
+                regions: regions.code(),
             },
         )?;
         for seg in 0..log.geo.segments {
@@ -754,7 +791,7 @@ impl<D: Segments> Log<D> {
             let info = &mut log.segs[seg as usize];
             info.erase_count = h.erase_count;
             info.set_open_seq(h.open_seq);
-            info.slc = h.slc;
+            info.set_cells(h.slc, h.head == Head::Hot.code());
             info.set_used(
                 tags.iter()
                     .rposition(|t| *t != TagState::Erased)
@@ -1061,13 +1098,20 @@ impl<D: Segments> Log<D> {
     /// segments are free, any segment with dead space is worth cleaning, since the time costs
     /// nothing. Work stops when the window is used up (a step at a time, so a request
     /// arriving after the window waits for at most one step). Returns the time it used.
+    ///
+    /// Calls with nothing done on the device between them make one idle window, so a caller
+    /// may give idle time in slices as it passes (a mount driven by the wall clock).
     pub fn idle(
         &mut self,
         d: core::time::Duration,
         owner: &mut dyn Owner,
     ) -> Result<core::time::Duration> {
         let start = self.dev.now();
-        self.allocator.idled(d.as_nanos() as u64);
+        let continued = self.idle_end == Some(start);
+        if !continued {
+            self.idle_from = start;
+        }
+        self.allocator.idled(d.as_nanos() as u64, continued);
         while (self.free < self.config.clean_start || self.victim.is_some())
             && self.dev.now() - start < d
         {
@@ -1076,42 +1120,57 @@ impl<D: Segments> Log<D> {
             }
         }
         if self.regions().migrates_when_idle() && self.dev.has_slc_mode() {
-            self.migrate(start, d, owner)?;
+            self.migrate(start + d, owner)?;
         }
         let used = self.dev.now() - start;
         if used < d {
             self.dev.idle(d - used);
         }
+        self.idle_end = Some(self.dev.now());
         Ok(used.min(d))
     }
 
-    /// Background migration ([`Regions::Background`], [`Regions::Dynamic`]): once the
-    /// device has been idle for
-    /// [`region::MIGRATION_WAIT`] since `start`, moves SLC segments' data to MLC segments a
-    /// cleaning step at a time until the window `d` ends or nothing is left in SLC.
-    fn migrate(
-        &mut self,
-        start: core::time::Duration,
-        d: core::time::Duration,
-        owner: &mut dyn Owner,
-    ) -> Result<()> {
-        let waited = self.dev.now() - start;
-        if waited + region::MIGRATION_WAIT >= d {
+    /// Background migration ([`Regions::Background`] and after): once the device has been
+    /// idle for [`region::MIGRATION_WAIT`], moves SLC segments' data to MLC segments a
+    /// cleaning step at a time until `end` or until nothing is left in SLC, resting after
+    /// each step so that it uses [`LogConfig::migration_share`] of the time. A request
+    /// arriving during a step waits for the step.
+    fn migrate(&mut self, end: core::time::Duration, owner: &mut dyn Owner) -> Result<()> {
+        let begin = self.idle_from + region::MIGRATION_WAIT;
+        if begin >= end {
             return Ok(());
         }
-        self.dev.idle(region::MIGRATION_WAIT.saturating_sub(waited));
-        let (t0, moved) = (self.dev.now(), self.stats.migrated_slots);
-        while self.dev.now() - start < d {
+        if self.dev.now() < begin {
+            self.dev.idle(begin - self.dev.now());
+        }
+        let share = u32::from(self.config.migration_share.clamp(1, 100));
+        // Cold segments first; rewritten data last, once the rest is in MLC, by which time
+        // much of it has died in SLC.
+        let mut keep_hot = self.regions().keeps_hot_in_slc();
+        let (mut busy, moved) = (core::time::Duration::ZERO, self.stats.migrated_slots);
+        while self.dev.now() < end {
             // Room for the copies first: migration frees a segment per two it empties.
-            if self.free <= self.config.reserve
-                || !self.clean_step(owner, self.config.step_slots, Take::SLC)?
-            {
+            let t0 = self.dev.now();
+            if self.free <= self.config.reserve {
                 break;
             }
+            if !self.clean_step(owner, self.config.step_slots, Take::slc(keep_hot))? {
+                if !keep_hot {
+                    break;
+                }
+                keep_hot = false;
+                continue;
+            }
+            let step = self.dev.now() - t0;
+            busy += step;
+            let rest = step * (100 - share) / share;
+            let left = end.saturating_sub(self.dev.now());
+            if !rest.is_zero() && !left.is_zero() {
+                self.dev.idle(rest.min(left));
+            }
         }
-        let took = (self.dev.now() - t0).as_nanos() as u64;
         self.allocator
-            .migrated(took, self.stats.migrated_slots - moved);
+            .migrated(busy.as_nanos() as u64, self.stats.migrated_slots - moved);
         Ok(())
     }
 
@@ -1175,7 +1234,7 @@ impl<D: Segments> Log<D> {
     /// Slots a segment can still be written in: in SLC mode its LSB slots only.
     fn slots_left(&self, seg: u32) -> u32 {
         let s = &self.segs[seg as usize];
-        if !s.slc {
+        if !s.slc() {
             return self.geo.slots - s.used();
         }
         (s.used()..self.geo.slots)
@@ -1203,16 +1262,48 @@ impl<D: Segments> Log<D> {
         {
             return false;
         }
-        if regions != Regions::Dynamic {
+        if regions == Regions::SlcOnly {
             return true;
         }
+        let hot = regions.keeps_hot_in_slc() && head == Head::Hot;
+        let mut share = if regions.allocates() && !hot {
+            self.allocator.alpha()
+        } else {
+            1.0
+        };
         let (slc, mlc) = (self.slots_per_segment(true), self.slots_per_segment(false));
-        self.allocator.next_is_slc(slc, mlc)
+        if let Some(budget) = &mut self.budget {
+            let rated = match self.config.rated_cycles {
+                0 => self.dev.rated_cycles(),
+                r => r,
+            };
+            let segs = &self.segs;
+            let cycles_left = || {
+                segs.iter()
+                    .filter(|s| s.state != SegState::Bad)
+                    .map(|s| u64::from(rated.saturating_sub(s.erase_count + 1)))
+                    .sum()
+            };
+            share = share.min(budget.gamma(self.dev.now(), self.stats.erases, cycles_left, mlc));
+        }
+        self.allocator.next_is_slc(share, slc, mlc)
+    }
+
+    /// Whether the owner's rewritten data ([`Head::Hot`]) stays in SLC segments
+    /// ([`Regions::Locality`] on a part with an SLC mode): an owner then tells it apart.
+    pub fn keeps_hot_in_slc(&self) -> bool {
+        self.dev.has_slc_mode() && self.regions().keeps_hot_in_slc()
     }
 
     /// The share of new data going to SLC segments under [`Regions::Dynamic`] (FlexFS's α).
     pub fn slc_share(&self) -> f64 {
         self.allocator.alpha()
+    }
+
+    /// The share of new data the wear budget lets go to SLC segments in the current window
+    /// (FlexFS's γ; 1 without [`LogConfig::lifetime`]).
+    pub fn wear_share(&self) -> f64 {
+        self.budget.as_ref().map_or(1.0, |b| b.current())
     }
 
     /// Slots left in the open segment of `head`.
@@ -1332,7 +1423,7 @@ impl<D: Segments> Log<D> {
                     }
                     self.kill(from);
                     self.stats.copied_slots += 1;
-                    if self.segs[seg as usize].slc && !self.segs[to.seg as usize].slc {
+                    if self.segs[seg as usize].slc() && !self.segs[to.seg as usize].slc() {
                         self.stats.migrated_slots += 1;
                     }
                     if self.victim.as_ref().is_some_and(|v| v.wear) {
@@ -1411,7 +1502,7 @@ impl<D: Segments> Log<D> {
             // An SLC segment never writes its MSB slots.
             TagState::Erased => {
                 let s = &self.segs[seg as usize];
-                slot < s.used() && !(s.slc && self.dev.risks_earlier_slot(slot))
+                slot < s.used() && !(s.slc() && self.dev.risks_earlier_slot(slot))
             }
         }
     }
@@ -1493,7 +1584,7 @@ impl<D: Segments> Log<D> {
             if s.state == SegState::Failing {
                 return Some(i as u32);
             }
-            if s.live() > take.max_live || (take.slc && !s.slc) {
+            if s.live() > take.max_live || (take.slc && !s.slc()) || (take.cold && s.hot()) {
                 continue;
             }
             let score_at = |age_ns: u64| {
@@ -1620,13 +1711,16 @@ impl<D: Segments> Log<D> {
                 Ok(()) => {
                     if by == Writer::Owner {
                         self.allocator.wrote();
+                        if let Some(b) = &mut self.budget {
+                            b.wrote();
+                        }
                     }
                     let now = self.now_ns();
                     let s = &mut self.segs[seg as usize];
                     s.add_live();
                     s.touch(now);
                     s.set_min_seq(s.min_seq().min(tag.seq));
-                    let slc = s.slc;
+                    let slc = s.slc();
                     if s.used() == self.geo.slots {
                         self.close(seg);
                     } else if slc {
@@ -1745,7 +1839,7 @@ impl<D: Segments> Log<D> {
                     let s = &mut self.segs[seg as usize];
                     s.clear();
                     s.set_open_seq(header.open_seq);
-                    s.slc = header.slc;
+                    s.set_cells(header.slc, head == Head::Hot && h == 0);
                     self.death_age.opened(seg, now);
                     self.heads[h] = Some(seg);
                     self.seal(seg);
@@ -1985,7 +2079,7 @@ impl<D: Segments> Log<D> {
     /// the sizes of the SLC and MLC regions ([`Regions`]).
     pub fn region_segments(&self) -> (u32, u32) {
         let in_use = self.segs.iter().filter(|s| s.in_use());
-        let slc = in_use.clone().filter(|s| s.slc).count() as u32;
+        let slc = in_use.clone().filter(|s| s.slc()).count() as u32;
         (slc, in_use.count() as u32 - slc)
     }
 

@@ -53,6 +53,18 @@ impl SegState {
     }
 }
 
+/// A segment's cell mode. Only an SLC segment's heat matters (locality-aware migration
+/// keeps hot data in SLC), so a hot segment in the part's own mode is not a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cells {
+    /// The part's own mode (MLC on MLC NAND).
+    Own,
+    /// SLC mode.
+    Slc,
+    /// SLC mode, opened for the owner's rewritten data.
+    HotSlc,
+}
+
 /// One segment's record. Every segment has one in RAM, so each field is as narrow as what
 /// it holds allows (24 bytes): counts of slots fit 16 bits (a log refuses a geometry of
 /// more slots per segment), sequence numbers 40 bits (as in a checkpoint), times 32 bits
@@ -62,9 +74,8 @@ impl SegState {
 pub struct SegInfo {
     /// Life stage.
     pub state: SegState,
-    /// Whether it is in SLC mode since it was opened (MLC NAND): only its LSB slots are
-    /// written, so it holds half the slots of one in the part's own mode.
-    pub slc: bool,
+    /// Its cell mode since it was opened.
+    cells: Cells,
     /// Live slots.
     live: u16,
     /// Slots consumed (written, torn or skipped).
@@ -83,7 +94,7 @@ impl SegInfo {
     pub(crate) fn new(state: SegState, erase_count: u32) -> Self {
         SegInfo {
             state,
-            slc: false,
+            cells: Cells::Own,
             live: 0,
             used: 0,
             erase_count,
@@ -145,7 +156,29 @@ impl SegInfo {
         self.used = 0;
         self.min_seq = Seq40::NONE;
         // An erase brings the part's own mode back; an open sets the mode again.
-        self.slc = false;
+        self.cells = Cells::Own;
+    }
+
+    /// Whether it is in SLC mode (MLC NAND): only its LSB slots are written, so it holds
+    /// half the slots of one in the part's own mode.
+    pub fn slc(&self) -> bool {
+        self.cells != Cells::Own
+    }
+
+    /// Whether it is in SLC mode holding the owner's rewritten data, as far as this session
+    /// knows (a mount from a checkpoint does not: such a segment counts as cold).
+    /// Locality-aware migration moves it last.
+    pub fn hot(&self) -> bool {
+        self.cells == Cells::HotSlc
+    }
+
+    /// Sets its mode: SLC or not, and whether the owner's rewritten data opened it.
+    pub(crate) fn set_cells(&mut self, slc: bool, hot: bool) {
+        self.cells = match (slc, hot) {
+            (false, _) => Cells::Own,
+            (true, false) => Cells::Slc,
+            (true, true) => Cells::HotSlc,
+        };
     }
 
     /// Lowest sequence number among the slots it holds (`u64::MAX` when none).

@@ -421,7 +421,7 @@ impl<D: Segments> Log<D> {
                 s.erase_count = e.erase_count;
                 s.set_open_seq(e.open_seq);
                 s.set_min_seq(e.min_seq);
-                s.slc = e.slc;
+                s.set_cells(e.slc, false);
             }
         }
         for &seg in &root.late {
@@ -439,7 +439,7 @@ impl<D: Segments> Log<D> {
             s.set_used(self.geo.slots);
             s.erase_count = header.erase_count;
             s.set_open_seq(header.open_seq);
-            s.slc = header.slc;
+            s.set_cells(header.slc, header.head == super::Head::Hot.code());
             // Its slots are no older than it: a bound from below is all the log needs.
             s.set_min_seq(header.open_seq);
         }
@@ -454,7 +454,7 @@ impl<D: Segments> Log<D> {
             s.clear();
             s.erase_count = h.erase_count;
             s.set_open_seq(h.open_seq);
-            s.slc = h.slc;
+            s.set_cells(h.slc, h.head == super::Head::Hot.code());
         }
         for &(seg, used, min_seq) in &extent {
             let s = &mut self.segs[seg as usize];
@@ -744,7 +744,7 @@ impl<D: Segments> Log<D> {
             for (j, (s, &live)) in segs.skip(p * per).take(per).enumerate() {
                 SegEntry {
                     state: s.state.code(),
-                    slc: s.slc,
+                    slc: s.slc(),
                     // The log refuses geometries of more slots than 16 bits count.
                     used: s.used() as u16,
                     live,
