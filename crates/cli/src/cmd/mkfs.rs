@@ -73,10 +73,11 @@ pub struct Args {
     /// for every later mount: mlc-only (none), slc-only (all: half the capacity), baseline
     /// (writes to SLC, the cleaner moves them to MLC when it needs the space), bm (the
     /// baseline, and idle time moves them), da (bm, and only the share of writes that idle
-    /// time can move goes to SLC).
-    #[arg(long, value_name = "SETTING", default_value = "mlc-only",
-          value_parser = ["mlc-only", "slc-only", "baseline", "bm", "da"])]
-    pub regions: String,
+    /// time can move goes to SLC; the default on MLC NAND), la (da, and data rewritten soon
+    /// stays in SLC).
+    #[arg(long, value_name = "SETTING",
+          value_parser = ["mlc-only", "slc-only", "baseline", "bm", "da", "la"])]
+    pub regions: Option<String>,
 }
 
 /// What a format made, for the one line `mkfs` prints.
@@ -173,12 +174,14 @@ fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
         }
     }
     let mlc = matches!(preset.spec, DeviceSpec::Nand(s) if s.is_mlc());
-    if a.regions != "mlc-only" && !mlc {
-        return Err(anyhow!(
-            "--regions {}: SLC mode exists only on MLC NAND ({} is not)",
-            a.regions,
-            preset.name
-        ));
+    match a.regions.as_deref() {
+        Some(r) if r != "mlc-only" && !mlc => {
+            return Err(anyhow!(
+                "--regions {r}: SLC mode exists only on MLC NAND ({} is not)",
+                preset.name
+            ))
+        }
+        _ => {}
     }
     if a.sectors == Some(0) {
         return Err(anyhow!(
@@ -258,7 +261,7 @@ fn format_ftl(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
 
 /// The regions setting asked for (clap allows only the names it parses).
 fn regions(a: &Args) -> Option<flashfs::Regions> {
-    flashfs::Regions::parse(&a.regions)
+    a.regions.as_deref().and_then(flashfs::Regions::parse)
 }
 
 /// Formats the native file system on a fresh image.
