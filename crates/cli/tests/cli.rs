@@ -470,6 +470,34 @@ fn bench_tffs_prints_measured_rows_as_json() {
 }
 
 #[test]
+fn bench_flexfs_quick_rows_as_json() {
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "flexfs", "--quick", "--json"])
+            .args(["--experiment", "response", "--experiment", "endurance"])
+            .args(["--experiment", "trace", "--config", "slc-only", "--config", "da"]),
+    );
+    // Four response runs, two endurance runs, the trace under two settings.
+    assert_eq!(rows.len(), 8);
+    for r in &rows {
+        has_keys(r, &["experiment", "config", "utilization_pct", "write_kbps"]);
+        assert!(r["write_kbps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let of = |e: &'static str| rows.iter().filter(move |r| r["experiment"] == e);
+    for r in of("response") {
+        has_keys(r, &["p50_us", "p99_us", "p999_us", "max_us"]);
+    }
+    for r in of("endurance") {
+        has_keys(r, &["erase_mean", "erase_sigma", "lifetime_met"]);
+    }
+    let wm = of("endurance").find(|r| r["config"] == "da+wm").unwrap();
+    assert_eq!(wm["lifetime_met"], true, "{wm}");
+    for r in of("trace") {
+        has_keys(r, &["read_kbps", "read_us", "write_us"]);
+    }
+}
+
+#[test]
 fn bench_small_writes_quick_rows_as_json() {
     let rows = json_rows(
         flashfs()

@@ -45,7 +45,7 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench integrity --quick               fsck and scrub of a half-full 128 MiB NAND (seconds)
   flashfs bench integrity --json                fsck and scrub of the 1 GiB NAND 90% full (minutes)
   flashfs bench flexfs --quick                  SLC/MLC regions on a 16 MiB MLC part (seconds)
-  flashfs bench flexfs --plot out/              FlexFS's idle, busy, locality and burst runs on 64 MiB
+  flashfs bench flexfs --plot out/              FlexFS's experiments on 64 MiB (and 120 MiB)
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -99,7 +99,10 @@ pub enum Command {
     /// 25 s (idle), every 10 s (busy), and busy with a quarter rewritten in place (locality),
     /// on the native file system over 64 MiB of the mlc-flexfs part until it is 95% full:
     /// write throughput against utilization for the baseline (writes to SLC, the cleaner
-    /// migrates to MLC), SLC-only and MLC-only, in device time.
+    /// migrates to MLC), background migration, dynamic allocation, locality-aware
+    /// migration, SLC-only and MLC-only; the response time of writes arriving while the
+    /// migrator works; erases per block against a lifetime, with and without wear
+    /// management; a synthetic mobile trace. All in device time.
     #[command(after_help = EXAMPLES)]
     Flexfs(FlexfsArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
@@ -258,12 +261,17 @@ pub struct FlexfsArgs {
     /// MiB of the part used.
     #[arg(long)]
     mib: Option<u64>,
-    /// Only these experiments (idle, busy, locality, burst; repeatable).
+    /// Only these experiments (idle, busy, locality, burst, response, endurance, trace;
+    /// repeatable).
     #[arg(long = "experiment")]
     experiments: Vec<String>,
-    /// Only these settings (mlc-only, slc-only, baseline, bm, da; repeatable).
+    /// Only these settings in the synthetic runs and the trace (mlc-only, slc-only,
+    /// baseline, bm, da, la; repeatable).
     #[arg(long = "config")]
     configs: Vec<String>,
+    /// Seed of the response run's idle gaps and of the trace.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Write the throughput-against-utilization plots (PNG and SVG) into this directory.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
@@ -465,10 +473,11 @@ fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Resul
             .experiments
             .iter()
             .map(|e| {
-                flexfs::Experiment::ALL
-                    .into_iter()
-                    .find(|x| x.name() == e)
-                    .with_context(|| format!("no experiment {e:?} (idle, busy, locality, burst)"))
+                flexfs::Experiment::parse(e).with_context(|| {
+                    format!(
+                        "no experiment {e:?} (idle, busy, locality, burst, response, endurance, trace)"
+                    )
+                })
             })
             .collect::<Result<_>>()?;
     }
@@ -478,10 +487,13 @@ fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Resul
             .iter()
             .map(|c| {
                 flashfs::Regions::parse(c).with_context(|| {
-                    format!("no setting {c:?} (mlc-only, slc-only, baseline, bm, da)")
+                    format!("no setting {c:?} (mlc-only, slc-only, baseline, bm, da, la)")
                 })
             })
             .collect::<Result<_>>()?;
+    }
+    if let Some(s) = args.seed {
+        opts.seed = s;
     }
     let rows = with_progress(global, "{msg:>20} [{bar:40}] {pos}/{len} {eta}", |p| {
         run_flexfs(&opts, p)
@@ -493,10 +505,18 @@ fn flexfs_bench(args: &FlexfsArgs, global: Global, out: &mut dyn Write) -> Resul
     } else {
         writeln!(
             out,
-            "preset {} cut to {} MiB, native file system (default configuration but the \
-             regions), chunks of {} MiB in 64 KiB writes and an fsync, until {}% full; \
-             throughput in device time spent writing",
-            opts.preset, opts.mib, opts.chunk_mib, opts.fill_pct
+            "preset {} cut to {} MiB ({} MiB for endurance), native file system (default \
+             configuration but the regions), chunks of {} MiB in 64 KiB writes and an fsync \
+             until {}% full; {} timed writes (response), {} operations (trace), seed {}; \
+             device time",
+            opts.preset,
+            opts.mib,
+            opts.endurance_mib,
+            opts.chunk_mib,
+            opts.fill_pct,
+            opts.requests,
+            opts.trace_ops,
+            opts.seed
         )?;
         out.write_all(flexfs::table(&rows).as_bytes())?;
     }
