@@ -2,10 +2,10 @@
 //! acknowledges flushes it did not make durable.
 
 use flash::{ImageMeta, NandSim};
-use flashfs::{Ftl, FtlConfig, NandSegments};
+use flashfs::{Ftl, FtlConfig, NandSegments, Segments};
 use flashfs_bench::torture::{
-    run, run_case, torture, torture_device, Case, Failure, Fault, FtlTarget, Model, Op, Target,
-    TargetKind, TortureOptions, Workload,
+    ftl_config, nand_part, run, run_case, torture, torture_device, Case, Failure, Fault, FtlTarget,
+    Model, Op, Target, TargetKind, TortureOptions, Workload, TORTURE_REGIONS,
 };
 
 type Nand = NandSegments<NandSim>;
@@ -249,4 +249,27 @@ fn a_replayed_case_is_the_same_case() {
         &mut |_, _, _| {}
     )
     .is_err());
+}
+
+/// The block device on the MLC part as the torture mounts it (through the wrapper that cuts
+/// the power): it has the part's SLC mode, so the regions put writes in SLC segments and the
+/// cleaner migrates them to MLC ones under the cuts.
+#[test]
+fn the_mlc_part_keeps_its_slc_mode_under_the_harness() {
+    let dev = torture_device("mlc-flexfs").unwrap();
+    let config = ftl_config(Fault::PowerCut);
+    assert_eq!(config.log.regions, Some(TORTURE_REGIONS));
+    let base = Ftl::format(nand_part(&dev, 1).unwrap(), config)
+        .unwrap()
+        .into_device();
+    let mut t = FtlTarget::mount(base, config).unwrap();
+    for op in Workload::AppendLog.ops(1, t.sectors(), t.sector_size(), 200) {
+        t.apply(op).unwrap();
+    }
+    let log = t.ftl_mut().unwrap().log();
+    assert!(log.device().has_slc_mode());
+    let (slc, mlc) = log.region_segments();
+    // The format's segments are long cleaned: these were opened under the wrapper.
+    assert!(slc > 0 && mlc > 0, "{slc} SLC and {mlc} MLC segments");
+    assert!(log.stats().migrated_slots > 0, "{:?}", log.stats());
 }
