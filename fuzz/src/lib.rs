@@ -411,7 +411,7 @@ mod tests {
         assert!(ops.iter().all(|op| match *op {
             Op::Write { sector, count, .. } | Op::Trim { sector, count } =>
                 count >= 1 && sector + count <= 10,
-            Op::Flush => true,
+            Op::Flush | Op::Checkpoint | Op::Idle { .. } => true,
         }));
     }
 }

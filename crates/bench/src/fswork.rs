@@ -120,6 +120,12 @@ pub enum FsOp {
     },
     /// Make everything so far durable.
     Sync,
+    /// Leave the device idle for `ms` milliseconds of device time ([`Fs::idle`]): the log
+    /// cleans ahead of need and, on MLC NAND, migrates. Nothing the volume shows changes.
+    Idle {
+        /// Milliseconds of device time.
+        ms: u32,
+    },
 }
 
 /// Deterministic bytes: content `seed` at file offset `off`, so overlapping writes of one
@@ -181,7 +187,7 @@ pub fn accepts(tree: &Tree, op: &FsOp) -> bool {
         FsOp::Rename { from, to } => {
             (is_file(from) || is_records(from)) && dir_ok(to) && tree.get(to) != Some(&Node::Dir)
         }
-        FsOp::Sync => true,
+        FsOp::Sync | FsOp::Idle { .. } => true,
     }
 }
 
@@ -314,7 +320,7 @@ pub fn apply_model(tree: &mut Tree, op: &FsOp) -> bool {
             tree.insert(to.clone(), node);
             true
         }
-        FsOp::Sync => true,
+        FsOp::Sync | FsOp::Idle { .. } => true,
     }
 }
 
@@ -427,6 +433,9 @@ pub fn apply_fs<D: Segments>(fs: &mut Fs<D>, op: &FsOp) -> flashfs::Result<()> {
             fs.record_remove_last(ino)
         }
         FsOp::Sync => fs.sync(),
+        FsOp::Idle { ms } => fs
+            .idle(core::time::Duration::from_millis(u64::from(*ms)))
+            .map(drop),
     }
 }
 

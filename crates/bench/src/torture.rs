@@ -6,7 +6,8 @@
 //!
 //! The pieces:
 //!
-//! - [`Op`], [`Workload`] and [`workload`]: reproducible block-device workloads.
+//! - [`Op`], [`Workload`] and [`workload`]: reproducible block-device workloads, with idle
+//!   time among their operations ([`idle_steps`]) for the log's background work.
 //! - [`Model`]: what each sector may hold after a cut ([`Oracle`] in general).
 //! - [`Target`]: a system under test. [`FtlTarget`] is the block device ([`flashfs::Ftl`]) on
 //!   a simulated NOR or NAND part; a file-system target plugs in the same way, with its own
@@ -42,6 +43,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 use std::rc::Rc;
+use std::time::Duration;
 
 use flash::{
     AgeReport, DeviceSpec, FaultConfig, FlashError, ImageMeta, NandFlash, NandSim, NandSpec,
@@ -64,7 +66,7 @@ pub use fs::{
 };
 pub use sim::SimSegments;
 
-use crate::fswork::FsWorkload;
+use crate::fswork::{FsOp, FsWorkload};
 
 /// One block-device operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +92,12 @@ pub enum Op {
     /// A checkpoint ([`BlockDevice::checkpoint`]): a flush that also lets the next mount
     /// skip its scan, if nothing is written after it.
     Checkpoint,
+    /// Leave the device idle for `ms` milliseconds of device time ([`Ftl::idle`]): the log
+    /// cleans ahead of need and, on MLC NAND, migrates. No sector changes.
+    Idle {
+        /// Milliseconds of device time.
+        ms: u32,
+    },
 }
 
 impl Op {
@@ -129,6 +137,38 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % n.max(1)
     }
+}
+
+/// Idle steps among a workload's `ops` ([`TortureOptions::idle`]): after about one barrier
+/// in six (`is_barrier`: a flush, a sync — the idle time after one is what a device mostly
+/// sees) and one other operation in 100, the device idles (`idle`) for 0.1 to 0.5 s of
+/// device time or, one step in three, for 1.1 to 3 s, longer than
+/// [`MIGRATION_WAIT`](flashfs::log::region::MIGRATION_WAIT), so that an MLC part migrates.
+/// The steps are drawn from `seed` on a stream of their own, so the other operations stay
+/// those of the workload; the first `n` operations are kept.
+pub fn idle_steps<T>(
+    ops: Vec<T>,
+    seed: u64,
+    n: usize,
+    is_barrier: impl Fn(&T) -> bool,
+    idle: impl Fn(u32) -> T,
+) -> Vec<T> {
+    let mut rng = Rng::new(mix(seed, 0x1D1E));
+    let mut out = Vec::with_capacity(ops.len() + ops.len() / 8);
+    for op in ops {
+        let one_in = if is_barrier(&op) { 6 } else { 100 };
+        out.push(op);
+        if rng.below(one_in) == 0 {
+            let tenths = if rng.below(3) != 0 {
+                1 + rng.below(5)
+            } else {
+                11 + rng.below(20)
+            };
+            out.push(idle(100 * tenths as u32));
+        }
+    }
+    out.truncate(n);
+    out
 }
 
 /// Mixes numbers into one seed (splitmix64 finalizer).
@@ -439,7 +479,7 @@ impl Model {
                     self.current[k as usize] = None;
                 }
             }
-            Op::Flush | Op::Checkpoint => {}
+            Op::Flush | Op::Checkpoint | Op::Idle { .. } => {}
         }
     }
 
@@ -553,8 +593,8 @@ impl Oracle for Model {
     }
 }
 
-/// Applies an operation to a block device.
-pub fn apply<B: BlockDevice>(dev: &mut B, op: Op) -> flashfs::Result<()> {
+/// Applies an operation to the block device.
+pub fn apply<D: Segments>(dev: &mut Ftl<D>, op: Op) -> flashfs::Result<()> {
     let ss = dev.sector_size();
     match op {
         Op::Write {
@@ -571,6 +611,7 @@ pub fn apply<B: BlockDevice>(dev: &mut B, op: Op) -> flashfs::Result<()> {
         Op::Trim { sector, count } => dev.trim(sector, count),
         Op::Flush => dev.flush(),
         Op::Checkpoint => dev.checkpoint(),
+        Op::Idle { ms } => dev.idle(Duration::from_millis(u64::from(ms))).map(drop),
     }
 }
 
@@ -679,6 +720,12 @@ pub trait Target {
     /// A few operations for after a recovery, ending with what makes them durable; `round`
     /// makes their content differ from everything written before.
     fn more_ops(&self, round: u32) -> Vec<Self::Op>;
+    /// Whether `op` is an idle step, whose cuts are counted apart
+    /// ([`CaseResult::idle_cuts`]). By default none is.
+    fn is_idle(&self, op: &Self::Op) -> bool {
+        let _ = op;
+        false
+    }
 
     /// Arms a fault for the rest of the case, its random choices drawn from `seed`; `ops` is
     /// the length of the workload. Returns whether the target can inject it (by default only
@@ -1156,6 +1203,10 @@ impl<D: SimSegments> Target for FtlTarget<D> {
         v
     }
 
+    fn is_idle(&self, op: &Op) -> bool {
+        matches!(op, Op::Idle { .. })
+    }
+
     fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
         let Some(f) = self.ftl.as_mut() else {
             return false;
@@ -1245,6 +1296,8 @@ pub struct Case {
 pub struct CaseResult {
     /// Power cuts that fired (0–3).
     pub cuts: u64,
+    /// Of those, the cuts that fired during an idle step (the log cleaning or migrating).
+    pub idle_cuts: u64,
     /// Mounts after a cut or a clean unmount.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
@@ -1290,9 +1343,13 @@ fn run_ops<T: Target>(
         if !damaged.is_empty() {
             model.damaged(&damaged);
         }
+        let idle = target.is_idle(&op);
         match r {
             Ok(()) => model.acknowledge(&op),
-            Err(Failure::PowerLoss) => return Ok(Stop::PowerLoss),
+            Err(Failure::PowerLoss) => {
+                res.idle_cuts += u64::from(idle);
+                return Ok(Stop::PowerLoss);
+            }
             Err(Failure::Media(_)) => {
                 res.typed_errors += 1;
                 return Ok(Stop::Media);
@@ -1302,6 +1359,7 @@ fn run_ops<T: Target>(
             }
         }
         if !target.powered() {
+            res.idle_cuts += u64::from(idle);
             return Ok(Stop::PowerLoss);
         }
     }
@@ -1656,6 +1714,9 @@ pub struct TortureOptions {
     /// The file system's journal blocks ([`flashfs::FsConfig::journal_blocks`]; `None`:
     /// the medium's default).
     pub journal_blocks: Option<u16>,
+    /// Idle steps among the workloads' operations ([`idle_steps`]); without them a case
+    /// found before the workloads had them replays as it was found.
+    pub idle: bool,
 }
 
 /// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND.
@@ -1691,6 +1752,7 @@ impl Default for TortureOptions {
             cut: None,
             torn: false,
             journal_blocks: None,
+            idle: true,
         }
     }
 }
@@ -1716,6 +1778,8 @@ pub struct Report {
     pub cases: u64,
     /// Power cuts that fired.
     pub cuts: u64,
+    /// Of those, the cuts that fired during an idle step (the log cleaning or migrating).
+    pub idle_cuts: u64,
     /// Mounts after cuts and clean unmounts.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
@@ -1758,6 +1822,8 @@ pub struct Violation {
     pub ops: usize,
     /// The file system's journal blocks where asked for.
     pub journal_blocks: Option<u16>,
+    /// Whether the workload had its idle steps ([`TortureOptions::idle`]).
+    pub idle: bool,
     /// The case (with its fault kind).
     pub case: Case,
     /// What went wrong.
@@ -1779,6 +1845,9 @@ impl Violation {
         }
         if let Some(n) = self.journal_blocks {
             s.push_str(&format!(" --journal-blocks {n}"));
+        }
+        if !self.idle {
+            s.push_str(" --no-idle");
         }
         s
     }
@@ -2049,6 +2118,7 @@ fn run_combo<D: Clone, T: Target>(
         sector_size: ss,
         cases: cases.len() as u64,
         cuts: 0,
+        idle_cuts: 0,
         remounts: 0,
         bytes_verified: 0,
         media_errors: 0,
@@ -2081,6 +2151,7 @@ fn run_combo<D: Clone, T: Target>(
             };
             let r = run_case(t, &ops, *case);
             report.cuts += r.cuts;
+            report.idle_cuts += r.idle_cuts;
             report.remounts += r.remounts;
             report.bytes_verified += r.bytes_verified;
             report.media_errors += r.media_errors;
@@ -2097,6 +2168,7 @@ fn run_combo<D: Clone, T: Target>(
                     journal_blocks: opts
                         .journal_blocks
                         .filter(|_| report.target == TargetKind::Fs.name()),
+                    idle: opts.idle,
                     case: *case,
                     message,
                 });
@@ -2123,10 +2195,11 @@ pub fn ftl_config(fault: Fault) -> FtlConfig {
     c
 }
 
-/// The regions the torture's MLC parts run with: writes to SLC segments (the workloads
-/// never idle, so dynamic allocation keeps them all there), the cleaner's survivors to MLC
-/// ones, so that cuts fall inside migrations and both modes' segments are remounted. Other
-/// media have no SLC mode and ignore it.
+/// The regions the torture's MLC parts run with: writes to SLC segments (or, once idle
+/// steps have migrated, the share of them dynamic allocation gives SLC), the cleaner's
+/// survivors and the idle steps' migrations to MLC ones, so that cuts fall inside
+/// migrations and both modes' segments are remounted. Other media have no SLC mode and
+/// ignore it.
 pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Dynamic;
 
 /// The torture's map cache: none beyond the one page it always holds, so that on devices
@@ -2152,7 +2225,13 @@ fn run_ftl<D: SimSegments>(
             workload: workload.name().to_string(),
             base,
             mount: &|d| FtlTarget::mount(d, config),
-            ops_of: &|seed, t: &FtlTarget<D>| workload.ops(seed, t.sectors(), t.sector_size(), ops),
+            ops_of: &|seed, t: &FtlTarget<D>| {
+                let w = workload.ops(seed, t.sectors(), t.sector_size(), ops);
+                if !opts.idle {
+                    return w;
+                }
+                idle_steps(w, seed, ops, |op| op.is_barrier(), |ms| Op::Idle { ms })
+            },
             shape: &|t: &FtlTarget<D>| (t.sectors(), t.sector_size()),
             verify_programs: config.log.verify_programs,
         },
@@ -2180,7 +2259,13 @@ fn run_fs<D: SimSegments>(
             workload: workload.name().to_string(),
             base,
             mount: &|d| FsTarget::mount(d, config),
-            ops_of: &|seed, t: &FsTarget<D>| fs::fs_ops(workload, seed, ops, t),
+            ops_of: &|seed, t: &FsTarget<D>| {
+                let w = fs::fs_ops(workload, seed, ops, t);
+                if !opts.idle {
+                    return w;
+                }
+                idle_steps(w, seed, ops, |op| *op == FsOp::Sync, |ms| FsOp::Idle { ms })
+            },
             shape: &|t: &FsTarget<D>| (t.blocks(), t.block_size() as usize),
             verify_programs: config.ftl.log.verify_programs,
         },
@@ -2397,12 +2482,51 @@ mod tests {
                         Op::Trim { sector, count } => {
                             assert!(count >= 1 && sector + count <= sectors, "{w} {op:?}")
                         }
-                        Op::Flush | Op::Checkpoint => {}
+                        Op::Flush | Op::Checkpoint | Op::Idle { .. } => {}
                     }
                 }
             }
             assert_eq!(Workload::from_name(w.name()), Some(w));
         }
+    }
+
+    #[test]
+    fn idle_steps_leave_the_workload_as_it_was_and_follow_barriers_mostly() {
+        let wait = flashfs::log::region::MIGRATION_WAIT.as_millis() as u32;
+        let (mut after_barrier, mut after_other, mut long, mut short) = (0, 0, 0, 0);
+        for w in Workload::ALL {
+            let plain = w.ops(9, 100, 512, 400);
+            let idle = |ms| Op::Idle { ms };
+            let ops = idle_steps(plain.clone(), 9, 400, |op| op.is_barrier(), idle);
+            assert_eq!(ops.len(), 400, "{w}");
+            assert_eq!(
+                idle_steps(plain.clone(), 9, 400, |op| op.is_barrier(), idle),
+                ops
+            );
+            let rest: Vec<Op> = ops
+                .iter()
+                .copied()
+                .filter(|op| !matches!(op, Op::Idle { .. }))
+                .collect();
+            assert!(rest.len() < 400, "{w}: no idle step");
+            assert_eq!(rest[..], plain[..rest.len()], "{w}");
+            for (i, op) in ops.iter().enumerate() {
+                let Op::Idle { ms } = *op else { continue };
+                assert!((100..=3000).contains(&ms), "{w}: {ms} ms");
+                if ms > wait {
+                    long += 1;
+                } else {
+                    short += 1;
+                }
+                match i.checked_sub(1).map(|j| ops[j]) {
+                    Some(Op::Idle { .. }) | None => panic!("{w}: an idle step at {i} follows none"),
+                    Some(before) if before.is_barrier() => after_barrier += 1,
+                    Some(_) => after_other += 1,
+                }
+            }
+        }
+        assert!(after_barrier > after_other, "{after_barrier} {after_other}");
+        assert!(long > 0 && short > long, "{long} {short}");
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! The power-loss torture harness: it passes the block device, and it catches a target that
 //! acknowledges flushes it did not make durable.
 
+use std::ops::Range;
+
 use flash::{ImageMeta, NandSim};
-use flashfs::{Ftl, FtlConfig, NandSegments};
+use flashfs::{Ftl, FtlConfig, NandSegments, Segments};
+use flashfs_bench::fswork::{FsOp, FsWorkload};
 use flashfs_bench::torture::{
-    run, run_case, torture, torture_device, Case, Failure, Fault, FtlTarget, Model, Op, Target,
-    TargetKind, TortureOptions, Workload,
+    format_fs, fs_config, fs_ops, fs_torture_device, ftl_config, idle_steps, nand_part, run,
+    run_case, torture, torture_device, Case, Failure, Fault, FsTarget, FtlTarget, Model, Op,
+    Oracle, Target, TargetKind, TortureOptions, Workload, TORTURE_REGIONS,
 };
 
 type Nand = NandSegments<NandSim>;
@@ -249,4 +253,132 @@ fn a_replayed_case_is_the_same_case() {
         &mut |_, _, _| {}
     )
     .is_err());
+}
+
+/// The block device on the MLC part as the torture mounts it (through the wrapper that cuts
+/// the power): it has the part's SLC mode, so the regions put writes in SLC segments and the
+/// cleaner migrates them to MLC ones under the cuts.
+#[test]
+fn the_mlc_part_keeps_its_slc_mode_under_the_harness() {
+    let dev = torture_device("mlc-flexfs").unwrap();
+    let config = ftl_config(Fault::PowerCut);
+    assert_eq!(config.log.regions, Some(TORTURE_REGIONS));
+    let base = Ftl::format(nand_part(&dev, 1).unwrap(), config)
+        .unwrap()
+        .into_device();
+    let mut t = FtlTarget::mount(base, config).unwrap();
+    for op in Workload::AppendLog.ops(1, t.sectors(), t.sector_size(), 200) {
+        t.apply(op).unwrap();
+    }
+    let log = t.ftl_mut().unwrap().log();
+    assert!(log.device().has_slc_mode());
+    let (slc, mlc) = log.region_segments();
+    // The format's segments are long cleaned: these were opened under the wrapper.
+    assert!(slc > 0 && mlc > 0, "{slc} SLC and {mlc} MLC segments");
+    assert!(log.stats().migrated_slots > 0, "{:?}", log.stats());
+}
+
+/// The device operations (counted from the start of `ops`, as a case's cut is) of each idle
+/// step during which the log migrated, when `ops` run on `t` without a cut.
+fn migrating_steps<T: Target>(
+    mut t: T,
+    ops: &[T::Op],
+    migrated: impl Fn(&mut T) -> u64,
+) -> Vec<Range<u64>> {
+    let start = t.device_ops();
+    let mut model = t.model();
+    let mut steps = Vec::new();
+    for op in ops {
+        let (from, before) = (t.device_ops() - start, migrated(&mut t));
+        model.issue(op);
+        t.apply(op.clone()).unwrap();
+        model.acknowledge(op);
+        if t.is_idle(op) && migrated(&mut t) > before {
+            steps.push(from..t.device_ops() - start);
+        }
+    }
+    steps
+}
+
+/// Cuts at the first, a middle and the last device operation of up to three migrating idle
+/// steps, clean and torn: each case must cut inside the step and hold everything
+/// acknowledged after every remount. Returns the cases run.
+fn cut_inside_migrations<T: Target>(
+    fresh: &dyn Fn() -> T,
+    ops: &[T::Op],
+    seed: u64,
+    steps: &[Range<u64>],
+) -> usize {
+    let mut n = 0;
+    for step in steps.iter().take(3) {
+        let mid = step.start + (step.end - step.start) / 2;
+        for cut in [step.start, mid, step.end - 1] {
+            let case = Case {
+                seed,
+                cut,
+                torn: n % 2 == 1,
+                fault: Fault::PowerCut,
+            };
+            let r = run_case(fresh(), ops, case);
+            assert_eq!(r.violation, None, "{case:?}");
+            assert!(
+                r.idle_cuts >= 1,
+                "{case:?} did not cut the idle step: {r:?}"
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+/// On the MLC part the workloads' idle steps migrate, and cuts inside a migration leave the
+/// block device holding what was acknowledged.
+#[test]
+fn cuts_inside_migrations_of_the_block_device_lose_nothing() {
+    let dev = torture_device("mlc-flexfs").unwrap();
+    let config = ftl_config(Fault::PowerCut);
+    let base = Ftl::format(nand_part(&dev, 1).unwrap(), config)
+        .unwrap()
+        .into_device();
+    let fresh = || FtlTarget::mount(base.clone(), config).unwrap();
+    let mut cases = 0;
+    for w in [Workload::AppendLog, Workload::Database] {
+        let seed = 3;
+        let t = fresh();
+        let plain = w.ops(seed, t.sectors(), t.sector_size(), 200);
+        let ops = idle_steps(plain, seed, 200, |op| op.is_barrier(), |ms| Op::Idle { ms });
+        let migrated = |t: &mut FtlTarget<Nand>| t.ftl_mut().unwrap().log().stats().migrated_slots;
+        let steps = migrating_steps(t, &ops, migrated);
+        assert!(!steps.is_empty(), "{w}: no idle step migrated");
+        cases += cut_inside_migrations(&fresh, &ops, seed, &steps);
+    }
+    assert!(cases >= 6);
+}
+
+/// The same on the file system.
+#[test]
+fn cuts_inside_migrations_of_the_file_system_lose_nothing() {
+    let dev = fs_torture_device("mlc-flexfs").unwrap();
+    let config = fs_config(Fault::PowerCut, None);
+    let base = format_fs(&dev, nand_part(&dev, 1).unwrap(), None).unwrap();
+    let fresh = || FsTarget::mount(base.clone(), config).unwrap();
+    let mut cases = 0;
+    for w in [FsWorkload::Mixed, FsWorkload::Database] {
+        let seed = 3;
+        let t = fresh();
+        let plain = fs_ops(w, seed, 200, &t);
+        let ops = idle_steps(
+            plain,
+            seed,
+            200,
+            |op| *op == FsOp::Sync,
+            |ms| FsOp::Idle { ms },
+        );
+        let migrated =
+            |t: &mut FsTarget<Nand>| t.fs_mut().unwrap().ftl().log().stats().migrated_slots;
+        let steps = migrating_steps(t, &ops, migrated);
+        assert!(!steps.is_empty(), "{}: no idle step migrated", w.name());
+        cases += cut_inside_migrations(&fresh, &ops, seed, &steps);
+    }
+    assert!(cases >= 6);
 }

@@ -239,6 +239,12 @@ impl<S: Store> AnyFtl<S> {
         with_ftl!(self, f => ftl_usage(f))
     }
 
+    /// Uses `d` of idle device time to clean ahead of need and migrate ([`Ftl::idle`]);
+    /// returns the device time the work took.
+    pub fn idle(&mut self, d: std::time::Duration) -> flashfs::Result<std::time::Duration> {
+        with_ftl!(self, f => f.idle(d))
+    }
+
     /// Makes what was written durable on the device and in the host file.
     pub fn sync(&mut self) -> anyhow::Result<()> {
         with_ftl!(self, f => {

@@ -727,6 +727,7 @@ fn torture_prints_measured_counts_as_json_and_finds_no_violation() {
     let remounts = o["remounts"].as_u64().unwrap();
     // Each case cuts once or twice and remounts two or three times, reading every sector.
     assert!((20..=40).contains(&cuts), "{o}");
+    assert!(o["idle_cuts"].as_u64().unwrap() <= cuts, "{o}");
     assert!((40..=60).contains(&remounts), "{o}");
     let sector_bytes = o["sectors"].as_u64().unwrap() * o["sector_size"].as_u64().unwrap();
     assert_eq!(

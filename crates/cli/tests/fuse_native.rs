@@ -505,3 +505,80 @@ fn damaged_data_reads_as_eio_through_the_kernel() {
     unmount(&mnt, pid);
     drop(guard);
 }
+
+/// The SLC and MLC segments in use, as `flashfs info` finds them on an MLC image.
+fn regions(img: &Path) -> (u64, u64) {
+    let out = run(Command::new(flashfs_bin())
+        .arg("info")
+        .arg(img)
+        .arg("--json"));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = info
+        .pointer("/log/regions")
+        .unwrap_or_else(|| panic!("no regions in {info}"));
+    let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("no {k} in {r}"));
+    (n("slc_segments"), n("mlc_segments"))
+}
+
+/// A mount left alone gives the volume the time that passes as idle time: on MLC NAND with
+/// background migration, data written to SLC segments moves to MLC ones once the mount has
+/// been quiet for a second. The wait is the wall clock's, so each try leaves the mount
+/// quiet for well over that, and a try the host held up is made again.
+#[test]
+fn a_quiet_mount_migrates_data_from_slc_to_mlc() {
+    require_fuse(&[]);
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args([
+            "mkfs",
+            "--preset",
+            "mlc-flexfs",
+            "--blocks",
+            "64",
+            "--regions",
+            "bm",
+        ])
+        .arg(&img));
+
+    let pid = mount(&img, &mnt, &[]);
+    let guard = Mounted(&mnt);
+    let content = data(3 << 20, 21);
+    let f = std::fs::File::create(mnt.join("big")).unwrap();
+    std::io::Write::write_all(&mut &f, &content).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    unmount(&mnt, pid);
+    drop(guard);
+    let (slc, mlc) = regions(&img);
+    assert!(
+        slc >= 10 && mlc == 0,
+        "written to SLC: {slc} SLC, {mlc} MLC"
+    );
+
+    let mut found = (slc, mlc);
+    for _ in 0..5 {
+        let pid = mount(&img, &mnt, &[]);
+        let guard = Mounted(&mnt);
+        std::thread::sleep(std::time::Duration::from_millis(3000));
+        unmount(&mnt, pid);
+        drop(guard);
+        found = regions(&img);
+        if found.1 > 0 {
+            break;
+        }
+    }
+    let (slc_after, mlc_after) = found;
+    assert!(
+        mlc_after > 0 && slc_after < slc,
+        "nothing migrated: {slc} SLC segments before, {slc_after} SLC and {mlc_after} MLC after"
+    );
+    // The data reads back whole from its new place.
+    let pid = mount(&img, &mnt, &["-o", "ro"]);
+    let guard = Mounted(&mnt);
+    assert!(std::fs::read(mnt.join("big")).unwrap() == content);
+    unmount(&mnt, pid);
+    drop(guard);
+}

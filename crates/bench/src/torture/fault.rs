@@ -303,6 +303,12 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         self.inner.risks_earlier_slot(slot)
     }
+    fn has_slc_mode(&self) -> bool {
+        self.inner.has_slc_mode()
+    }
+    fn set_slc(&mut self, seg: u32, slc: bool) -> flashfs::Result<()> {
+        self.inner.set_slc(seg, slc)
+    }
     fn units_per_segment(&self) -> u32 {
         self.inner.units_per_segment()
     }

@@ -519,6 +519,10 @@ impl<D: SimSegments> Target for FsTarget<D> {
         ]
     }
 
+    fn is_idle(&self, op: &FsOp) -> bool {
+        matches!(op, FsOp::Idle { .. })
+    }
+
     fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
         let Some(f) = self.fs.as_mut() else {
             return false;

@@ -23,13 +23,14 @@ pub const EXAMPLES: &str = "Examples:
   flashfs torture --campaign 1000000            every preset, target, fault and workload until
                                                 a million power cuts have been made
 
-Each case runs a workload on a target, cuts the power after a device operation (cleanly, or
-tearing that operation), reboots, mounts and checks what it finds; then continues the
-workload with a second cut, writes a little more and remounts. The block device (ftl) must
-show in each sector its value at the last acknowledged flush or one written since; the file
-system (fs) must mount, pass fsck, and hold the state of its last sync plus whole operations
-since, in order; at the end deleting everything must give back all the space. The fault
-kinds add to that:
+Each case runs a workload on a target (with idle steps, in which the log cleans ahead of
+need and an MLC part migrates, unless --no-idle), cuts the power after a device operation
+(cleanly, or tearing that operation), reboots, mounts and checks what it finds; then
+continues the workload with a second cut, writes a little more and remounts. The block
+device (ftl) must show in each sector its value at the last acknowledged flush or one
+written since; the file system (fs) must mount, pass fsck, and hold the state of its last
+sync plus whole operations since, in order; at the end deleting everything must give back
+all the space. The fault kinds add to that:
   power-cut    nothing more
   mount-cut    the power goes again while mounting after the first cut (or in its first writes)
   ecc-within   stuck bit errors the ECC corrects: must be invisible (NAND)
@@ -93,6 +94,10 @@ pub struct Args {
     /// case whose volume it passes a quarter of fails to format.
     #[arg(long, value_name = "N")]
     journal_blocks: Option<u16>,
+    /// Run the workloads without their idle steps (a case found without them replays only
+    /// so; a violation's reproducer says when).
+    #[arg(long)]
+    no_idle: bool,
     /// One JSON object per preset, target, fault kind and workload instead of the table.
     #[arg(long)]
     json: bool,
@@ -115,6 +120,7 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
         cut: args.cut,
         torn: args.torn,
         journal_blocks: args.journal_blocks,
+        idle: !args.no_idle,
         ..TortureOptions::default()
     };
     if !args.preset.is_empty() {
@@ -260,9 +266,10 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
     if args.campaign.is_some() || !args.json {
         let sum = |f: fn(&Report) -> u64| outcome.reports.iter().map(f).sum::<u64>();
         let line = format!(
-            "total: {} cases, {} cuts, {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
+            "total: {} cases, {} cuts ({} in idle time), {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
             sum(|r| r.cases),
             sum(|r| r.cuts),
+            sum(|r| r.idle_cuts),
             sum(|r| r.remounts),
             sum(|r| r.bytes_verified) as f64 / 1e6,
             sum(Report::media_damage),
@@ -321,6 +328,7 @@ fn campaign(
                     Some(t) => {
                         t.cases += r.cases;
                         t.cuts += r.cuts;
+                        t.idle_cuts += r.idle_cuts;
                         t.remounts += r.remounts;
                         t.bytes_verified += r.bytes_verified;
                         t.media_errors += r.media_errors;

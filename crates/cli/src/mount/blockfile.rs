@@ -4,7 +4,7 @@
 //! hole; the size is fixed, so truncation is refused.
 
 use std::ffi::{OsStr, OsString};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime};
 
 use flashfs::BlockDevice;
@@ -14,6 +14,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
+use super::idle::{Idle, IdleThread, Shared};
 use super::Volume;
 use crate::volume::{AnyFtl, ImageStore};
 
@@ -163,15 +164,22 @@ impl Disk {
     }
 }
 
+impl Idle for Disk {
+    fn idle(&mut self, d: Duration) -> flashfs::Result<Duration> {
+        self.ftl.idle(d)
+    }
+}
+
 /// The block device served as one file.
 pub struct BlockFile {
-    disk: Arc<Mutex<Disk>>,
+    disk: Shared<Disk>,
     name: OsString,
 }
 
 /// The mounted block device: the file system the session serves, and what closes it.
 pub struct BlockVolume {
-    disk: Arc<Mutex<Disk>>,
+    disk: Shared<Disk>,
+    read_only: bool,
 }
 
 impl BlockVolume {
@@ -186,7 +194,7 @@ impl BlockVolume {
         let sector = ftl.sector_size() as u64;
         let size = ftl.sectors() * sector;
         BlockVolume {
-            disk: Arc::new(Mutex::new(Disk {
+            disk: Shared::new(Disk {
                 ftl,
                 sector,
                 size,
@@ -195,7 +203,8 @@ impl BlockVolume {
                 gid,
                 mtime,
                 dirty: false,
-            })),
+            }),
+            read_only,
         }
     }
 }
@@ -205,16 +214,23 @@ impl Volume for BlockVolume {
 
     fn filesystem(&self) -> BlockFile {
         BlockFile {
-            disk: Arc::clone(&self.disk),
+            disk: self.disk.clone(),
             name: OsString::from(FILE_NAME),
         }
     }
 
+    fn idle_thread(&self) -> std::io::Result<Option<IdleThread>> {
+        if self.read_only {
+            return Ok(None);
+        }
+        IdleThread::start(self.disk.clone()).map(Some)
+    }
+
     fn close(self) -> anyhow::Result<String> {
-        let disk = Arc::try_unwrap(self.disk)
-            .map_err(|_| anyhow::anyhow!("the file system is still in use"))?
+        let disk = self
+            .disk
             .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .ok_or_else(|| anyhow::anyhow!("the file system is still in use"))?;
         let (space, _) = disk.ftl.usage();
         disk.ftl.close()?;
         Ok(format!(
@@ -227,9 +243,7 @@ impl Volume for BlockVolume {
 
 impl BlockFile {
     fn disk(&self) -> MutexGuard<'_, Disk> {
-        // A panic while holding the lock cannot leave the device half-updated in a way the
-        // log does not already survive (it is the state of a power cut): keep serving.
-        self.disk.lock().unwrap_or_else(|p| p.into_inner())
+        self.disk.lock()
     }
 }
 

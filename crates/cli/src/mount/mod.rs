@@ -9,8 +9,12 @@
 //! process group of its own, and returns once that process reports the mount live (or why it
 //! failed). The mount ends on `fusermount3 -u MOUNTPOINT`, or on SIGINT, SIGTERM or SIGHUP
 //! to the serving process: either way the device is flushed and the image closed.
+//!
+//! While no request comes, a writable mount gives the volume the wall-clock time that
+//! passes as idle device time, for its background work ([`idle`]).
 
 pub mod blockfile;
+pub mod idle;
 pub mod native;
 
 use std::fs::OpenOptions;
@@ -126,6 +130,9 @@ pub trait Volume {
     type Fs: fuser::Filesystem;
     /// The file system to serve.
     fn filesystem(&self) -> Self::Fs;
+    /// Starts the thread that gives the volume idle time while the session serves, if the
+    /// volume takes it (a read-only mount changes nothing, so it does not).
+    fn idle_thread(&self) -> std::io::Result<Option<idle::IdleThread>>;
     /// Called once the session has ended and dropped its file system: makes everything
     /// durable and closes the image. Returns a few words on the final state.
     fn close(self) -> anyhow::Result<String>;
@@ -407,9 +414,16 @@ fn session<V: Volume>(
     *ready = true;
     messages.ready();
     messages.line(&format!("mounted {} on {mountpoint}", a.image.display()));
+    let idling = volume.idle_thread().unwrap_or_else(|e| {
+        messages.line(&format!("no background work in idle time: {e}"));
+        None
+    });
     let served = session.run();
     handle.close();
     let _ = watcher.join();
+    if let Some(t) = idling {
+        t.stop();
+    }
     let closed = volume.close();
     match (&served, &closed) {
         (Ok(()), Ok(state)) => {

@@ -10,7 +10,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, SystemTime};
 
 use flashfs::fs::{Attr, RenameFlags, SetAttr, SetTime, XattrFlags};
@@ -22,6 +22,7 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use super::idle::{Idle, IdleThread, Shared};
 use super::Volume;
 use crate::native::{self, Medium};
 use crate::units;
@@ -46,21 +47,29 @@ struct State<D: Medium> {
     read_only: bool,
 }
 
+impl<D: Medium> Idle for State<D> {
+    fn idle(&mut self, d: Duration) -> flashfs::Result<Duration> {
+        self.fs.idle(d)
+    }
+}
+
 /// The native file system as the session serves it.
 pub struct NativeFs<D: Medium> {
-    state: Arc<Mutex<State<D>>>,
+    state: Shared<State<D>>,
 }
 
 /// The mounted native file system: what the session serves, and what closes it.
 pub struct NativeVolume<D: Medium> {
-    state: Arc<Mutex<State<D>>>,
+    state: Shared<State<D>>,
+    read_only: bool,
 }
 
 impl<D: Medium> NativeVolume<D> {
     /// Serves `fs`; read-only refuses every change.
     pub fn new(fs: Fs<D>, read_only: bool) -> Self {
         NativeVolume {
-            state: Arc::new(Mutex::new(State { fs, read_only })),
+            state: Shared::new(State { fs, read_only }),
+            read_only,
         }
     }
 }
@@ -73,15 +82,22 @@ where
 
     fn filesystem(&self) -> NativeFs<D> {
         NativeFs {
-            state: Arc::clone(&self.state),
+            state: self.state.clone(),
         }
     }
 
+    fn idle_thread(&self) -> std::io::Result<Option<IdleThread>> {
+        if self.read_only {
+            return Ok(None);
+        }
+        IdleThread::start(self.state.clone()).map(Some)
+    }
+
     fn close(self) -> anyhow::Result<String> {
-        let state = Arc::try_unwrap(self.state)
-            .map_err(|_| anyhow::anyhow!("the file system is still in use"))?
+        let state = self
+            .state
             .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .ok_or_else(|| anyhow::anyhow!("the file system is still in use"))?;
         let mut fs = state.fs;
         let st = fs.statfs();
         let bs = u64::from(st.block_size);
@@ -150,9 +166,7 @@ fn set_time(t: TimeOrNow) -> SetTime {
 
 impl<D: Medium> NativeFs<D> {
     fn state(&self) -> MutexGuard<'_, State<D>> {
-        // A panic while holding the lock leaves at worst an uncommitted working version,
-        // which the next commit or the last one on flash covers: keep serving.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// The file system, for a change: EROFS on a read-only mount.
