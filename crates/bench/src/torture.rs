@@ -2195,12 +2195,13 @@ pub fn ftl_config(fault: Fault) -> FtlConfig {
     c
 }
 
-/// The regions the torture's MLC parts run with: writes to SLC segments (or, once idle
-/// steps have migrated, the share of them dynamic allocation gives SLC), the cleaner's
-/// survivors and the idle steps' migrations to MLC ones, so that cuts fall inside
-/// migrations and both modes' segments are remounted. Other media have no SLC mode and
-/// ignore it.
-pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Dynamic;
+/// The regions the torture's MLC parts run with (locality-aware migration, which is
+/// dynamic allocation and more): writes to SLC segments (or, once idle steps have
+/// migrated, the share of them dynamic allocation gives SLC; the file system's rewrites to
+/// SLC segments of their own), the cleaner's survivors and the idle steps' migrations to
+/// MLC ones, so that cuts fall inside migrations and both modes' segments are remounted.
+/// Other media have no SLC mode and ignore it.
+pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Locality;
 
 /// The torture's map cache: none beyond the one page it always holds, so that on devices
 /// of a few map pages every other page is read back and changed pages force checkpoints.

@@ -475,12 +475,22 @@ fn bench_flexfs_quick_rows_as_json() {
         flashfs()
             .args(["bench", "flexfs", "--quick", "--json"])
             .args(["--experiment", "response", "--experiment", "endurance"])
-            .args(["--experiment", "trace", "--config", "slc-only", "--config", "da"]),
+            .args([
+                "--experiment",
+                "trace",
+                "--config",
+                "slc-only",
+                "--config",
+                "da",
+            ]),
     );
     // Four response runs, two endurance runs, the trace under two settings.
     assert_eq!(rows.len(), 8);
     for r in &rows {
-        has_keys(r, &["experiment", "config", "utilization_pct", "write_kbps"]);
+        has_keys(
+            r,
+            &["experiment", "config", "utilization_pct", "write_kbps"],
+        );
         assert!(r["write_kbps"].as_f64().unwrap() > 0.0, "{r}");
     }
     let of = |e: &'static str| rows.iter().filter(move |r| r["experiment"] == e);

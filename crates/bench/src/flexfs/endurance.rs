@@ -19,7 +19,9 @@ use flash::Simulated;
 use flashfs::fs::ROOT_INO;
 use flashfs::{Error, Fs, Lifetime, Regions};
 
-use super::{config, device, mlc_volume_bytes, now, Experiment, FlexfsOptions, FlexfsRow};
+use super::{
+    config, device, mlc_volume_bytes, now, write_synced, Experiment, FlexfsOptions, FlexfsRow,
+};
 use crate::error::{Context, Result};
 
 /// MB arriving in each window (Table 4; the tenth chosen).
@@ -60,8 +62,7 @@ fn run_one(opts: &FlexfsOptions, wm: bool, volume_bytes: u64) -> Result<FlexfsRo
     }
     let mut fs = Fs::format(device(&opts.preset, opts.endurance_mib)?, c).context(what)?;
     let chunk = (opts.chunk_mib << 20) as usize;
-    let write = 64 << 10;
-    let data: Vec<u8> = (0..write).map(|i| (i * 5 + 11) as u8).collect();
+    let data: Vec<u8> = (0..64 << 10).map(|i| (i * 5 + 11) as u8).collect();
     let start = now(&fs);
     let mut files = std::collections::VecDeque::new();
     let (mut busy, mut written, mut made) = (Duration::ZERO, 0u64, 0u64);
@@ -93,11 +94,7 @@ fn run_one(opts: &FlexfsOptions, wm: bool, volume_bytes: u64) -> Result<FlexfsRo
                 let ino = fs
                     .create(ROOT_INO, format!("f{made:06}").as_bytes(), 0o644, 0, 0)?
                     .ino;
-                for off in (0..chunk).step_by(write) {
-                    fs.write(ino, off as u64, &data[..write.min(chunk - off)])?;
-                }
-                fs.fsync(ino, false)?;
-                Ok(())
+                write_synced(&mut fs, ino, 0, chunk, &data)
             })();
             match step {
                 Ok(()) => {}

@@ -311,6 +311,21 @@ fn mlc_volume_bytes(preset: &str, mib: u64) -> Result<u64> {
     Ok(st.blocks * u64::from(st.block_size))
 }
 
+/// Writes `len` bytes at `off` of file `ino` in calls of at most `data.len()` bytes (of
+/// `data`), then makes them durable with `fsync`.
+fn write_synced(
+    fs: &mut Fs<Dev>,
+    ino: u64,
+    off: u64,
+    len: usize,
+    data: &[u8],
+) -> flashfs::Result<()> {
+    for at in (0..len).step_by(data.len()) {
+        fs.write(ino, off + at as u64, &data[..data.len().min(len - at)])?;
+    }
+    fs.fsync(ino, false)
+}
+
 /// The device clock of `fs`.
 fn now(fs: &Fs<Dev>) -> Duration {
     fs.ftl().log().device().now()

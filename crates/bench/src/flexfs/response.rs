@@ -18,7 +18,8 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::{
-    config, device, mlc_volume_bytes, now, response_us, Experiment, FlexfsOptions, FlexfsRow,
+    config, device, mlc_volume_bytes, now, response_us, write_synced, Experiment, FlexfsOptions,
+    FlexfsRow,
 };
 use crate::error::{Context, Result};
 
@@ -51,20 +52,13 @@ fn run_one(opts: &FlexfsOptions, share: u8, volume_bytes: u64) -> Result<FlexfsR
     c.ftl.log.migration_share = share.max(1);
     let mut fs = Fs::format(device(&opts.preset, 2 * opts.mib)?, c).context(what)?;
     let bulk = ((opts.mib << 20) * 30 / 64) as usize;
-    let write = 64 << 10;
-    let data: Vec<u8> = (0..write).map(|i| (i * 13 + 1) as u8).collect();
+    let data: Vec<u8> = (0..64 << 10).map(|i| (i * 13 + 1) as u8).collect();
     let target = 1 << 20;
     let setup = (|| -> flashfs::Result<u64> {
         let ino = fs.create(ROOT_INO, b"bulk", 0o644, 0, 0)?.ino;
-        for off in (0..bulk).step_by(write) {
-            fs.write(ino, off as u64, &data[..write.min(bulk - off)])?;
-        }
-        fs.fsync(ino, false)?;
+        write_synced(&mut fs, ino, 0, bulk, &data)?;
         let small = fs.create(ROOT_INO, b"small", 0o644, 0, 0)?.ino;
-        for off in (0..target).step_by(write) {
-            fs.write(small, off as u64, &data)?;
-        }
-        fs.fsync(small, false)?;
+        write_synced(&mut fs, small, 0, target, &data)?;
         Ok(small)
     })();
     let small = setup.context(what)?;

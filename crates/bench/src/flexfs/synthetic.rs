@@ -11,7 +11,7 @@ use std::time::Duration;
 use flashfs::fs::ROOT_INO;
 use flashfs::{Error, Fs, Regions};
 
-use super::{config, device, now, Dev, Experiment, FlexfsOptions, FlexfsRow};
+use super::{config, device, now, write_synced, Dev, Experiment, FlexfsOptions, FlexfsRow};
 use crate::error::{Context, Result};
 
 impl Experiment {
@@ -39,8 +39,7 @@ pub fn run(
         (st.blocks - st.blocks_free) as f64 * f64::from(st.block_size) * 100.0 / volume_bytes as f64
     };
     let chunk = (opts.chunk_mib << 20) as usize;
-    let write = 64 << 10;
-    let data: Vec<u8> = (0..write).map(|i| (i * 7 + 3) as u8).collect();
+    let data: Vec<u8> = (0..64 << 10).map(|i| (i * 7 + 3) as u8).collect();
     // Locality rewrites this much of each chunk in the first file, at the same places.
     let hot = if e == Experiment::Locality {
         chunk / 4
@@ -59,15 +58,9 @@ pub fn run(
         let step = (|| -> flashfs::Result<()> {
             let ino = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)?.ino;
             let fresh = if first.is_some() { chunk - hot } else { chunk };
-            for off in (0..fresh).step_by(write) {
-                fs.write(ino, off as u64, &data[..write.min(fresh - off)])?;
-            }
-            fs.fsync(ino, false)?;
+            write_synced(&mut fs, ino, 0, fresh, &data)?;
             if let (Some(f), true) = (first, hot > 0) {
-                for off in (0..hot).step_by(write) {
-                    fs.write(f, off as u64, &data[..write.min(hot - off)])?;
-                }
-                fs.fsync(f, false)?;
+                write_synced(&mut fs, f, 0, hot, &data)?;
             }
             first.get_or_insert(ino);
             Ok(())
