@@ -1,10 +1,10 @@
 //! Idle time for a mounted volume. The log does its background work — cleaning ahead of
-//! need and, on MLC NAND with regions `bm` or `da`, moving data from SLC to MLC segments once
-//! the device has been idle for [`MIGRATION_WAIT`] — only in the idle time it is given
-//! ([`flashfs::Fs::idle`], [`flashfs::Ftl::idle`]). FUSE has no idle callback, so a thread of
-//! the mount gives it: every [`SLICE`] it looks whether a request came since its last look,
-//! and if none did, it gives the volume the wall-clock time since then (at most a slice) as
-//! idle device time. Slices with nothing done on the device between them make one idle
+//! need and, on MLC NAND under regions `bm`, `da` or `la`, moving data from SLC to MLC
+//! segments once the device has been idle for [`MIGRATION_WAIT`] — only in the idle time
+//! it is given ([`flashfs::Fs::idle`], [`flashfs::Ftl::idle`]). FUSE has no idle callback,
+//! so a thread of the mount gives it: every [`SLICE`] it looks whether a request came
+//! since its last look, and if none did, it gives the volume the wall-clock time since then
+//! (at most a slice) as idle device time. Slices with nothing done on the device between them make one idle
 //! window for the log, so migration starts once the quiet adds up to [`MIGRATION_WAIT`].
 //!
 //! The volume's state is behind one lock ([`Shared`]) that every request takes and counts:
