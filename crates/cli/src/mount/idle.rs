@@ -4,8 +4,9 @@
 //! it is given ([`flashfs::Fs::idle`], [`flashfs::Ftl::idle`]). FUSE has no idle callback,
 //! so a thread of the mount gives it: every [`SLICE`] it looks whether a request came
 //! since its last look, and if none did, it gives the volume the wall-clock time since then
-//! (at most a slice) as idle device time. Slices with nothing done on the device between them make one idle
-//! window for the log, so migration starts once the quiet adds up to [`MIGRATION_WAIT`].
+//! (at most a slice) as idle device time. Slices with nothing done on the device between
+//! them make one idle window for the log, so migration starts once the quiet adds up to
+//! [`MIGRATION_WAIT`].
 //!
 //! The volume's state is behind one lock ([`Shared`]) that every request takes and counts:
 //! a request arriving while a slice is worked waits for that slice at most, and the next
