@@ -1112,10 +1112,21 @@ impl<D: Segments> Log<D> {
             self.idle_from = start;
         }
         self.allocator.idled(d.as_nanos() as u64, continued);
+        // Only victims an eighth dead or more, and more dead slots than there are heads:
+        // on a volume too full ever to have `clean_start` free segments, cleaning segments
+        // of a slot or two of dead space reclaims no more than its own erases kill (on MLC
+        // NAND an erase skips an MSB page in each open segment), and would go on for as
+        // long as the device idles, wearing it for nothing. An SLC segment full of live
+        // data counts as half dead, as the victim policy counts it, so idle cleaning still
+        // migrates.
+        let max_live = self
+            .geo
+            .slots
+            .saturating_sub((self.geo.slots / 8).max(HEADS as u32 + 1));
         while (self.free < self.config.clean_start || self.victim.is_some())
             && self.dev.now() - start < d
         {
-            if !self.clean_step(owner, self.config.step_slots, Take::above(0.0, u32::MAX))? {
+            if !self.clean_step(owner, self.config.step_slots, Take::above(0.0, max_live))? {
                 break;
             }
         }
