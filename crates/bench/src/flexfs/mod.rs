@@ -253,7 +253,7 @@ impl FlexfsRow {
             erases: stats.erases,
             slc_segments,
             mlc_segments,
-            slc_share: if matches!(log.regions(), Regions::Dynamic | Regions::Locality) {
+            slc_share: if log.regions().allocates() {
                 log.slc_share()
             } else {
                 1.0
@@ -349,7 +349,13 @@ pub fn run_flexfs(
             .iter()
             .filter(|e| !e.is_synthetic())
             .count()) as u64;
-    let volume_bytes = mlc_volume_bytes(&opts.preset, opts.mib)?;
+    // The synthetic runs and the trace count utilization on the 64 MiB part; the response
+    // and endurance runs measure their own parts.
+    let volume_bytes = if synthetic + trace > 0 {
+        mlc_volume_bytes(&opts.preset, opts.mib)?
+    } else {
+        0
+    };
     let mut rows = Vec::new();
     for &e in &opts.experiments {
         let mut step = |what: &str, rows: &[FlexfsRow]| progress(what, rows.len() as u64, total);

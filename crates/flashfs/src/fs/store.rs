@@ -142,8 +142,9 @@ impl<D: Segments> Store<D> {
         self.ftl.write_to(sector, data, None)
     }
 
-    /// Writes whole sectors of file data for blocks `ino` rewrote: the log keeps them with
-    /// other rewritten data if the 2Q ([`Locality`]) finds the file's extent hot.
+    /// Writes whole sectors of file data of `ino` from its block `block` on: the log keeps
+    /// them with other rewritten data if the 2Q ([`Locality`]) finds that block's extent
+    /// hot (a run of sectors is classified by its first block).
     pub fn write_file_data(
         &mut self,
         sector: u64,

@@ -1094,8 +1094,9 @@ impl<D: Segments> Log<D> {
         }
     }
 
-    /// Uses `d` of idle device time to clean ahead of need: while fewer than `clean_start`
-    /// segments are free, any segment with dead space is worth cleaning, since the time costs
+    /// Uses `d` of idle device time to clean ahead of need and, under background migration,
+    /// to migrate: while fewer than `clean_start` segments are free, a segment is worth
+    /// cleaning if it gains more than its own erases kill (below), since the time costs
     /// nothing. Work stops when the window is used up (a step at a time, so a request
     /// arriving after the window waits for at most one step). Returns the time it used.
     ///

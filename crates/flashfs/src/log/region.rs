@@ -34,8 +34,9 @@ pub enum Regions {
     Dynamic,
     /// FlexFS's locality-aware migration (LA): dynamic allocation, and data the owner
     /// rewrites soon ([`crate::log::Head::Hot`]: the file system asks a 2Q of recently
-    /// written extents) stays in SLC: its segments always open in SLC mode and the
-    /// migrator leaves them to die there, moving the cold segments only.
+    /// written extents) stays in SLC: its segments open in SLC mode whatever α says and the
+    /// migrator moves them last, once the cold segments are in MLC, by which time much of
+    /// their data has died in SLC.
     Locality,
 }
 
@@ -117,7 +118,7 @@ impl Regions {
     }
 
     /// Whether the share of new data going to SLC follows the idle time predicted (α).
-    pub(super) fn allocates(self) -> bool {
+    pub fn allocates(self) -> bool {
         matches!(self, Regions::Dynamic | Regions::Locality)
     }
 
