@@ -170,6 +170,9 @@ pub fn usage<D: Segments>(fs: &mut Fs<D>) -> anyhow::Result<(Space, LogUsage, Na
     };
     let mut log = log_usage(fs.ftl().log());
     log.map_cache_bytes = fs.ftl().map_cache_stats().0 as u64;
+    if let Some(r) = &mut log.regions {
+        r.record(Some(&fs.lifetime()));
+    }
     Ok((space, log, info))
 }
 

@@ -356,15 +356,34 @@ pub struct LogUsage {
     pub utilization_histogram: [u64; 10],
 }
 
-/// The sizes of the SLC and MLC regions of an MLC part.
+/// The SLC and MLC regions of an MLC part: their sizes, and what migration did as the
+/// volume's lifetime counters record it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Regions {
-    /// The volume's setting (`mlc-only`, `slc-only`, `baseline`, `bm`).
+    /// The volume's setting (`mlc-only`, `slc-only`, `baseline`, `bm`, `da`, `la`).
     pub setting: &'static str,
     /// Segments in use in SLC mode.
     pub slc_segments: u64,
     /// Segments in use in MLC mode.
     pub mlc_segments: u64,
+    /// Bytes migration moved from SLC segments to MLC ones over the volume's life (`None`
+    /// where the counters are unknown).
+    pub migrated_bytes: Option<u64>,
+    /// FlexFS's α when the counters were last recorded: the share of new data dynamic
+    /// allocation sent to SLC segments.
+    pub alpha: Option<f64>,
+    /// FlexFS's γ likewise: the share the wear budget allowed.
+    pub gamma: Option<f64>,
+}
+
+impl Regions {
+    /// Takes what migration did from the volume's lifetime counters.
+    pub fn record(&mut self, lifetime: Option<&flashfs::fs::Lifetime>) {
+        self.migrated_bytes = lifetime.map(|l| l.migrated_bytes);
+        let shares = lifetime.and_then(|l| l.shares);
+        self.alpha = shares.map(|s| s.alpha());
+        self.gamma = shares.map(|s| s.gamma());
+    }
 }
 
 /// The usage of `log`.
@@ -398,6 +417,9 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
                 setting: log.regions().name(),
                 slc_segments: u64::from(slc),
                 mlc_segments: u64::from(mlc),
+                migrated_bytes: None,
+                alpha: None,
+                gamma: None,
             }
         }),
         live_slots: live,
@@ -427,6 +449,9 @@ fn ftl_usage<D: Segments>(ftl: &Ftl<D>) -> (Space, LogUsage) {
     };
     let mut log = log_usage(ftl.log());
     log.map_cache_bytes = ftl.map_cache_stats().0 as u64;
+    if let Some(r) = &mut log.regions {
+        r.record(ftl.lifetime().as_ref());
+    }
     (space, log)
 }
 

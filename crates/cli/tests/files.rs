@@ -501,6 +501,12 @@ fn mkfs_records_the_regions_of_an_mlc_part_and_every_command_keeps_them() {
         line.contains("bm:") && !line.contains(" 0 segments in SLC"),
         "{line}"
     );
+    // Nothing idled, so nothing migrated; bm sends all new data to SLC and no wear budget
+    // holds it back.
+    assert!(
+        line.contains("0 B migrated from SLC to MLC so far") && line.contains("α 1.00, γ 1.00"),
+        "{line}"
+    );
     let text = ok(flashfs().arg("fsck").arg(&img));
     assert!(text.contains("clean"), "{text}");
     // Only MLC NAND has an SLC mode.

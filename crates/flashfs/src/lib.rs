@@ -22,6 +22,7 @@ pub use error::{Damage, Error, Result};
 pub use fs::{Fs, FsConfig};
 pub use ftl::{BlockDevice, Ftl, FtlConfig};
 pub use log::{
-    Head, Lifetime, Liveness, Log, LogConfig, LogStats, Owner, PageSource, Regions, SlotAddr,
+    Head, Lifetime, Liveness, Log, LogConfig, LogStats, Owner, PageSource, Regions, Shares,
+    SlotAddr,
 };
 pub use media::{NandSegments, NorSegments, SegGeometry, Segments};

@@ -380,3 +380,108 @@ fn idle_time_on_a_full_volume_settles() {
         );
     }
 }
+
+/// A volume under a wear budget tight enough that γ falls below 1, written in four
+/// windows with idle time after each, so that both shares are decided and data migrated.
+fn decided(cfg: FtlConfig) -> Ftl<NandSegments<NandSim>> {
+    use std::time::Duration;
+    let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
+    let n = ftl.sectors() / 2;
+    for v in 0..4 {
+        write_some(&mut ftl, n, v);
+        ftl.idle(Duration::from_secs(10)).unwrap();
+    }
+    write_some(&mut ftl, 1, 9);
+    ftl
+}
+
+fn budgeted() -> FtlConfig {
+    let mut cfg = config(Regions::Dynamic);
+    cfg.log.rated_cycles = 4;
+    cfg.log.lifetime = Some(flashfs::Lifetime {
+        min: std::time::Duration::from_secs(100),
+        window: std::time::Duration::from_secs(10),
+    });
+    cfg
+}
+
+/// The block device's counters record keeps what migration moved and FlexFS's shares
+/// across remounts (what `flashfs info` shows), and a session that decides neither share
+/// leaves the recorded ones as they were.
+#[test]
+fn the_counters_record_keeps_what_migration_moved_and_the_shares() {
+    let cfg = budgeted();
+    let ftl = decided(cfg);
+    let ss = ftl.sector_size() as u64;
+    let migrated = ftl.log().stats().migrated_slots;
+    assert!(migrated > 0);
+    let before = ftl.lifetime().unwrap();
+    assert_eq!(before.migrated_bytes, migrated * ss);
+    let shares = before.shares.expect("an MLC part has shares");
+    assert!(shares.gamma() < 0.5, "γ = {}", shares.gamma());
+    let wear = flashfs::Shares::new(1.0, ftl.log().wear_share());
+    assert_eq!(shares.gamma, wear.gamma, "γ is the wear budget's");
+    let mut ftl = Ftl::mount(ftl.close().unwrap(), cfg).unwrap();
+    let after = ftl.lifetime().unwrap();
+    assert!(ftl.lifetime_complete());
+    assert_eq!(
+        (after.migrated_bytes, after.shares, after.flash_bytes),
+        (before.migrated_bytes, Some(shares), before.flash_bytes + ss),
+        "the close wrote one record"
+    );
+    // A session that reads and idles a little decides nothing: the shares stand.
+    let mut buf = vec![0u8; ss as usize];
+    for s in 0..ftl.sectors() / 2 {
+        ftl.read(s, &mut buf).unwrap();
+        assert_eq!(buf, pattern(s, if s == 0 { 9 } else { 3 }, ss as usize));
+    }
+    ftl.idle(std::time::Duration::from_millis(500)).unwrap();
+    let ftl = Ftl::mount(ftl.close().unwrap(), cfg).unwrap();
+    assert_eq!(ftl.lifetime().unwrap().shares, Some(shares));
+    // On a part without an SLC mode there are none, and nothing migrates.
+    let slc_part = NandSim::new(nand_spec(), flash::ImageMeta::new("test-slc", 1)).unwrap();
+    let mut ftl = Ftl::format(NandSegments::new(slc_part).unwrap(), FtlConfig::default()).unwrap();
+    fill(&mut ftl, 2);
+    let ftl = Ftl::mount(ftl.close().unwrap(), FtlConfig::default()).unwrap();
+    let l = ftl.lifetime().unwrap();
+    assert_eq!((l.migrated_bytes, l.shares), (0, None));
+}
+
+/// The file system's superblock keeps them too, and an unmount after idle time that
+/// migrated (nothing else changed since the last commit) records what it moved.
+#[test]
+fn the_superblock_keeps_what_migration_moved_and_the_shares() {
+    use flashfs::fs::ROOT_INO;
+    use flashfs::{Fs, FsConfig};
+    let fs_cfg = FsConfig {
+        ftl: budgeted(),
+        ..fs_config()
+    };
+    let mut fs = Fs::format(mlc(64), fs_cfg).unwrap();
+    let bs = fs.block_size() as usize;
+    let a = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    for v in 0..4 {
+        fs.write(a.ino, 0, &pattern(7, v, 40 * bs)).unwrap();
+        fs.sync().unwrap();
+        fs.idle(std::time::Duration::from_secs(10)).unwrap();
+    }
+    let migrated = fs.ftl().log().stats().migrated_slots;
+    assert!(migrated > 0);
+    let before = fs.lifetime();
+    assert_eq!(before.migrated_bytes, migrated * bs as u64);
+    assert!(before.shares.is_some());
+    // More idle time after the last commit: the unmount records what it moved.
+    fs.write(a.ino, 0, &pattern(7, 9, 40 * bs)).unwrap();
+    fs.sync().unwrap();
+    fs.idle(std::time::Duration::from_secs(30)).unwrap();
+    let migrated = fs.ftl().log().stats().migrated_slots;
+    let expected = fs.lifetime();
+    assert!(expected.migrated_bytes > before.migrated_bytes);
+    let mut fs = Fs::mount(fs.unmount().unwrap(), fs_cfg).unwrap();
+    let after = fs.lifetime();
+    assert_eq!(after.migrated_bytes, migrated * bs as u64);
+    assert_eq!(after.shares, expected.shares);
+    let mut buf = vec![0u8; 40 * bs];
+    fs.read(a.ino, 0, &mut buf).unwrap();
+    assert_eq!(buf, pattern(7, 9, 40 * bs));
+}

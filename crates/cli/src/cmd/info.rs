@@ -313,10 +313,18 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             rows.push(vec![
                 "regions".into(),
                 format!(
-                    "{}: {} segments in SLC mode, {} in MLC mode",
+                    "{}: {} segments in SLC mode, {} in MLC mode; {}; {}",
                     r.setting,
                     count(r.slc_segments),
-                    count(r.mlc_segments)
+                    count(r.mlc_segments),
+                    match r.migrated_bytes {
+                        Some(b) => format!("{} migrated from SLC to MLC so far", bytes(b)),
+                        None => "what migration moved is unknown (counters lost)".into(),
+                    },
+                    match (r.alpha, r.gamma) {
+                        (Some(a), Some(g)) => format!("α {a:.2}, γ {g:.2} when last recorded"),
+                        _ => "α and γ not recorded".into(),
+                    }
                 ),
             ]);
         }

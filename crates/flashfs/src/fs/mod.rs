@@ -68,8 +68,9 @@ pub use xattr::XATTR_VALUE_MAX;
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl, FtlConfig};
 use crate::index::TreeConfig;
-use crate::log::Head;
+use crate::log::{Head, Shares};
 use crate::media::Segments;
+use counts::Programmed;
 use layout::{item, key, SpaceRef, Superblock};
 
 /// When reads update the access time.
@@ -365,16 +366,24 @@ impl<D: Segments> Fs<D> {
         self.sb.commit
     }
 
-    /// Slots the log has programmed since mount.
-    fn slots_since_mount(&self) -> u64 {
+    /// What the log has done since mount.
+    fn programmed(&self) -> Programmed {
         let st = self.ftl().log().stats();
-        st.user_slots + st.copied_slots
+        Programmed {
+            slots: st.user_slots + st.copied_slots,
+            migrated: st.migrated_slots,
+        }
+    }
+
+    /// FlexFS's shares as they stand, over those the superblock recorded.
+    fn shares(&self) -> Option<Shares> {
+        self.ftl().log().shares(self.counts.recorded_shares())
     }
 
     /// What the volume has written over its life (kept in the superblock at each commit).
     pub fn lifetime(&self) -> Lifetime {
         self.counts
-            .lifetime(self.slots_since_mount(), self.sb.block_size)
+            .lifetime(self.programmed(), self.shares(), self.sb.block_size)
     }
 
     /// Counters since mount.
@@ -454,8 +463,11 @@ impl<D: Segments> Fs<D> {
         self.closing = true;
         self.block0.rewrite_next();
         self.checkpoint()?;
-        if !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0 {
-            // Nothing to commit, but the superblock names no current map.
+        let no_current_map =
+            !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0;
+        if no_current_map || self.counts.unrecorded(self.programmed().slots) {
+            // Nothing to commit, but the superblock names no current map, or its lifetime
+            // totals miss what the cleaner or the migrator copied since.
             self.write_commit()?;
         }
         self.tree.into_store().ftl.close()
@@ -650,13 +662,15 @@ impl<D: Segments> Fs<D> {
         let root = root?;
         let index_gen = self.tree.committed_generation();
         self.tree.store_mut().ftl.flush()?;
-        let (user_bytes, flash_slots) = self.counts.totals(self.slots_since_mount());
+        let totals = self.counts.totals(self.programmed());
         let mut sb = Superblock {
             commit: self.journal.next_commit(self.sb.commit),
             root,
             index_gen,
-            user_bytes,
-            flash_slots,
+            user_bytes: totals.user_bytes,
+            flash_slots: totals.flash_slots,
+            migrated_slots: totals.migrated_slots,
+            shares: self.shares(),
             inodes: self.committed_inodes(),
             // An appended record has no room for the free-space delta (SPEC.md §8.5).
             space: self.sb.space.map().map_or(SpaceRef::None, SpaceRef::Stale),
@@ -689,7 +703,8 @@ impl<D: Segments> Fs<D> {
         }
         self.tree.store_mut().committed()?;
         self.sb = sb;
-        self.counts.committed();
+        let slots = self.programmed().slots;
+        self.counts.committed(slots);
         // The blocks of the epoch just ended hold nothing needed now: forgotten, they are
         // dead to the cleaner at once, rather than copied as live until the next epoch
         // reuses them (SPEC §8.5b).

@@ -179,6 +179,8 @@ impl<D: Segments> Fs<D> {
             index_gen: 0,
             user_bytes: 0,
             flash_slots: 0,
+            migrated_slots: 0,
+            shares: None,
             journal_blocks,
             inodes: 0,
             space: SpaceRef::None,

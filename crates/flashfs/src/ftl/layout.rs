@@ -7,12 +7,13 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
+use crate::log::Shares;
 
 /// CRC of the record's fields: the tag's CRC covers the tag only.
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
 /// Bytes of a counters record before its erased remainder.
-const RECORD_LEN: usize = 20;
+const RECORD_LEN: usize = 32;
 
 /// The counters as a record stores them, in sectors and slots.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,29 +22,41 @@ pub(crate) struct Counters {
     pub sectors: u64,
     /// Slots the log programmed.
     pub slots: u64,
+    /// Slots migration moved from SLC segments to MLC ones (among `slots`).
+    pub migrated: u64,
+    /// FlexFS's shares when the record was written (`None` on a part without an SLC mode).
+    pub shares: Option<Shares>,
 }
 
 impl Counters {
-    /// The record's data, one slot long.
+    /// The record's data, one slot long: sectors, slots and migrated slots (u64 LE each), α
+    /// and γ (u16 LE each, all ones for none), the CRC of the 28 bytes before it.
     pub fn encode(&self, slot: usize) -> Vec<u8> {
         let mut b = alloc::vec![0xFFu8; slot];
         b[0..8].copy_from_slice(&self.sectors.to_le_bytes());
         b[8..16].copy_from_slice(&self.slots.to_le_bytes());
-        let crc = CRC32.checksum(&b[..16]);
-        b[16..RECORD_LEN].copy_from_slice(&crc.to_le_bytes());
+        b[16..24].copy_from_slice(&self.migrated.to_le_bytes());
+        let [alpha, gamma] = Shares::words(self.shares);
+        b[24..26].copy_from_slice(&alpha.to_le_bytes());
+        b[26..28].copy_from_slice(&gamma.to_le_bytes());
+        let crc = CRC32.checksum(&b[..28]);
+        b[28..RECORD_LEN].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     /// The counters a record holds, or `None` if it is damaged.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let b = b.get(..RECORD_LEN)?;
-        if CRC32.checksum(&b[..16]).to_le_bytes() != b[16..RECORD_LEN] {
+        if CRC32.checksum(&b[..28]).to_le_bytes() != b[28..RECORD_LEN] {
             return None;
         }
         let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let half = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
         Some(Counters {
             sectors: word(0),
             slots: word(8),
+            migrated: word(16),
+            shares: Shares::from_words(half(24), half(26)),
         })
     }
 }
@@ -250,13 +263,20 @@ mod tests {
         let c = Counters {
             sectors: 123_456_789,
             slots: 987_654_321_000,
+            migrated: 55_555,
+            shares: Some(Shares::new(0.25, 0.5)),
         };
-        let mut b = c.encode(512);
+        let b = c.encode(512);
         assert_eq!(b.len(), 512);
         assert_eq!(Counters::decode(&b), Some(c));
-        b[3] ^= 0x10;
-        assert_eq!(Counters::decode(&b), None);
-        assert_eq!(Counters::decode(&b[..10]), None);
+        let none = Counters { shares: None, ..c };
+        assert_eq!(Counters::decode(&none.encode(512)), Some(none));
+        for bit in 0..RECORD_LEN * 8 {
+            let mut d = b.clone();
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(Counters::decode(&d), None, "bit {bit}");
+        }
+        assert_eq!(Counters::decode(&b[..RECORD_LEN - 1]), None);
     }
 
     #[test]

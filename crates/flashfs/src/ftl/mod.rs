@@ -239,7 +239,13 @@ impl<D: Segments> Ftl<D> {
         // twin and the cleaner's copies of them share a sequence number.
         let mut found_records: BTreeMap<u64, Vec<(SlotAddr, Tag)>> = Default::default();
         let mut counters: Option<(SlotAddr, Tag)> = None;
+        // The newest slot of the owner's (not the log's checkpoint pages, which a close
+        // writes after the counters record).
+        let mut newest_seq = 0;
         for (at, tag) in found {
+            if !matches!(tag.kind, Kind::Page | Kind::Root) {
+                newest_seq = newest_seq.max(tag.seq);
+            }
             match tag.kind {
                 Kind::Sector if (tag.key as usize) < sectors => {
                     let k = tag.key as usize;
@@ -319,7 +325,10 @@ impl<D: Segments> Ftl<D> {
             }
         }
         if format == FORMAT_BLOCK_DEVICE {
-            let closed = counters.is_some_and(|(_, t)| t.seq == ftl.log.last_seq());
+            // Not the log's last sequence number: a segment opened after the record (the
+            // cleaner's, during the close) takes the next number in its header, and no slot
+            // was written after the record.
+            let closed = counters.is_some_and(|(_, t)| t.seq == newest_seq);
             ftl.counters = Some(ftl.mount_counters(counters.map(|(a, _)| a), closed)?);
         }
         Ok(())
@@ -552,9 +561,14 @@ impl<D: Segments> Ftl<D> {
     fn counters_now(&self) -> Option<Counters> {
         let c = self.counters?;
         let base = c.base?;
+        // The bases come from flash: a damaged record's must not overflow.
         Some(Counters {
-            sectors: base.sectors + c.sectors,
-            slots: base.slots + self.slots_since_mount(),
+            sectors: base.sectors.saturating_add(c.sectors),
+            slots: base.slots.saturating_add(self.slots_since_mount()),
+            migrated: base
+                .migrated
+                .saturating_add(self.log.stats().migrated_slots),
+            shares: self.log.shares(base.shares),
         })
     }
 
@@ -566,8 +580,10 @@ impl<D: Segments> Ftl<D> {
         let c = self.counters_now()?;
         let ss = self.sector_size() as u64;
         Some(Lifetime {
-            user_bytes: c.sectors * ss,
-            flash_bytes: c.slots * ss,
+            user_bytes: c.sectors.saturating_mul(ss),
+            flash_bytes: c.slots.saturating_mul(ss),
+            migrated_bytes: c.migrated.saturating_mul(ss),
+            shares: c.shares,
         })
     }
 

@@ -122,6 +122,11 @@ impl WearBudget {
     pub(super) fn current(&self) -> f64 {
         self.gamma
     }
+
+    /// Whether γ has been decided (a window began since the mount).
+    pub(super) fn decided(&self) -> bool {
+        self.window.is_some()
+    }
 }
 
 #[cfg(test)]

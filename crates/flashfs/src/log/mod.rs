@@ -27,7 +27,7 @@ use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTR
 use death_age::DeathAge;
 pub use lifetime::Lifetime;
 use policy::{threshold, Policy};
-pub use region::Regions;
+pub use region::{Regions, Shares};
 pub use scrub::ScrubReport;
 use segment::{SegInfo, SegState};
 
@@ -1316,6 +1316,31 @@ impl<D: Segments> Log<D> {
     /// (FlexFS's γ; 1 without [`LogConfig::lifetime`]).
     pub fn wear_share(&self) -> f64 {
         self.budget.as_ref().map_or(1.0, |b| b.current())
+    }
+
+    /// FlexFS's shares as they stand, to record beside an owner's lifetime counters: α (the
+    /// share of new data dynamic allocation sends to SLC segments, whole where the setting
+    /// does not allocate) and γ ([`Log::wear_share`], whole without a wear budget). A share
+    /// this session has not decided yet (α before an idle window and a migration, γ before
+    /// the wear budget's first window) is the one `recorded` holds, so that a session that
+    /// only reads, or writes a little without idling, does not replace what the last one
+    /// found with the defaults.
+    /// `None` on a part without an SLC mode.
+    pub fn shares(&self, recorded: Option<Shares>) -> Option<Shares> {
+        if !self.dev.has_slc_mode() {
+            return None;
+        }
+        let alpha = match recorded {
+            _ if !self.regions().allocates() => 1.0,
+            Some(r) if !self.allocator.decided() => r.alpha(),
+            _ => self.allocator.alpha(),
+        };
+        let gamma = match (&self.budget, recorded) {
+            (None, _) => 1.0,
+            (Some(b), Some(r)) if !b.decided() => r.gamma(),
+            (Some(b), _) => b.current(),
+        };
+        Some(Shares::new(alpha, gamma))
     }
 
     /// Slots left in the open segment of `head`.

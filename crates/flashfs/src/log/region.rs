@@ -133,6 +133,56 @@ impl Regions {
     }
 }
 
+/// FlexFS's two shares of new data that go to SLC segments, as they stood at some moment, in
+/// ten-thousandths: α, what dynamic allocation sends there by the idle time it predicts
+/// ([`Regions::allocates`]; all of it where the setting does not allocate), and γ, what the
+/// wear budget allows ([`super::LogConfig::lifetime`]; all of it without one). Owners record
+/// them beside their lifetime counters (SPEC §3.2a, §8.2), so that an image says what they
+/// were when it was last written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shares {
+    /// α, in ten-thousandths.
+    pub alpha: u16,
+    /// γ, in ten-thousandths.
+    pub gamma: u16,
+}
+
+impl Shares {
+    /// A whole share (all new data), in the units the fields count.
+    pub const WHOLE: u16 = 10_000;
+
+    /// The shares `alpha` and `gamma`, fractions between 0 and 1.
+    pub fn new(alpha: f64, gamma: f64) -> Self {
+        let units = |f: f64| (f.clamp(0.0, 1.0) * f64::from(Self::WHOLE)).round() as u16;
+        Shares {
+            alpha: units(alpha),
+            gamma: units(gamma),
+        }
+    }
+
+    /// α as a fraction.
+    pub fn alpha(self) -> f64 {
+        f64::from(self.alpha) / f64::from(Self::WHOLE)
+    }
+
+    /// γ as a fraction.
+    pub fn gamma(self) -> f64 {
+        f64::from(self.gamma) / f64::from(Self::WHOLE)
+    }
+
+    /// The shares a record holds as two words, α first; `None` for a record that holds none
+    /// (all ones, as erased) or values past a whole share (damage the record's checksum
+    /// missed, or a record of a later format).
+    pub fn from_words(alpha: u16, gamma: u16) -> Option<Self> {
+        (alpha <= Self::WHOLE && gamma <= Self::WHOLE).then_some(Shares { alpha, gamma })
+    }
+
+    /// The two words a record holds for `shares`: all ones for none.
+    pub fn words(shares: Option<Self>) -> [u16; 2] {
+        shares.map_or([u16::MAX; 2], |s| [s.alpha, s.gamma])
+    }
+}
+
 /// Idle windows and bursts of writes the prediction remembers (FlexFS: the last 10).
 const WINDOWS: usize = 10;
 
@@ -182,10 +232,15 @@ impl Allocator {
         self.migrated += slots;
     }
 
+    /// Whether α goes by what was seen: an idle window and a migration.
+    pub(super) fn decided(&self) -> bool {
+        self.seen > 0 && self.migrated > 0
+    }
+
     /// The share of new data to put in SLC segments: 1 until a window and a migration have
     /// been seen.
     pub(super) fn alpha(&self) -> f64 {
-        if self.seen == 0 || self.migrated == 0 {
+        if !self.decided() {
             return 1.0;
         }
         let recent = &self.windows[WINDOWS - self.seen..];
@@ -232,6 +287,18 @@ impl Allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_round_trip_through_their_words() {
+        let s = Shares::new(0.4321, 1.0);
+        assert_eq!((s.alpha, s.gamma), (4321, 10_000));
+        let [a, g] = Shares::words(Some(s));
+        assert_eq!(Shares::from_words(a, g), Some(s));
+        let [a, g] = Shares::words(None);
+        assert_eq!(Shares::from_words(a, g), None);
+        assert_eq!(Shares::from_words(10_001, 0), None);
+        assert_eq!(Shares::new(-1.0, 2.0), Shares::new(0.0, 1.0));
+    }
 
     #[test]
     fn names_round_trip() {

@@ -11,6 +11,7 @@ use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
 use crate::index::NodePtr;
+use crate::log::Shares;
 
 pub mod append;
 pub mod journal;
@@ -536,6 +537,12 @@ pub struct Superblock {
     /// Slots the log programmed over the volume's life (data, index, superblocks and the
     /// cleaner's copies), up to this commit.
     pub flash_slots: u64,
+    /// Slots migration moved from SLC segments to MLC ones over the volume's life (among
+    /// `flash_slots`; version 11, 0 before).
+    pub migrated_slots: u64,
+    /// FlexFS's shares when this commit was written (version 11; `None` before it and on
+    /// parts without an SLC mode).
+    pub shares: Option<Shares>,
     /// Blocks of the journal (blocks 1..=N; 0 for none), fixed at format.
     pub journal_blocks: u16,
     /// Inodes of this commit (version 8; before it, only a walk of the index counts them).
@@ -594,13 +601,25 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// small writes of file data (operation 13) and volumes on media that cannot program
 /// written bytes again may have a journal (a reader of version 8 would fail on them). 10
 /// since the saved free-space map may hold free runs instead of bits (a reader of version
-/// 9 would walk the index at every mount).
-pub const FS_VERSION: u8 = 10;
-/// Bytes of an encoded superblock record (68 before version 8).
-pub const SB_LEN: usize = 72;
+/// 9 would walk the index at every mount). 11 since the superblock records what migration
+/// moved and FlexFS's shares (a reader of version 10 would take the first 4 bytes of the
+/// migrated count for the checksum).
+pub const FS_VERSION: u8 = 11;
+/// Bytes of an encoded superblock record (68 before version 8, 72 before version 11).
+pub const SB_LEN: usize = 84;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
 /// part); the rest of the block is erased.
-pub const SB_STRIDE: usize = 72;
+pub const SB_STRIDE: usize = 88;
+
+/// The distance between the records of a block 0 whose first record is of `version`: 72
+/// before version 11.
+fn sb_stride(version: u8) -> usize {
+    if version >= 11 {
+        SB_STRIDE
+    } else {
+        72
+    }
+}
 /// The largest inode count a superblock keeps (48 bits).
 const INODES_MAX: u64 = (1 << 48) - 1;
 
@@ -639,26 +658,34 @@ impl Superblock {
         b[56..60].copy_from_slice(&(map as u32).to_le_bytes());
         b[60..62].copy_from_slice(&delta.to_le_bytes());
         b[62..68].copy_from_slice(&self.inodes.min(INODES_MAX).to_le_bytes()[..6]);
-        let crc = CRC32.checksum(&b[..68]);
-        b[68..72].copy_from_slice(&crc.to_le_bytes());
+        b[68..76].copy_from_slice(&self.migrated_slots.to_le_bytes());
+        let [alpha, gamma] = Shares::words(self.shares);
+        b[76..78].copy_from_slice(&alpha.to_le_bytes());
+        b[78..80].copy_from_slice(&gamma.to_le_bytes());
+        let crc = CRC32.checksum(&b[..80]);
+        b[80..84].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes and checks the first superblock record of a sector.
     pub fn decode(sector: &[u8]) -> Result<Superblock> {
-        let b = sector
-            .get(..SB_LEN)
-            .ok_or(Error::Corrupt("sector too small for a superblock"))?;
+        let short = Error::Corrupt("sector too small for a superblock");
         // Only read once the log's header said the volume is a file system: a block 0
         // without the magic is damage (or a format that never finished), not another kind
         // of volume.
-        if b[0..4] != SB_MAGIC {
+        if sector.get(0..4).ok_or(short.clone())? != SB_MAGIC {
             return Err(Error::Corrupt("the superblock is missing from block 0"));
         }
-        let version = b[4];
+        let version = *sector.get(4).ok_or(short.clone())?;
         if !(1..=FS_VERSION).contains(&version) {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
-        let crc_at = if version >= 8 { 68 } else { 64 };
+        let crc_at = match version {
+            11.. => 80,
+            8..=10 => 68,
+            _ => 64,
+        };
+        // A record of an earlier version may be the last before the block's end.
+        let b = sector.get(..crc_at + 4).ok_or(short)?;
         if CRC32.checksum(&b[..crc_at]).to_le_bytes() != b[crc_at..crc_at + 4] {
             return Err(Error::Corrupt("superblock checksum mismatch"));
         }
@@ -679,6 +706,8 @@ impl Superblock {
                 index_gen: r.u32(),
                 user_bytes: r.u64(),
                 flash_slots: r.u64(),
+                migrated_slots: 0,
+                shares: None,
                 journal_blocks,
                 inodes: 0,
                 space: SpaceRef::None,
@@ -691,6 +720,13 @@ impl Superblock {
         let delta = u16::from_le_bytes(r.take());
         let mut inodes = [0u8; 8];
         inodes[..6].copy_from_slice(&r.take::<6>());
+        let (migrated_slots, shares) = if version >= 11 {
+            let migrated = r.u64();
+            let (alpha, gamma) = (u16::from_le_bytes(r.take()), u16::from_le_bytes(r.take()));
+            (migrated, Shares::from_words(alpha, gamma))
+        } else {
+            (0, None)
+        };
         let space = match (map, delta) {
             (0, _) => SpaceRef::None,
             (at, DELTA_STALE) => SpaceRef::Stale(at),
@@ -705,6 +741,8 @@ impl Superblock {
             index_gen,
             user_bytes,
             flash_slots,
+            migrated_slots,
+            shares,
             journal_blocks,
             inodes: u64::from_le_bytes(inodes),
             space,
@@ -725,7 +763,8 @@ impl Superblock {
         }
         // Records end where the first record's delta begins.
         let end = sector.len().saturating_sub(sb.delta_bytes());
-        while let Some(rec) = sector[..end].get((at + 1) * SB_STRIDE..(at + 2) * SB_STRIDE) {
+        let stride = sb_stride(version);
+        while let Some(rec) = sector[..end].get((at + 1) * stride..(at + 2) * stride) {
             if rec.iter().all(|&b| b == 0xFF) || rec[4] != version {
                 break;
             }
@@ -1031,6 +1070,8 @@ mod tests {
             index_gen: 3,
             user_bytes: 1 << 40,
             flash_slots: 77,
+            migrated_slots: 33,
+            shares: Some(Shares::new(0.5, 0.25)),
             journal_blocks: 5,
             inodes: 6,
             space: SpaceRef::Stale(40),
@@ -1084,9 +1125,33 @@ mod tests {
             journal_blocks: 0,
             inodes: 0,
             space: SpaceRef::None,
+            migrated_slots: 0,
+            shares: None,
             ..sb
         };
         assert_eq!(Superblock::decode_newest(&v1), Ok((v1_sb, 0)));
+        // Version 10: no migration counts, the checksum at 68, records 72 bytes apart.
+        let v10_record = |sb: &Superblock, rec: &mut [u8]| {
+            let mut b = [0xFFu8; SB_STRIDE];
+            sb.encode_record(&mut b);
+            b[4] = 10;
+            let crc = CRC32.checksum(&b[..68]);
+            b[68..72].copy_from_slice(&crc.to_le_bytes());
+            rec.copy_from_slice(&b[..72]);
+        };
+        let v10_sb = Superblock {
+            migrated_slots: 0,
+            shares: None,
+            ..sb
+        };
+        let mut v10 = [0xFFu8; 512];
+        v10_record(&v10_sb, &mut v10[..72]);
+        let v10_next = Superblock {
+            commit: 5,
+            ..v10_sb
+        };
+        v10_record(&v10_next, &mut v10[72..144]);
+        assert_eq!(Superblock::decode_newest(&v10), Ok((v10_next, 1)));
         assert_eq!(
             decode_dirent(&encode_dirent(5, FileType::Symlink)),
             Ok((5, FileType::Symlink))
@@ -1172,6 +1237,8 @@ mod tests {
             index_gen: 1,
             user_bytes: 0,
             flash_slots: 0,
+            migrated_slots: 0,
+            shares: None,
             journal_blocks: 0,
             inodes: 2,
             space: SpaceRef::Current { at: 40, delta: 2 },
