@@ -741,3 +741,32 @@ fn small_reads_of_a_damaged_block_are_errors_every_time() {
         assert_eq!(st.blocks, 2, "{how:?}: {st:?}");
     }
 }
+
+/// On NOR, where a commit appends its superblock in place after the records block 0
+/// holds: block 0's slot damaged at rest, found by the cleaner in the session (a loss),
+/// and the next commit wrote its superblock as a patch of that lost sector, which failed
+/// ("a patch of a sector without data"), and the sync with it. Block 0 is now written anew
+/// (found by flashfs torture on st10f280).
+#[test]
+fn a_commit_after_block_0_was_lost_writes_block_0_anew() {
+    let mut fs = Fs::format(nor(true), fs_config()).unwrap();
+    let bs = fs.block_size() as usize;
+    let a = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    for v in 0..3 {
+        fs.write(a.ino, 0, &pattern(1, v, 2 * bs)).unwrap();
+        fs.sync().unwrap();
+    }
+    assert!(fs.stats().superblock_appends > 0, "commits append in place");
+    let dev = fs.ftl_mut().log_mut().device_mut();
+    let (seg, slot) = newest_slot(dev, 0);
+    dev.damage(seg, slot, How::Random(7));
+    // Found damaged, as the cleaner finds it when it copies the slot: a loss.
+    let mut block = vec![0u8; bs];
+    assert_damaged(fs.ftl_mut().read_sectors(0, &mut block, true), 0);
+    fs.write(a.ino, 0, &pattern(1, 3, 2 * bs)).unwrap();
+    fs.sync().unwrap();
+    let mut fs = Fs::mount(fs.unmount().unwrap(), fs_config()).unwrap();
+    let mut buf = vec![0u8; 2 * bs];
+    fs.read(a.ino, 0, &mut buf).unwrap();
+    assert_eq!(buf, pattern(1, 3, 2 * bs));
+}

@@ -61,6 +61,9 @@ impl Block0 {
             // A program that did not take (caught by reading back): the record may be
             // half there; a fresh block 0 supersedes it.
             Err(Error::Flash(flash::FlashError::ProgramFailed { .. })) => return Ok(false),
+            // Block 0 was lost to damage the cleaner met (its slot did not read back): the
+            // fresh block 0 replaces it.
+            Err(Error::Damaged(_)) => return Ok(false),
             Err(e) => return Err(e),
         }
         ftl.flush()?;

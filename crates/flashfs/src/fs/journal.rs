@@ -491,6 +491,12 @@ impl<D: Segments> Fs<D> {
                     self.journal.tail = None;
                     return Ok(false);
                 }
+                // The tail block was lost to damage the cleaner met: the checkpoint the
+                // caller writes instead ends the epoch it belongs to.
+                Err(Error::Damaged(_)) => {
+                    self.journal.tail = None;
+                    return Ok(false);
+                }
                 Err(e) => return Err(e),
             }
             self.journal.tail = Some(Tail {

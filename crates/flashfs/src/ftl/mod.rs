@@ -948,13 +948,25 @@ impl<D: Segments> Ftl<D> {
     }
 
     /// Programs `bytes` at `offset` inside the sector's current slot, in place, clearing bits
-    /// only (reprogrammable NOR; see [`Log::patch`]). The sector must hold data.
+    /// only (reprogrammable NOR; see [`Log::patch`]). The sector must hold data:
+    /// `InvalidArgument` if it never did, `Damaged` if its slot was lost.
     pub(crate) fn patch_sector(&mut self, sector: u64, offset: usize, bytes: &[u8]) -> Result<()> {
         self.check(sector, 0)?;
-        let at = self
+        let at = match self
             .map
-            .slot(sector as usize, &mut self.log.checkpoint_pages())?
-            .ok_or(Error::InvalidArgument("patch of a sector without data"))?;
+            .get(sector as usize, &mut self.log.checkpoint_pages())?
+        {
+            UNMAPPED => return Err(Error::InvalidArgument("patch of a sector without data")),
+            // Its slot was lost (damage the cleaner found): what the patch would go over
+            // is gone. The caller may write the sector anew.
+            LOST => {
+                return Err(Error::Damaged(Damage {
+                    sector: Some(sector),
+                    ..Damage::default()
+                }))
+            }
+            p => self.map.unpack(p),
+        };
         self.log.patch(at, offset, bytes)
     }
 
