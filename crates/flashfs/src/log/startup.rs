@@ -18,6 +18,10 @@ use super::checkpoint::{
 };
 use super::*;
 
+/// The fewest segments the set of a close's root holds: a quarter of them the most worn
+/// (the cleaner's), the rest the least.
+const CLOSE_SET_MIN: u32 = 4;
+
 /// What reading the anchors found.
 pub(super) struct AnchorScan {
     /// Where records go next.
@@ -298,14 +302,20 @@ impl<D: Segments> Log<D> {
         let mut rolled: Vec<(u32, SegHeader)> = Vec::new();
         let mut retired = Vec::new();
         for &seg in &root.set {
-            if self.dev.is_bad(seg)? {
-                retired.push(seg);
-                continue;
-            }
-            if let HeaderState::Valid(h) = self.dev.read_header(seg)? {
-                if h.volume == self.volume && h.open_seq >= root.seq {
-                    rolled.push((seg, h));
+            // The header first: a segment not opened since the root (most of the set) needs
+            // nothing more, and asking whether it is bad costs a read of its own on NAND. One
+            // that went bad unopened is found bad when it is erased for use, as a segment
+            // that goes bad later is.
+            match self.dev.read_header(seg)? {
+                HeaderState::Bad => retired.push(seg),
+                HeaderState::Valid(h) if h.volume == self.volume && h.open_seq >= root.seq => {
+                    if self.dev.is_bad(seg)? {
+                        retired.push(seg);
+                    } else {
+                        rolled.push((seg, h));
+                    }
                 }
+                _ => {}
             }
         }
         rolled.sort_unstable_by_key(|(_, h)| h.open_seq);
@@ -673,7 +683,14 @@ impl<D: Segments> Log<D> {
             .max(1) as usize;
         // The root names the directory, the late segments and the set: the set gives way.
         let named = ndirs + (log_pages as usize + ndirs).div_ceil(usable) + 2;
-        let set = (self.set_segments() as usize).min(max_dirs(slot).saturating_sub(named));
+        // A close's root names a quarter of the set: the mount after it reads every
+        // header of the set to roll forward, and a session that writes enough to use
+        // half of it checkpoints with a whole set soon enough.
+        let wanted = match closing {
+            true => (self.set_segments() / 4).max(CLOSE_SET_MIN),
+            false => self.set_segments(),
+        };
+        let set = (wanted as usize).min(max_dirs(slot).saturating_sub(named));
         if set < 2 {
             // No root can name this checkpoint: the volume is mounted by a scan.
             return Ok(());

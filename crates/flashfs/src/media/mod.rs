@@ -895,18 +895,37 @@ impl<F: NandFlash> NandSegments<F> {
     }
 
     /// Whether the slots from `first` (up to [`WRITTEN_END_RUN`] of them, fewer at the
-    /// segment's end) all read as erased whole. Stops at the first written one, which costs
-    /// a spare-area read.
+    /// segment's end) all read as erased whole. Stops at the first written one.
     fn erased_run_at(&mut self, seg: u32, first: u32) -> Result<bool> {
         let end = first
             .saturating_add(WRITTEN_END_RUN)
             .min(self.geometry().slots);
         for slot in first..end {
-            if self.read_tag(seg, slot)? != TagState::Erased || !self.slot_erased(seg, slot)? {
+            if self.tag_and_erased(seg, slot)? != (TagState::Erased, true) {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// Slot `slot`'s tag and whether its page reads erased whole, data and spare, in one
+    /// page read: where the slot is likely erased, half the reads of its tag and then its
+    /// page ([`Segments::slot_erased`]), for the transfer of a page.
+    fn tag_and_erased(&mut self, seg: u32, slot: u32) -> Result<(TagState, bool)> {
+        let s = *self.flash.spec();
+        let mut data = alloc::vec![0u8; s.page_size as usize];
+        let mut spare = alloc::vec![0u8; s.spare_size as usize];
+        let at = self.slot_page(seg, slot);
+        match self.flash.read_page(at, &mut data, &mut spare) {
+            Ok(_) => Ok((
+                self.layout.decode(&spare[..self.layout.entry_len()]),
+                data.iter().chain(&spare).all(|&b| b == 0xFF),
+            )),
+            Err(FlashError::Uncorrectable { .. } | FlashError::BadBlock { .. }) => {
+                Ok((TagState::Garbage, false))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The page holding segment `seg`'s header: the first of its first block.
@@ -1000,9 +1019,18 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
         let mut erased_run = 0;
         for (slot, o) in (0..).zip(out.iter_mut()).skip(first as usize) {
-            *o = self.read_tag(seg, slot)?;
-            // A program cut short can leave data under a spare area that reads as erased.
-            if *o == TagState::Erased && self.slot_erased(seg, slot)? {
+            // A program cut short can leave data under a spare area that reads as erased,
+            // so an erased tag is checked against its page. Past the first erased slot the
+            // next are likely erased too: tag and page are read together.
+            let erased = if erased_run > 0 {
+                let (tag, erased) = self.tag_and_erased(seg, slot)?;
+                *o = tag;
+                erased && tag == TagState::Erased
+            } else {
+                *o = self.read_tag(seg, slot)?;
+                *o == TagState::Erased && self.slot_erased(seg, slot)?
+            };
+            if erased {
                 erased_run += 1;
                 if erased_run == WRITTEN_END_RUN {
                     break;
@@ -1423,10 +1451,11 @@ mod tests {
         let mut out = vec![TagState::Erased; slots as usize];
         let before = d.flash().stats().reads;
         d.read_written_tags(2, 3, &mut out).unwrap();
-        // A spare read for each written slot from the fourth on; a spare and a page read
-        // for each erased one: slot 4, then three in a row from 6 end the segment.
-        let erased = 1 + WRITTEN_END_RUN;
-        assert_eq!(d.flash().stats().reads - before, u64::from(2 + 2 * erased));
+        // A spare read for slot 3; a spare and a page read for slot 4, the first erased;
+        // after an erased slot, one page read each (tag and data at once): slot 5, written,
+        // then 6, 7 and 8, but 6 starts a run again (a spare and a page read), and three in
+        // a row from 6 end the segment.
+        assert_eq!(d.flash().stats().reads - before, 1 + 2 + 1 + 2 + 1 + 1);
         assert_eq!(out[3], TagState::Valid(tag(4)));
         assert_eq!(out[5], TagState::Valid(tag(6)));
         assert!(out[..3].iter().all(|t| *t == TagState::Erased));
