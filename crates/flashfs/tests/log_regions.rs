@@ -420,7 +420,7 @@ fn the_counters_record_keeps_what_migration_moved_and_the_shares() {
     let shares = before.shares.expect("an MLC part has shares");
     assert!(shares.gamma() < 0.5, "γ = {}", shares.gamma());
     let wear = flashfs::Shares::new(1.0, ftl.log().wear_share());
-    assert_eq!(shares.gamma, wear.gamma, "γ is the wear budget's");
+    assert_eq!(shares.gamma(), wear.gamma(), "γ is the wear budget's");
     let mut ftl = Ftl::mount(ftl.close().unwrap(), cfg).unwrap();
     let after = ftl.lifetime().unwrap();
     assert!(ftl.lifetime_complete());

@@ -141,10 +141,10 @@ impl Regions {
 /// were when it was last written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shares {
-    /// α, in ten-thousandths.
-    pub alpha: u16,
-    /// γ, in ten-thousandths.
-    pub gamma: u16,
+    /// α, in ten-thousandths (at most [`Shares::WHOLE`]).
+    alpha: u16,
+    /// γ, in ten-thousandths (at most [`Shares::WHOLE`]).
+    gamma: u16,
 }
 
 impl Shares {
