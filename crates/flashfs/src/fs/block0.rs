@@ -8,7 +8,7 @@
 //! that may be torn: after a mount, a failed program or a failed commit the next superblock
 //! goes to a fresh block 0. This type keeps that state; the encoding is `layout`'s.
 
-use super::layout::{self, Superblock};
+use super::layout::Superblock;
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
 use crate::media::Segments;
@@ -22,6 +22,9 @@ pub struct Block0 {
     /// Bytes at the end of block 0 its first record's free-space delta takes: appended
     /// records stop before them.
     tail: usize,
+    /// The distance between block 0's records, its first record's
+    /// ([`Superblock::stride`]): a record of another form is not appended after it.
+    stride: usize,
     /// Superblocks appended since mount.
     appends: u64,
 }
@@ -51,12 +54,17 @@ impl Block0 {
     ) -> Result<bool> {
         let records = core::mem::take(&mut self.records);
         let room = block_size.saturating_sub(self.tail);
-        if records == 0 || (records + 1) * layout::SB_STRIDE > room || !ftl.can_patch() {
+        let stride = sb.stride();
+        if records == 0
+            || stride != self.stride
+            || (records + 1) * stride > room
+            || !ftl.can_patch()
+        {
             return Ok(false);
         }
-        let mut rec = [0xFFu8; layout::SB_STRIDE];
+        let mut rec = alloc::vec![0xFFu8; stride];
         sb.encode_record(&mut rec);
-        match ftl.patch_sector(0, records * layout::SB_STRIDE, &rec) {
+        match ftl.patch_sector(0, records * stride, &rec) {
             Ok(()) => {}
             // A program that did not take (caught by reading back): the record may be
             // half there; a fresh block 0 supersedes it.
@@ -72,10 +80,11 @@ impl Block0 {
         Ok(true)
     }
 
-    /// Block 0 was written anew and flushed, holding one superblock whose free-space delta
-    /// takes `tail` bytes at the block's end.
-    pub fn written(&mut self, tail: usize) {
+    /// Block 0 was written anew and flushed, holding one superblock, `sb`, whose free-space
+    /// delta takes `tail` bytes at the block's end.
+    pub fn written(&mut self, sb: &Superblock, tail: usize) {
         self.records = 1;
         self.tail = tail;
+        self.stride = sb.stride();
     }
 }

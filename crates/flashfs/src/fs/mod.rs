@@ -696,7 +696,7 @@ impl<D: Segments> Fs<D> {
             let store = self.tree.store_mut();
             store.write_meta(0, &self.buf, Head::Meta)?;
             store.ftl.flush()?;
-            self.block0.written(sb.delta_bytes());
+            self.block0.written(&sb, sb.delta_bytes());
             if map_written.is_some() || sb.space == SpaceRef::None {
                 self.tree.store_mut().space.reset_changes(map_written);
             }

@@ -601,45 +601,58 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// small writes of file data (operation 13) and volumes on media that cannot program
 /// written bytes again may have a journal (a reader of version 8 would fail on them). 10
 /// since the saved free-space map may hold free runs instead of bits (a reader of version
-/// 9 would walk the index at every mount). 11 since the superblock records what migration
-/// moved and FlexFS's shares (a reader of version 10 would take the first 4 bytes of the
-/// migrated count for the checksum).
+/// 9 would walk the index at every mount). 11 since a superblock on a part with an SLC mode
+/// records what migration moved and FlexFS's shares, in a longer record (a reader of
+/// version 10 would take the first 4 bytes of the migrated count for the checksum).
 pub const FS_VERSION: u8 = 11;
-/// Bytes of an encoded superblock record (68 before version 8, 72 before version 11).
-pub const SB_LEN: usize = 84;
+/// Bytes of an encoded superblock record (68 before version 8), and of a long one (version
+/// 11, on parts with an SLC mode: [`Superblock::shares`]).
+pub const SB_LEN: usize = 72;
+const SB_LONG_LEN: usize = 84;
 /// Distance between superblock records appended in block 0 (a whole number of words of any
-/// part); the rest of the block is erased.
-pub const SB_STRIDE: usize = 88;
-
-/// The distance between the records of a block 0 whose first record is of `version`: 72
-/// before version 11.
-fn sb_stride(version: u8) -> usize {
-    if version >= 11 {
-        SB_STRIDE
-    } else {
-        72
-    }
-}
+/// part), and between long ones; the rest of the block is erased. Parts that append
+/// superblocks (reprogrammable NOR) have no SLC mode: their records stay short, seven to a
+/// 512-byte block.
+pub const SB_STRIDE: usize = 72;
+const SB_LONG_STRIDE: usize = 88;
+/// Bit of byte 5 that marks a long record.
+const SB_LONG: u8 = 1;
 /// The largest inode count a superblock keeps (48 bits).
 const INODES_MAX: u64 = (1 << 48) - 1;
 
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
 impl Superblock {
+    /// Whether the record is long: it holds migration's count and the shares, which only a
+    /// part with an SLC mode has.
+    fn long(&self) -> bool {
+        self.shares.is_some() || self.migrated_slots > 0
+    }
+
+    /// The distance between this superblock's record and the next appended after it.
+    pub fn stride(&self) -> usize {
+        if self.long() {
+            SB_LONG_STRIDE
+        } else {
+            SB_STRIDE
+        }
+    }
+
     /// Encodes the superblock into a sector, as its first record (the rest erased).
     pub fn encode(&self, sector: &mut [u8]) {
         sector.fill(0xFF);
-        self.encode_record(&mut sector[..SB_STRIDE]);
+        self.encode_record(&mut sector[..self.stride()]);
     }
 
-    /// Encodes the superblock as one record of [`SB_STRIDE`] bytes (its tail erased), to
-    /// append after the records in block 0.
+    /// Encodes the superblock as one record of [`Superblock::stride`] bytes (its tail
+    /// erased), to append after the records in block 0.
     pub fn encode_record(&self, rec: &mut [u8]) {
         rec.fill(0xFF);
-        let b = &mut rec[..SB_LEN];
+        let long = self.long();
+        let b = &mut rec[..if long { SB_LONG_LEN } else { SB_LEN }];
         b[0..4].copy_from_slice(&SB_MAGIC);
         b[4] = FS_VERSION;
-        b[5] = 0;
+        b[5] = if long { SB_LONG } else { 0 };
         b[6..8].copy_from_slice(&self.journal_blocks.to_le_bytes());
         b[8..16].copy_from_slice(&self.commit.to_le_bytes());
         // Blocks are the block device's sectors, numbered in 32 bits (a tag's key, SPEC.md §2.4).
@@ -658,12 +671,16 @@ impl Superblock {
         b[56..60].copy_from_slice(&(map as u32).to_le_bytes());
         b[60..62].copy_from_slice(&delta.to_le_bytes());
         b[62..68].copy_from_slice(&self.inodes.min(INODES_MAX).to_le_bytes()[..6]);
-        b[68..76].copy_from_slice(&self.migrated_slots.to_le_bytes());
-        let [alpha, gamma] = Shares::words(self.shares);
-        b[76..78].copy_from_slice(&alpha.to_le_bytes());
-        b[78..80].copy_from_slice(&gamma.to_le_bytes());
-        let crc = CRC32.checksum(&b[..80]);
-        b[80..84].copy_from_slice(&crc.to_le_bytes());
+        let mut at = 68;
+        if long {
+            b[68..76].copy_from_slice(&self.migrated_slots.to_le_bytes());
+            let [alpha, gamma] = Shares::words(self.shares);
+            b[76..78].copy_from_slice(&alpha.to_le_bytes());
+            b[78..80].copy_from_slice(&gamma.to_le_bytes());
+            at = 80;
+        }
+        let crc = CRC32.checksum(&b[..at]);
+        b[at..at + 4].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes and checks the first superblock record of a sector.
@@ -679,9 +696,10 @@ impl Superblock {
         if !(1..=FS_VERSION).contains(&version) {
             return Err(Error::NotFormatted("unsupported file-system version"));
         }
+        let long = version >= 11 && sector.get(5).is_some_and(|&f| f & SB_LONG != 0);
         let crc_at = match version {
-            11.. => 80,
-            8..=10 => 68,
+            _ if long => 80,
+            8.. => 68,
             _ => 64,
         };
         // A record of an earlier version may be the last before the block's end.
@@ -720,7 +738,7 @@ impl Superblock {
         let delta = u16::from_le_bytes(r.take());
         let mut inodes = [0u8; 8];
         inodes[..6].copy_from_slice(&r.take::<6>());
-        let (migrated_slots, shares) = if version >= 11 {
+        let (migrated_slots, shares) = if long {
             let migrated = r.u64();
             let (alpha, gamma) = (u16::from_le_bytes(r.take()), u16::from_le_bytes(r.take()));
             (migrated, Shares::from_words(alpha, gamma))
@@ -763,7 +781,8 @@ impl Superblock {
         }
         // Records end where the first record's delta begins.
         let end = sector.len().saturating_sub(sb.delta_bytes());
-        let stride = sb_stride(version);
+        // Appended records share the first's form, as they share its part.
+        let stride = sb.stride();
         while let Some(rec) = sector[..end].get((at + 1) * stride..(at + 2) * stride) {
             if rec.iter().all(|&b| b == 0xFF) || rec[4] != version {
                 break;
@@ -834,7 +853,7 @@ pub fn space_map_blocks(sectors: u64, block_size: usize) -> u64 {
 /// Runs a delta can hold in block 0 beside the first superblock record.
 pub fn delta_capacity(block_size: usize) -> usize {
     // Below `u16::MAX`, which the record reserves for a stale map.
-    (block_size.saturating_sub(SB_STRIDE + DELTA_HEADER) / RUN_BYTES)
+    (block_size.saturating_sub(SB_LONG_STRIDE + DELTA_HEADER) / RUN_BYTES)
         .min(usize::from(DELTA_STALE - 1))
 }
 
@@ -1076,30 +1095,50 @@ mod tests {
             inodes: 6,
             space: SpaceRef::Stale(40),
         };
-        let mut s = [0u8; 512];
-        sb.encode(&mut s);
-        assert_eq!(Superblock::decode(&s), Ok(sb));
-        assert_eq!(Superblock::decode_newest(&s), Ok((sb, 0)));
-        // Appended records: the newest valid one counts; a torn one ends them.
-        let next = Superblock {
-            commit: 5,
-            root: NodePtr(11),
+        // A long record (a part with an SLC mode) and a short one (none), each with records
+        // appended after it at its own stride.
+        let short = Superblock {
+            migrated_slots: 0,
+            shares: None,
             ..sb
         };
-        next.encode_record(&mut s[SB_STRIDE..2 * SB_STRIDE]);
-        assert_eq!(Superblock::decode_newest(&s), Ok((next, 1)));
-        let mut torn = s;
-        let third = Superblock { commit: 6, ..next };
-        third.encode_record(&mut torn[2 * SB_STRIDE..3 * SB_STRIDE]);
-        assert_eq!(Superblock::decode_newest(&torn), Ok((third, 2)));
-        torn[2 * SB_STRIDE + 8] = 0;
-        assert_eq!(Superblock::decode_newest(&torn), Ok((next, 1)));
-        // A record that does not follow its predecessor is not a commit of this sequence.
-        let mut skip = s;
-        Superblock { commit: 9, ..next }.encode_record(&mut skip[2 * SB_STRIDE..3 * SB_STRIDE]);
-        assert_eq!(Superblock::decode_newest(&skip), Ok((next, 1)));
-        s[9] ^= 1;
-        assert!(matches!(Superblock::decode(&s), Err(Error::Corrupt(_))));
+        assert_eq!((sb.stride(), short.stride()), (SB_LONG_STRIDE, SB_STRIDE));
+        for sb in [sb, short] {
+            let n = sb.stride();
+            let mut s = [0u8; 512];
+            sb.encode(&mut s);
+            assert_eq!(Superblock::decode(&s), Ok(sb));
+            assert_eq!(Superblock::decode_newest(&s), Ok((sb, 0)));
+            // Appended records: the newest valid one counts; a torn one ends them.
+            let next = Superblock {
+                commit: 5,
+                root: NodePtr(11),
+                ..sb
+            };
+            next.encode_record(&mut s[n..2 * n]);
+            assert_eq!(Superblock::decode_newest(&s), Ok((next, 1)));
+            let mut torn = s;
+            let third = Superblock { commit: 6, ..next };
+            third.encode_record(&mut torn[2 * n..3 * n]);
+            assert_eq!(Superblock::decode_newest(&torn), Ok((third, 2)));
+            torn[2 * n + 8] = 0;
+            assert_eq!(Superblock::decode_newest(&torn), Ok((next, 1)));
+            // A record that does not follow its predecessor is not a commit of this sequence.
+            let mut skip = s;
+            Superblock { commit: 9, ..next }.encode_record(&mut skip[2 * n..3 * n]);
+            assert_eq!(Superblock::decode_newest(&skip), Ok((next, 1)));
+            // Every bit of the record counts (a long one's last 4 bytes are padding).
+            let len = if n == SB_LONG_STRIDE {
+                SB_LONG_LEN
+            } else {
+                SB_LEN
+            };
+            for bit in 0..len * 8 {
+                let mut d = s;
+                d[bit / 8] ^= 1 << (bit % 8);
+                assert_ne!(Superblock::decode(&d), Ok(sb), "bit {bit}");
+            }
+        }
         // Volumes of versions before 8 (68-byte records, blocks in 64 bits) still read;
         // those of version 1 never appended.
         let mut v1 = [0xFFu8; 512];
@@ -1130,26 +1169,17 @@ mod tests {
             ..sb
         };
         assert_eq!(Superblock::decode_newest(&v1), Ok((v1_sb, 0)));
-        // Version 10: no migration counts, the checksum at 68, records 72 bytes apart.
+        // Version 10: a short record's layout, whatever byte 5 holds.
         let v10_record = |sb: &Superblock, rec: &mut [u8]| {
-            let mut b = [0xFFu8; SB_STRIDE];
-            sb.encode_record(&mut b);
-            b[4] = 10;
-            let crc = CRC32.checksum(&b[..68]);
-            b[68..72].copy_from_slice(&crc.to_le_bytes());
-            rec.copy_from_slice(&b[..72]);
-        };
-        let v10_sb = Superblock {
-            migrated_slots: 0,
-            shares: None,
-            ..sb
+            sb.encode_record(rec);
+            rec[4] = 10;
+            rec[5] = 0xA5;
+            let crc = CRC32.checksum(&rec[..68]);
+            rec[68..72].copy_from_slice(&crc.to_le_bytes());
         };
         let mut v10 = [0xFFu8; 512];
-        v10_record(&v10_sb, &mut v10[..72]);
-        let v10_next = Superblock {
-            commit: 5,
-            ..v10_sb
-        };
+        v10_record(&short, &mut v10[..72]);
+        let v10_next = Superblock { commit: 5, ..short };
         v10_record(&v10_next, &mut v10[72..144]);
         assert_eq!(Superblock::decode_newest(&v10), Ok((v10_next, 1)));
         assert_eq!(
@@ -1266,7 +1296,7 @@ mod tests {
         assert!(decode_delta(&b0, &sb).is_err());
         assert_eq!(
             delta_capacity(512),
-            (512 - SB_STRIDE - DELTA_HEADER) / RUN_BYTES
+            (512 - SB_LONG_STRIDE - DELTA_HEADER) / RUN_BYTES
         );
     }
 
