@@ -568,6 +568,8 @@ impl<D: Segments> Log<D> {
         format: u8,
         size: impl Fn(u64) -> Result<u32>,
     ) -> Result<Self> {
+        let mut dev = dev;
+        dev.power_cut();
         let slot_shift = dev.geometry().slot_size.trailing_zeros() as u8;
         let unit_shift = dev.units_per_segment().trailing_zeros() as u8;
         let regions = config.regions.unwrap_or(if dev.has_slc_mode() {
@@ -657,7 +659,9 @@ impl<D: Segments> Log<D> {
     /// a scan everything; from a checkpoint, whose segment table counted what the owner's
     /// pages name, only what it holds apart ([`Owner::held_apart`]) and what it rolls
     /// forward, killing ([`Log::kill`]) what that replaces.
-    pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Start)> {
+    pub fn mount(mut dev: D, config: LogConfig) -> Result<(Self, Start)> {
+        // A mount comes after a power cut, for all it knows: what waited in RAM is gone.
+        dev.power_cut();
         if !config.scan_mount {
             let mut log = Self::unmounted(dev, config)?;
             if let Some(r) = log.restore()? {
@@ -832,15 +836,12 @@ impl<D: Segments> Log<D> {
 
     /// Reopens a head in the segment it was filling when the volume was last used, so the
     /// room left in it is not lost. A cut between a NOR slot's data and its tag leaves
-    /// programmed bytes under an erased tag: the first slot is checked and skipped if dirty.
+    /// programmed bytes under an erased tag: the medium says past which slots it may write
+    /// ([`Segments::resume_slot`]).
     fn resume(&mut self, head: usize, seg: u32) -> Result<()> {
-        let mut used = self.segs[seg as usize].used();
-        if used < self.geo.slots && !self.dev.slot_erased(seg, used)? {
-            used += 1;
-        }
-        if used >= self.geo.slots || !self.dev.slot_erased(seg, used)? {
+        let Some(used) = self.dev.resume_slot(seg, self.segs[seg as usize].used())? else {
             return Ok(());
-        }
+        };
         self.segs[seg as usize].set_used(used);
         self.set_state(seg, SegState::Open);
         self.heads[head] = Some(seg);
