@@ -161,9 +161,11 @@ pub struct LogConfig {
     /// a power cut, a mount reads the set's headers and the tags of the segments written,
     /// instead of every segment. A checkpoint is written once half of them are used; if
     /// they run out first, the log goes on outside them and the next mount scans. Counted
-    /// in segments of up to [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
+    /// in segments of [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
     /// several blocks, SPEC.md §2.1) take proportionally fewer, at least 4, so that a
-    /// roll-forward reads about as many tags whatever the segments' size.
+    /// roll-forward reads about as many tags whatever the segments' size, and smaller ones
+    /// (the W25Q64JV's 15 slots) proportionally more, as many as a root names, so that
+    /// checkpoints come as rarely.
     pub checkpoint_set: u32,
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).
