@@ -394,7 +394,8 @@ impl<F: NorFlash> NorSegments<F> {
             let head: alloc::vec::Vec<u8> = self.pending[i].bytes.drain(..n).collect();
             self.pending[i].at = boundary;
             if let Err(e) = self.program_now(boundary - n as u64, &head) {
-                self.pending.remove(i);
+                // Lost with the program (with everything when the power went).
+                self.pending.retain(|p| p.seg != seg);
                 return Err(e);
             }
         }
@@ -1454,7 +1455,8 @@ mod tests {
         // Entries of slots 0–10 end at byte 252 of the segment; slot 11's crosses into the
         // second program page.
         for slot in 0..11 {
-            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data).unwrap();
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
         }
         assert_eq!(d.flash().stats().programs - before, 22, "data only");
         // Waiting entries read as written, for the tags and for the data's checksum.
@@ -1481,7 +1483,8 @@ mod tests {
         assert!(matches!(d.read_tag(2, 11).unwrap(), TagState::Valid(_)));
         // The segment's last slot puts down the rest of its run.
         for slot in 12..15 {
-            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data).unwrap();
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
         }
         assert_eq!(d.flash().stats().programs - before, 32);
         assert!(d.pending.is_empty());
@@ -1515,8 +1518,7 @@ mod tests {
         assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
         // A cut loses what waits: the slots' data is there, their tags read erased.
         d.write_slot(2, 3, &sector_tag(4), &data).unwrap();
-        d.write_slot(2, 4, &sector_tag(5), &[0xFF; 512])
-            .unwrap();
+        d.write_slot(2, 4, &sector_tag(5), &[0xFF; 512]).unwrap();
         d.write_slot(2, 5, &sector_tag(6), &data).unwrap();
         d.power_cut();
         assert_eq!(d.read_tag(2, 3).unwrap(), TagState::Erased);
@@ -1527,7 +1529,8 @@ mod tests {
         assert_eq!(d.resume_slot(2, 6).unwrap(), Some(6));
         // Nothing left: a full segment is not resumed.
         for slot in 6..15 {
-            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data).unwrap();
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
         }
         d.power_cut();
         assert_eq!(d.resume_slot(2, 6).unwrap(), None);
