@@ -391,13 +391,11 @@ impl<F: NorFlash> NorSegments<F> {
         let boundary = (p.at / page + 1) * page;
         if p.at + p.bytes.len() as u64 >= boundary {
             let n = (boundary - p.at) as usize;
-            let head: alloc::vec::Vec<u8> = self.pending[i].bytes.drain(..n).collect();
+            let head = self.pending[i].bytes[..n].to_vec();
+            // A failed program keeps the run waiting (see `flush`).
+            self.program_now(boundary - n as u64, &head)?;
+            self.pending[i].bytes.drain(..n);
             self.pending[i].at = boundary;
-            if let Err(e) = self.program_now(boundary - n as u64, &head) {
-                // Lost with the program (with everything when the power went).
-                self.pending.retain(|p| p.seg != seg);
-                return Err(e);
-            }
         }
         // Nothing follows the last slot: its segment's run is complete.
         if slot + 1 == self.slots || self.pending[i].bytes.is_empty() {
@@ -406,11 +404,26 @@ impl<F: NorFlash> NorSegments<F> {
         Ok(())
     }
 
-    /// Programs the waiting run `i` and drops it (also when the program fails: what it
-    /// vouched for is then lost, as after a cut).
+    /// Programs the waiting run `i` and drops it. A program that fails (a worn unit) keeps
+    /// it waiting: the slots it vouches for still read, so the log, which fails the segment,
+    /// has the cleaner move them, and every sync until then fails rather than acknowledge
+    /// slots that a cut would lose. A program again over a failed one only clears more of
+    /// the bits it was to clear. Erasing or retiring the segment drops its run.
     fn flush(&mut self, i: usize) -> Result<()> {
-        let p = self.pending.remove(i);
-        self.program_now(p.at, &p.bytes)
+        let (at, bytes) = (self.pending[i].at, core::mem::take(&mut self.pending[i].bytes));
+        match self.program_now(at, &bytes) {
+            Ok(()) => {
+                self.pending.remove(i);
+                Ok(())
+            }
+            Err(e) => {
+                // Gone with everything else when the power went.
+                if let Some(p) = self.pending.get_mut(i) {
+                    p.bytes = bytes;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Programs every waiting tag entry.
@@ -903,7 +916,9 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 
     fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
         // An erase may destroy the only other copy of what waits (a cleaned segment whose
-        // live slots were copied): the copies' entries go down first.
+        // live slots were copied): the copies' entries go down first. The segment's own
+        // run goes with it.
+        self.pending.retain(|p| p.seg != seg);
         self.flush_all()?;
         // The unit holding the header and tags goes first: a cut part-way leaves an erased
         // or garbled header, so the mount erases the whole segment again before using it.
@@ -1534,6 +1549,40 @@ mod tests {
         }
         d.power_cut();
         assert_eq!(d.resume_slot(2, 6).unwrap(), None);
+    }
+
+    #[test]
+    fn spi_nor_entries_that_fail_to_program_keep_waiting_and_fail_every_sync() {
+        use flash::{FaultConfig, Timebomb};
+        let mut d = part("w25q64jv");
+        let data = [0x5Au8; 512];
+        for slot in 0..3 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
+        }
+        // Segment 2 is units 4 and 5: the header's unit, with the entries, wears out.
+        d.flash_mut().set_faults(FaultConfig {
+            timebombs: alloc::vec![Timebomb {
+                block: 4,
+                at_erases: 0,
+            }],
+            ..FaultConfig::default()
+        });
+        // No sync acknowledges slots a cut would lose; they still read, for the cleaner.
+        assert!(matches!(
+            d.sync(),
+            Err(Error::Flash(FlashError::ProgramFailed { .. }))
+        ));
+        assert!(d.sync().is_err());
+        let mut back = [0u8; 512];
+        d.read_slot(2, 2, &mut back).unwrap();
+        assert_eq!(back, data);
+        // Once the segment is erased (its live slots moved), syncs succeed again.
+        d.flash_mut().set_faults(FaultConfig::default());
+        d.write_slot(3, 0, &sector_tag(9), &data).unwrap();
+        d.erase(2, false).unwrap();
+        assert!(d.pending.is_empty());
+        d.sync().unwrap();
     }
 
     /// Units per segment, segments and slots per segment of `d`, preset `name`.
