@@ -410,7 +410,10 @@ impl<F: NorFlash> NorSegments<F> {
     /// slots that a cut would lose. A program again over a failed one only clears more of
     /// the bits it was to clear. Erasing or retiring the segment drops its run.
     fn flush(&mut self, i: usize) -> Result<()> {
-        let (at, bytes) = (self.pending[i].at, core::mem::take(&mut self.pending[i].bytes));
+        let (at, bytes) = (
+            self.pending[i].at,
+            core::mem::take(&mut self.pending[i].bytes),
+        );
         match self.program_now(at, &bytes) {
             Ok(()) => {
                 self.pending.remove(i);
@@ -947,7 +950,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn mark_bad(&mut self, seg: u32) -> Result<()> {
         // NOR has no bad-block marks: a zeroed header says "retired". Where the header cannot
         // be cleared the unit's garbage header still keeps it out of the free pool.
+        // Retiring a segment drops what it holds, as an erase does: the copies the cleaner
+        // made of its live slots go down first. Its own run goes with it.
         self.pending.retain(|p| p.seg != seg);
+        self.flush_all()?;
         let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as usize;
         match self.program(self.base(seg), &alloc::vec![0u8; head]) {
             Err(Error::Flash(FlashError::PowerLoss)) => Err(Error::Flash(FlashError::PowerLoss)),
@@ -1577,6 +1583,14 @@ mod tests {
         let mut back = [0u8; 512];
         d.read_slot(2, 2, &mut back).unwrap();
         assert_eq!(back, data);
+        // Retiring a segment puts the copies of its live slots down first.
+        d.write_slot(4, 0, &sector_tag(8), &data).unwrap();
+        d.flash_mut().set_faults(FaultConfig::default());
+        let mut e = alloc::vec![0u8; 20];
+        d.mark_bad(7).unwrap();
+        let at = d.entry_at(4, 0);
+        d.flash_mut().read(at, &mut e).unwrap();
+        assert!(matches!(Tag::decode(&e), TagState::Valid(_)));
         // Once the segment is erased (its live slots moved), syncs succeed again.
         d.flash_mut().set_faults(FaultConfig::default());
         d.write_slot(3, 0, &sector_tag(9), &data).unwrap();
