@@ -610,7 +610,10 @@ pub fn apply<D: Segments>(dev: &mut Ftl<D>, op: Op) -> flashfs::Result<()> {
         }
         Op::Trim { sector, count } => dev.trim(sector, count),
         Op::Flush => dev.flush(),
-        Op::Checkpoint => dev.checkpoint(),
+        // The block device's checkpoint, a flush with it: `Ftl::checkpoint` alone writes
+        // one but syncs nothing when there is nothing to write (a volume without anchors),
+        // and slots whose tag entries wait in RAM (SPI NOR) would then not be durable.
+        Op::Checkpoint => BlockDevice::checkpoint(dev),
         Op::Idle { ms } => dev.idle(Duration::from_millis(u64::from(ms))).map(drop),
     }
 }

@@ -88,6 +88,12 @@ impl<D: Segments> Segments for FailingSync<D> {
         }
         self.dev.sync()
     }
+    fn power_cut(&mut self) {
+        self.dev.power_cut()
+    }
+    fn resume_slot(&mut self, seg: u32, used: u32) -> flashfs::Result<Option<u32>> {
+        self.dev.resume_slot(seg, used)
+    }
     fn now(&self) -> Duration {
         self.dev.now()
     }

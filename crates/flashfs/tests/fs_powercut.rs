@@ -103,6 +103,12 @@ impl<D: Segments> Segments for Shared<D> {
     fn sync(&mut self) -> flashfs::Result<()> {
         self.0.borrow_mut().sync()
     }
+    fn power_cut(&mut self) {
+        self.0.borrow_mut().power_cut()
+    }
+    fn resume_slot(&mut self, seg: u32, used: u32) -> flashfs::Result<Option<u32>> {
+        self.0.borrow_mut().resume_slot(seg, used)
+    }
     fn now(&self) -> Duration {
         self.0.borrow().now()
     }

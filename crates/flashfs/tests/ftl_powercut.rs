@@ -166,6 +166,33 @@ fn every_cut_on_nor_of_small_units() {
     every_cut(base, 5, 300, FaultConfig::default());
 }
 
+/// A small SPI NOR part (the W25Q64JV's program page and word, 16 units of 8 KiB): its tag
+/// entries wait in RAM and go down a program page at a time (SPEC.md §2.2), so a cut may
+/// leave several slots programmed under erased or torn entries, and a head resumed after it
+/// must start past all of them.
+fn formatted_spi_nor() -> NorSegments<flash::NorSim> {
+    let spec = flash::NorSpec {
+        word_size: 1,
+        program_page: 256,
+        banks: 1,
+        ..nor_spec(true)
+    };
+    Ftl::format(nor_of(spec), FtlConfig::default())
+        .unwrap()
+        .into_device()
+}
+
+#[test]
+fn every_cut_on_spi_nor_whose_tag_entries_wait() {
+    let cuts = every_cut(formatted_spi_nor(), 6, 150, FaultConfig::default());
+    assert!(cuts > 200);
+}
+
+#[test]
+fn chained_random_cuts_on_spi_nor() {
+    chained_cuts(formatted_spi_nor(), 0..8);
+}
+
 #[test]
 fn every_cut_on_nor_without_reprogramming() {
     every_cut(formatted_nor(false), 2, 120, FaultConfig::default());

@@ -333,6 +333,12 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn sync(&mut self) -> flashfs::Result<()> {
         self.access(|d| d.sync())
     }
+    fn power_cut(&mut self) {
+        self.inner.power_cut()
+    }
+    fn resume_slot(&mut self, seg: u32, used: u32) -> flashfs::Result<Option<u32>> {
+        self.access(|d| d.resume_slot(seg, used))
+    }
     fn now(&self) -> Duration {
         self.inner.now()
     }

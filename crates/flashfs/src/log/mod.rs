@@ -161,9 +161,11 @@ pub struct LogConfig {
     /// a power cut, a mount reads the set's headers and the tags of the segments written,
     /// instead of every segment. A checkpoint is written once half of them are used; if
     /// they run out first, the log goes on outside them and the next mount scans. Counted
-    /// in segments of up to [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
+    /// in segments of [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
     /// several blocks, SPEC.md §2.1) take proportionally fewer, at least 4, so that a
-    /// roll-forward reads about as many tags whatever the segments' size.
+    /// roll-forward reads about as many tags whatever the segments' size, and smaller ones
+    /// (the W25Q64JV's 15 slots) proportionally more, as many as a root names, so that
+    /// checkpoints come as rarely.
     pub checkpoint_set: u32,
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
     /// `flashfs bench mount` measures against).
@@ -568,6 +570,8 @@ impl<D: Segments> Log<D> {
         format: u8,
         size: impl Fn(u64) -> Result<u32>,
     ) -> Result<Self> {
+        let mut dev = dev;
+        dev.power_cut();
         let slot_shift = dev.geometry().slot_size.trailing_zeros() as u8;
         let unit_shift = dev.units_per_segment().trailing_zeros() as u8;
         let regions = config.regions.unwrap_or(if dev.has_slc_mode() {
@@ -657,7 +661,9 @@ impl<D: Segments> Log<D> {
     /// a scan everything; from a checkpoint, whose segment table counted what the owner's
     /// pages name, only what it holds apart ([`Owner::held_apart`]) and what it rolls
     /// forward, killing ([`Log::kill`]) what that replaces.
-    pub fn mount(dev: D, config: LogConfig) -> Result<(Self, Start)> {
+    pub fn mount(mut dev: D, config: LogConfig) -> Result<(Self, Start)> {
+        // A mount comes after a power cut, for all it knows: what waited in RAM is gone.
+        dev.power_cut();
         if !config.scan_mount {
             let mut log = Self::unmounted(dev, config)?;
             if let Some(r) = log.restore()? {
@@ -832,15 +838,12 @@ impl<D: Segments> Log<D> {
 
     /// Reopens a head in the segment it was filling when the volume was last used, so the
     /// room left in it is not lost. A cut between a NOR slot's data and its tag leaves
-    /// programmed bytes under an erased tag: the first slot is checked and skipped if dirty.
+    /// programmed bytes under an erased tag: the medium says past which slots it may write
+    /// ([`Segments::resume_slot`]).
     fn resume(&mut self, head: usize, seg: u32) -> Result<()> {
-        let mut used = self.segs[seg as usize].used();
-        if used < self.geo.slots && !self.dev.slot_erased(seg, used)? {
-            used += 1;
-        }
-        if used >= self.geo.slots || !self.dev.slot_erased(seg, used)? {
+        let Some(used) = self.dev.resume_slot(seg, self.segs[seg as usize].used())? else {
             return Ok(());
-        }
+        };
         self.segs[seg as usize].set_used(used);
         self.set_state(seg, SegState::Open);
         self.heads[head] = Some(seg);

@@ -596,14 +596,17 @@ impl<D: Segments> Log<D> {
     }
 
     /// Free segments a checkpoint names for the log to open before the next one
-    /// ([`LogConfig::checkpoint_set`], scaled down for segments of more slots than
-    /// [`SET_SEGMENT_SLOTS`]).
+    /// ([`LogConfig::checkpoint_set`], scaled to segments of [`SET_SEGMENT_SLOTS`] slots:
+    /// fewer for larger segments, more for smaller ones, so that as many slots go between
+    /// two checkpoints whatever the segments' size; the root's room bounds it).
     fn set_segments(&self) -> u32 {
         let asked = self.config.checkpoint_set.max(2);
-        if self.geo.slots <= SET_SEGMENT_SLOTS {
-            return asked;
-        }
         let scaled = u64::from(asked) * u64::from(SET_SEGMENT_SLOTS) / u64::from(self.geo.slots);
+        if self.geo.slots <= SET_SEGMENT_SLOTS {
+            // The W25Q64JV's segments of 15 slots: 136 asked, the root names about 100,
+            // and a checkpoint comes after about 750 slots instead of 240.
+            return scaled.min(u64::from(u16::MAX)) as u32;
+        }
         (scaled as u32).clamp(asked.min(4), asked)
     }
 

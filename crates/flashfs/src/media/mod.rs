@@ -228,8 +228,30 @@ pub trait Segments {
     fn is_bad(&mut self, seg: u32) -> Result<bool>;
     /// Retires a segment for good.
     fn mark_bad(&mut self, seg: u32) -> Result<()>;
-    /// Makes every program so far durable (a barrier).
+    /// Makes every program so far durable (a barrier): on SPI NOR, programs the tag entries
+    /// still waiting in RAM ([`NorSegments`]).
     fn sync(&mut self) -> Result<()>;
+    /// Forgets what a power cut takes: tag entries still waiting in RAM to be programmed
+    /// (SPI NOR, [`NorSegments`]), whose slots a mount then finds as a cut left them. Called
+    /// by every mount and format: whatever was not synced is then read as the flash holds it.
+    fn power_cut(&mut self) {}
+    /// The slot from which a head resumed after a mount may write `seg`, whose last slot
+    /// with a tag that reads is `used − 1`, or `None` when none is left: every slot from
+    /// there on must read as erased whole, data and tag. A cut between a slot's data and
+    /// its tag leaves programmed bytes under an erased tag, which a program over them would
+    /// garble; one such slot at most where each tag follows its data at once, so by default
+    /// one dirty slot is skipped.
+    fn resume_slot(&mut self, seg: u32, used: u32) -> Result<Option<u32>> {
+        let slots = self.geometry().slots;
+        let mut at = used;
+        if at < slots && !self.slot_erased(seg, at)? {
+            at += 1;
+        }
+        if at >= slots || !self.slot_erased(seg, at)? {
+            return Ok(None);
+        }
+        Ok(Some(at))
+    }
     /// Device time now.
     fn now(&self) -> Duration;
     /// Lets idle time pass.
@@ -257,6 +279,27 @@ pub struct NorSegments<F> {
     /// Reprogrammable: the entry carries the slot's written length, and the checksum covers
     /// only that prefix (bytes programmed in place later are checked by their owners).
     patchable: bool,
+    /// Whether tag entries wait in RAM after their slots' data ([`Pending`]): on parts
+    /// with a program page (SPI NOR), where a program command costs its time whatever its
+    /// size.
+    defers: bool,
+    /// Tag entries whose slots' data is programmed, not yet themselves, a run per segment.
+    pending: alloc::vec::Vec<Pending>,
+}
+
+/// Tag entries of consecutive slots of one segment, waiting to be programmed together
+/// (SPEC.md §2.2): a slot whose data is programmed and whose entry is not is what a cut
+/// between the two leaves, invisible to a mount, so an entry may wait — until its run
+/// reaches the end of a program page (that page's part goes down in one command), the
+/// segment's last slot, a sync, an erase, a program in place, or a mark. On the W25Q64JV a
+/// 512-byte slot then takes its two data pages and a 13th of a command for its entry,
+/// where it took three.
+#[derive(Debug, Clone)]
+struct Pending {
+    seg: u32,
+    /// Address of the first byte not yet programmed.
+    at: u64,
+    bytes: alloc::vec::Vec<u8>,
 }
 
 fn round_up(x: u32, to: u32) -> u32 {
@@ -306,7 +349,115 @@ impl<F: NorFlash> NorSegments<F> {
             data_off: data_off(slots),
             units,
             patchable,
+            defers: page > 0,
+            pending: alloc::vec::Vec::new(),
         })
+    }
+
+    /// Programs `entry`, the tag entry of `slot` (whose data is programmed), or leaves it
+    /// waiting with the entries before it ([`Pending`]).
+    fn put_entry(&mut self, seg: u32, slot: u32, entry: &[u8]) -> Result<()> {
+        let at = self.entry_at(seg, slot);
+        if !self.defers {
+            return self.program_now(at, entry);
+        }
+        let i = match self.pending.iter().position(|p| p.seg == seg) {
+            Some(i) if self.pending[i].at + self.pending[i].bytes.len() as u64 == at => i,
+            Some(i) => {
+                // Not the next entry of the run (a slot skipped): the run goes down first.
+                self.flush(i)?;
+                self.pending.push(Pending {
+                    seg,
+                    at,
+                    bytes: alloc::vec::Vec::new(),
+                });
+                self.pending.len() - 1
+            }
+            None => {
+                self.pending.push(Pending {
+                    seg,
+                    at,
+                    bytes: alloc::vec::Vec::new(),
+                });
+                self.pending.len() - 1
+            }
+        };
+        self.pending[i].bytes.extend_from_slice(entry);
+        // The run's part in a program page it has filled goes down in one command; an entry
+        // crossing into the next page is left half programmed until that page's part is,
+        // which reads as a torn tag, as a cut inside its program would leave it.
+        let page = u64::from(self.flash.spec().program_page);
+        let p = &self.pending[i];
+        let boundary = (p.at / page + 1) * page;
+        if p.at + p.bytes.len() as u64 >= boundary {
+            let n = (boundary - p.at) as usize;
+            let head = self.pending[i].bytes[..n].to_vec();
+            // A failed program keeps the run waiting (see `flush`).
+            self.program_now(boundary - n as u64, &head)?;
+            self.pending[i].bytes.drain(..n);
+            self.pending[i].at = boundary;
+        }
+        // Nothing follows the last slot: its segment's run is complete.
+        if slot + 1 == self.slots || self.pending[i].bytes.is_empty() {
+            return self.flush(i);
+        }
+        Ok(())
+    }
+
+    /// Programs the waiting run `i` and drops it. A program that fails (a worn unit) keeps
+    /// it waiting: the slots it vouches for still read, so the log, which fails the segment,
+    /// has the cleaner move them, and every sync until then fails rather than acknowledge
+    /// slots that a cut would lose. A program again over a failed one only clears more of
+    /// the bits it was to clear. Erasing or retiring the segment drops its run.
+    fn flush(&mut self, i: usize) -> Result<()> {
+        let (at, bytes) = (
+            self.pending[i].at,
+            core::mem::take(&mut self.pending[i].bytes),
+        );
+        match self.program_now(at, &bytes) {
+            Ok(()) => {
+                self.pending.remove(i);
+                Ok(())
+            }
+            Err(e) => {
+                // Gone with everything else when the power went.
+                if let Some(p) = self.pending.get_mut(i) {
+                    p.bytes = bytes;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Programs every waiting tag entry.
+    fn flush_all(&mut self) -> Result<()> {
+        while !self.pending.is_empty() {
+            self.flush(self.pending.len() - 1)?;
+        }
+        Ok(())
+    }
+
+    /// Programs, forgetting the waiting entries when the power goes.
+    fn program_now(&mut self, addr: u64, data: &[u8]) -> Result<()> {
+        let r = self.program(addr, data);
+        if r == Err(Error::Flash(FlashError::PowerLoss)) {
+            self.pending.clear();
+        }
+        r
+    }
+
+    /// Reads bytes of the tag summary, with the entries still waiting in RAM in place.
+    fn read_entries(&mut self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_at(addr, buf)?;
+        let end = addr + buf.len() as u64;
+        for p in &self.pending {
+            let (a, b) = (p.at.max(addr), (p.at + p.bytes.len() as u64).min(end));
+            if a < b {
+                buf[(a - addr) as usize..(b - addr) as usize]
+                    .copy_from_slice(&p.bytes[(a - p.at) as usize..(b - p.at) as usize]);
+            }
+        }
+        Ok(())
     }
 
     /// The tag entry of a slot holding `data` (the whole slot), one stride long.
@@ -364,7 +515,8 @@ impl<F: NorFlash> NorSegments<F> {
         &mut self.flash
     }
 
-    /// Gives the flash back.
+    /// Gives the flash back, without the tag entries still waiting in RAM (as a power cut
+    /// would leave it: [`Segments::sync`] first to keep them).
     pub fn into_inner(self) -> F {
         self.flash
     }
@@ -510,6 +662,12 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     fn sync(&mut self) -> Result<()> {
         (**self).sync()
     }
+    fn power_cut(&mut self) {
+        (**self).power_cut()
+    }
+    fn resume_slot(&mut self, seg: u32, used: u32) -> Result<Option<u32>> {
+        (**self).resume_slot(seg, used)
+    }
     fn now(&self) -> Duration {
         (**self).now()
     }
@@ -564,7 +722,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let stride = self.tag_stride as usize;
         let mut raw = alloc::vec![0u8; self.slots as usize * stride];
         let at = self.base(seg) + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
-        self.read_at(at, &mut raw)?;
+        self.read_entries(at, &mut raw)?;
         for (o, chunk) in out.iter_mut().zip(raw.chunks_exact(stride)) {
             *o = Tag::decode(chunk);
         }
@@ -577,7 +735,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let at = self.base(seg)
             + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64
             + slot as u64 * stride as u64;
-        self.read_at(at, &mut raw)?;
+        self.read_entries(at, &mut raw)?;
         Ok(Tag::decode(&raw))
     }
 
@@ -588,7 +746,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
         let ss = self.slot_size as usize;
         let mut entry = alloc::vec![0u8; self.tag_stride as usize];
-        self.read_at(self.entry_at(seg, slot), &mut entry)?;
+        self.read_entries(self.entry_at(seg, slot), &mut entry)?;
         let ok = if buf.len() == ss {
             self.read_at(self.data_at(seg, slot), buf)?;
             self.data_ok(&entry, buf)
@@ -615,12 +773,14 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             padded[..data.len()].copy_from_slice(data);
             &padded[..]
         };
-        self.program(self.data_at(seg, slot), data)?;
+        self.program_now(self.data_at(seg, slot), data)?;
         let t = self.entry(tag, data);
-        self.program(self.entry_at(seg, slot), &t)
+        self.put_entry(seg, slot, &t)
     }
 
     fn write_slot_verified(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
+        // A verified slot's entry is programmed and read back at once.
+        self.flush_all()?;
         let failed = Error::Flash(FlashError::ProgramFailed { block: seg });
         let mut want = alloc::vec![0xFFu8; self.slot_size as usize];
         want[..data.len()].copy_from_slice(data);
@@ -672,6 +832,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
                 "a patch must be whole words inside one slot",
             ));
         }
+        // A program in place is a commit point of its owner (an appended superblock, a
+        // journal entry, an append block's commit bits): every slot written before it must
+        // be found with it, and its own entry is read below.
+        self.flush_all()?;
         let at = self.data_at(seg, slot) + offset as u64;
         let mut old = alloc::vec![0u8; bytes.len()];
         self.read_at(at, &mut old)?;
@@ -710,11 +874,55 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let mut data = alloc::vec![0u8; self.slot_size as usize];
         self.read_at(self.data_at(seg, slot), &mut data)?;
         let mut tag = alloc::vec![0u8; self.tag_stride as usize];
-        self.read_at(self.entry_at(seg, slot), &mut tag)?;
+        self.read_entries(self.entry_at(seg, slot), &mut tag)?;
         Ok(data.iter().chain(&tag).all(|&b| b == 0xFF))
     }
 
+    fn resume_slot(&mut self, seg: u32, used: u32) -> Result<Option<u32>> {
+        if !self.defers {
+            // One dirty slot at most: the default's reads.
+            let mut at = used;
+            if at < self.slots && !self.slot_erased(seg, at)? {
+                at += 1;
+            }
+            if at >= self.slots || !self.slot_erased(seg, at)? {
+                return Ok(None);
+            }
+            return Ok(Some(at));
+        }
+        // Entries wait in RAM, so a cut may leave several slots programmed under erased
+        // tags, and one of them may hold only 0xFF bytes: the head resumes after the last
+        // slot that does not read as erased whole (two reads, at most a segment's data).
+        if used >= self.slots {
+            return Ok(None);
+        }
+        let ss = self.slot_size as usize;
+        let n = (self.slots - used) as usize;
+        let mut data = alloc::vec![0u8; n * ss];
+        self.read_at(self.data_at(seg, used), &mut data)?;
+        let stride = self.tag_stride as usize;
+        let mut entries = alloc::vec![0u8; n * stride];
+        self.read_entries(self.entry_at(seg, used), &mut entries)?;
+        let dirty = (0..n).rev().find(|&i| {
+            data[i * ss..(i + 1) * ss]
+                .iter()
+                .chain(&entries[i * stride..(i + 1) * stride])
+                .any(|&b| b != 0xFF)
+        });
+        let at = used + dirty.map_or(0, |i| i as u32 + 1);
+        Ok((at < self.slots).then_some(at))
+    }
+
+    fn power_cut(&mut self) {
+        self.pending.clear();
+    }
+
     fn erase(&mut self, seg: u32, background: bool) -> Result<()> {
+        // An erase may destroy the only other copy of what waits (a cleaned segment whose
+        // live slots were copied): the copies' entries go down first. The segment's own
+        // run goes with it.
+        self.pending.retain(|p| p.seg != seg);
+        self.flush_all()?;
         // The unit holding the header and tags goes first: a cut part-way leaves an erased
         // or garbled header, so the mount erases the whole segment again before using it.
         // A valid header over tags vouching for slots already scrambled would be believed.
@@ -742,6 +950,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn mark_bad(&mut self, seg: u32) -> Result<()> {
         // NOR has no bad-block marks: a zeroed header says "retired". Where the header cannot
         // be cleared the unit's garbage header still keeps it out of the free pool.
+        // Retiring a segment drops what it holds, as an erase does: the copies the cleaner
+        // made of its live slots go down first. Its own run goes with it.
+        self.pending.retain(|p| p.seg != seg);
+        self.flush_all()?;
         let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as usize;
         match self.program(self.base(seg), &alloc::vec![0u8; head]) {
             Err(Error::Flash(FlashError::PowerLoss)) => Err(Error::Flash(FlashError::PowerLoss)),
@@ -750,6 +962,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn sync(&mut self) -> Result<()> {
+        self.flush_all()?;
         Ok(self.flash.sync()?)
     }
 
@@ -1266,7 +1479,10 @@ mod tests {
         let data = [0x5Au8; 512];
         let before = d.flash().stats().programs;
         d.write_slot(3, 4, &sector_tag(1), &data).unwrap();
-        // Two program pages of data and the entry: a slot straddling three pages took four.
+        // Two program pages of data (a slot straddling three pages took three); the entry
+        // waits for the entries after it.
+        assert_eq!(d.flash().stats().programs - before, 2);
+        d.sync().unwrap();
         assert_eq!(d.flash().stats().programs - before, 3);
         let mut back = [0u8; 512];
         let state = d.read_slot_tag(3, 4, &mut back).unwrap();
@@ -1278,6 +1494,137 @@ mod tests {
         assert_eq!(back, data);
         // Parts without program pages keep the data right after the entries.
         assert_eq!(part("m29dw640d").data_off, 32 + 123 * 20);
+    }
+
+    #[test]
+    fn spi_nor_entries_wait_and_go_down_a_program_page_at_a_time() {
+        let mut d = part("w25q64jv");
+        let data = [0x5Au8; 512];
+        let before = d.flash().stats().programs;
+        // Entries of slots 0–10 end at byte 252 of the segment; slot 11's crosses into the
+        // second program page.
+        for slot in 0..11 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
+        }
+        assert_eq!(d.flash().stats().programs - before, 22, "data only");
+        // Waiting entries read as written, for the tags and for the data's checksum.
+        assert!(matches!(d.read_tag(2, 10).unwrap(), TagState::Valid(_)));
+        let mut back = [0u8; 512];
+        d.read_slot(2, 10, &mut back).unwrap();
+        assert!(!d.slot_erased(2, 10).unwrap());
+        // On flash, though, slot 10 has no entry: a cut now loses slots 0–10.
+        let mut raw = [0u8; 20];
+        let at = d.entry_at(2, 10);
+        d.flash_mut().read(at, &mut raw).unwrap();
+        assert!(raw.iter().all(|&b| b == 0xFF));
+        d.write_slot(2, 11, &sector_tag(11), &data).unwrap();
+        // Slot 11's data, and the first page of entries in one command.
+        assert_eq!(d.flash().stats().programs - before, 25);
+        let at = d.entry_at(2, 10);
+        d.flash_mut().read(at, &mut raw).unwrap();
+        assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
+        // Slot 11's entry is half on flash: torn, as a cut inside its program leaves it.
+        let mut raw11 = [0u8; 20];
+        let at = d.entry_at(2, 11);
+        d.flash_mut().read(at, &mut raw11).unwrap();
+        assert_eq!(Tag::decode(&raw11), TagState::Garbage);
+        assert!(matches!(d.read_tag(2, 11).unwrap(), TagState::Valid(_)));
+        // The segment's last slot puts down the rest of its run.
+        for slot in 12..15 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
+        }
+        assert_eq!(d.flash().stats().programs - before, 32);
+        assert!(d.pending.is_empty());
+        let mut tags = [TagState::Erased; 15];
+        d.read_tags(2, &mut tags).unwrap();
+        assert!(tags.iter().all(|t| matches!(t, TagState::Valid(_))));
+    }
+
+    #[test]
+    fn spi_nor_waiting_entries_go_down_before_an_erase_or_a_patch_and_a_cut_loses_them() {
+        let mut d = part("w25q64jv");
+        let data = [0x5Au8; 512];
+        d.write_slot(2, 0, &sector_tag(0), &data).unwrap();
+        d.write_slot(3, 0, &sector_tag(1), &data).unwrap();
+        // Erasing a segment (a cleaned one, whose copies wait) puts every entry down first.
+        d.erase(5, false).unwrap();
+        assert!(d.pending.is_empty());
+        let mut raw = [0u8; 20];
+        let at = d.entry_at(3, 0);
+        d.flash_mut().read(at, &mut raw).unwrap();
+        assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
+        // A program in place is a commit point: what was written before it goes down too.
+        let mut half = [0xFFu8; 512];
+        half[..256].fill(0x11);
+        d.write_slot(2, 1, &sector_tag(2), &half).unwrap();
+        d.write_slot(2, 2, &sector_tag(3), &data).unwrap();
+        d.patch_slot(2, 1, 256, &[0x22; 4]).unwrap();
+        assert!(d.pending.is_empty());
+        let at = d.entry_at(2, 2);
+        d.flash_mut().read(at, &mut raw).unwrap();
+        assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
+        // A cut loses what waits: the slots' data is there, their tags read erased.
+        d.write_slot(2, 3, &sector_tag(4), &data).unwrap();
+        d.write_slot(2, 4, &sector_tag(5), &[0xFF; 512]).unwrap();
+        d.write_slot(2, 5, &sector_tag(6), &data).unwrap();
+        d.power_cut();
+        assert_eq!(d.read_tag(2, 3).unwrap(), TagState::Erased);
+        assert_eq!(d.read_slot(2, 3, &mut [0u8; 512]), Err(Error::Io));
+        // A head resumed there goes past every slot the cut left programmed, even past one
+        // that holds only 0xFF bytes (slot 4) with a dirty one after it.
+        assert_eq!(d.resume_slot(2, 3).unwrap(), Some(6));
+        assert_eq!(d.resume_slot(2, 6).unwrap(), Some(6));
+        // Nothing left: a full segment is not resumed.
+        for slot in 6..15 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
+        }
+        d.power_cut();
+        assert_eq!(d.resume_slot(2, 6).unwrap(), None);
+    }
+
+    #[test]
+    fn spi_nor_entries_that_fail_to_program_keep_waiting_and_fail_every_sync() {
+        use flash::{FaultConfig, Timebomb};
+        let mut d = part("w25q64jv");
+        let data = [0x5Au8; 512];
+        for slot in 0..3 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
+        }
+        // Segment 2 is units 4 and 5: the header's unit, with the entries, wears out.
+        d.flash_mut().set_faults(FaultConfig {
+            timebombs: alloc::vec![Timebomb {
+                block: 4,
+                at_erases: 0,
+            }],
+            ..FaultConfig::default()
+        });
+        // No sync acknowledges slots a cut would lose; they still read, for the cleaner.
+        assert!(matches!(
+            d.sync(),
+            Err(Error::Flash(FlashError::ProgramFailed { .. }))
+        ));
+        assert!(d.sync().is_err());
+        let mut back = [0u8; 512];
+        d.read_slot(2, 2, &mut back).unwrap();
+        assert_eq!(back, data);
+        // Retiring a segment puts the copies of its live slots down first.
+        d.write_slot(4, 0, &sector_tag(8), &data).unwrap();
+        d.flash_mut().set_faults(FaultConfig::default());
+        let mut e = alloc::vec![0u8; 20];
+        d.mark_bad(7).unwrap();
+        let at = d.entry_at(4, 0);
+        d.flash_mut().read(at, &mut e).unwrap();
+        assert!(matches!(Tag::decode(&e), TagState::Valid(_)));
+        // Once the segment is erased (its live slots moved), syncs succeed again.
+        d.flash_mut().set_faults(FaultConfig::default());
+        d.write_slot(3, 0, &sector_tag(9), &data).unwrap();
+        d.erase(2, false).unwrap();
+        assert!(d.pending.is_empty());
+        d.sync().unwrap();
     }
 
     /// Units per segment, segments and slots per segment of `d`, preset `name`.
