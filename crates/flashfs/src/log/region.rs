@@ -153,7 +153,9 @@ impl Shares {
 
     /// The shares `alpha` and `gamma`, fractions between 0 and 1.
     pub fn new(alpha: f64, gamma: f64) -> Self {
-        let units = |f: f64| (f.clamp(0.0, 1.0) * f64::from(Self::WHOLE)).round() as u16;
+        // Rounded to the nearest unit (`f64::round` is not in `core`): the value is at
+        // least 0.
+        let units = |f: f64| (f.clamp(0.0, 1.0) * f64::from(Self::WHOLE) + 0.5) as u16;
         Shares {
             alpha: units(alpha),
             gamma: units(gamma),
