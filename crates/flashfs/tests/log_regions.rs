@@ -323,21 +323,8 @@ fn locality_aware_migration_moves_rewritten_data_last() {
 
 #[test]
 fn a_lifetime_holds_the_slc_share_to_the_wear_budget() {
-    use std::time::Duration;
     let run = |rated: u32| {
-        let mut cfg = config(Regions::Dynamic);
-        cfg.log.rated_cycles = rated;
-        cfg.log.lifetime = Some(flashfs::Lifetime {
-            min: Duration::from_secs(100),
-            window: Duration::from_secs(10),
-        });
-        let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
-        let n = ftl.sectors() / 2;
-        for v in 0..4 {
-            write_some(&mut ftl, n, v);
-            ftl.idle(Duration::from_secs(10)).unwrap();
-        }
-        write_some(&mut ftl, 1, 9);
+        let ftl = decided(budgeted(rated));
         (ftl.log().wear_share(), ftl.log().stats().erases)
     };
     let (tight, tight_erases) = run(4);
@@ -381,8 +368,8 @@ fn idle_time_on_a_full_volume_settles() {
     }
 }
 
-/// A volume under a wear budget tight enough that γ falls below 1, written in four
-/// windows with idle time after each, so that both shares are decided and data migrated.
+/// A volume written in four windows of half its sectors with idle time after each, then
+/// a sector more: under [`budgeted`], both shares are decided and data migrated.
 fn decided(cfg: FtlConfig) -> Ftl<NandSegments<NandSim>> {
     use std::time::Duration;
     let mut ftl = Ftl::format(mlc(64), cfg).unwrap();
@@ -395,9 +382,11 @@ fn decided(cfg: FtlConfig) -> Ftl<NandSegments<NandSim>> {
     ftl
 }
 
-fn budgeted() -> FtlConfig {
+/// Dynamic allocation under a wear budget (a lifetime of 100 s in windows of 10 s) on a
+/// part rated for `rated` cycles.
+fn budgeted(rated: u32) -> FtlConfig {
     let mut cfg = config(Regions::Dynamic);
-    cfg.log.rated_cycles = 4;
+    cfg.log.rated_cycles = rated;
     cfg.log.lifetime = Some(flashfs::Lifetime {
         min: std::time::Duration::from_secs(100),
         window: std::time::Duration::from_secs(10),
@@ -410,7 +399,7 @@ fn budgeted() -> FtlConfig {
 /// leaves the recorded ones as they were.
 #[test]
 fn the_counters_record_keeps_what_migration_moved_and_the_shares() {
-    let cfg = budgeted();
+    let cfg = budgeted(4);
     let ftl = decided(cfg);
     let ss = ftl.sector_size() as u64;
     let migrated = ftl.log().stats().migrated_slots;
@@ -454,7 +443,7 @@ fn the_superblock_keeps_what_migration_moved_and_the_shares() {
     use flashfs::fs::ROOT_INO;
     use flashfs::{Fs, FsConfig};
     let fs_cfg = FsConfig {
-        ftl: budgeted(),
+        ftl: budgeted(4),
         ..fs_config()
     };
     let mut fs = Fs::format(mlc(64), fs_cfg).unwrap();
