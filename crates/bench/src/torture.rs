@@ -729,6 +729,12 @@ pub trait Target {
         let _ = op;
         false
     }
+    /// Times the log began to move its checkpoint anchors so far this mount
+    /// ([`flashfs::LogStats::anchor_moves`]): a cut in an operation that raised it is counted
+    /// apart ([`CaseResult::move_cuts`]). By default 0.
+    fn anchor_moves(&self) -> u64 {
+        0
+    }
 
     /// Arms a fault for the rest of the case, its random choices drawn from `seed`; `ops` is
     /// the length of the workload. Returns whether the target can inject it (by default only
@@ -1210,6 +1216,12 @@ impl<D: SimSegments> Target for FtlTarget<D> {
         matches!(op, Op::Idle { .. })
     }
 
+    fn anchor_moves(&self) -> u64 {
+        self.ftl
+            .as_ref()
+            .map_or(0, |f| f.log().stats().anchor_moves)
+    }
+
     fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {
         let Some(f) = self.ftl.as_mut() else {
             return false;
@@ -1301,6 +1313,8 @@ pub struct CaseResult {
     pub cuts: u64,
     /// Of those, the cuts that fired during an idle step (the log cleaning or migrating).
     pub idle_cuts: u64,
+    /// Of those, the cuts that fired during an operation that moved the checkpoint anchors.
+    pub move_cuts: u64,
     /// Mounts after a cut or a clean unmount.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
@@ -1341,16 +1355,19 @@ fn run_ops<T: Target>(
         let op = ops[*at].clone();
         model.issue(&op);
         *at += 1;
+        let moves = target.anchor_moves();
         let r = target.apply(op.clone());
         let damaged = target.damaged();
         if !damaged.is_empty() {
             model.damaged(&damaged);
         }
         let idle = target.is_idle(&op);
+        let moved = target.anchor_moves() > moves;
         match r {
             Ok(()) => model.acknowledge(&op),
             Err(Failure::PowerLoss) => {
                 res.idle_cuts += u64::from(idle);
+                res.move_cuts += u64::from(moved);
                 return Ok(Stop::PowerLoss);
             }
             Err(Failure::Media(_)) => {
@@ -1363,6 +1380,7 @@ fn run_ops<T: Target>(
         }
         if !target.powered() {
             res.idle_cuts += u64::from(idle);
+            res.move_cuts += u64::from(moved);
             return Ok(Stop::PowerLoss);
         }
     }
@@ -1783,6 +1801,8 @@ pub struct Report {
     pub cuts: u64,
     /// Of those, the cuts that fired during an idle step (the log cleaning or migrating).
     pub idle_cuts: u64,
+    /// Of those, the cuts that fired during an operation that moved the checkpoint anchors.
+    pub move_cuts: u64,
     /// Mounts after cuts and clean unmounts.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
@@ -2122,6 +2142,7 @@ fn run_combo<D: Clone, T: Target>(
         cases: cases.len() as u64,
         cuts: 0,
         idle_cuts: 0,
+        move_cuts: 0,
         remounts: 0,
         bytes_verified: 0,
         media_errors: 0,
@@ -2155,6 +2176,7 @@ fn run_combo<D: Clone, T: Target>(
             let r = run_case(t, &ops, *case);
             report.cuts += r.cuts;
             report.idle_cuts += r.idle_cuts;
+            report.move_cuts += r.move_cuts;
             report.remounts += r.remounts;
             report.bytes_verified += r.bytes_verified;
             report.media_errors += r.media_errors;
@@ -2188,10 +2210,12 @@ fn run_combo<D: Clone, T: Target>(
 /// The torture's small devices keep checkpoints (which only larger ones do by default), so
 /// that the workloads' checkpoints, the marks after them and the anchors' turns are cut;
 /// their map cache holds one page, so that map pages are read back and force checkpoints.
-/// MLC parts run with SLC and MLC regions ([`TORTURE_REGIONS`]).
+/// MLC parts run with SLC and MLC regions ([`TORTURE_REGIONS`]), and every part with the
+/// wear spread [`TORTURE_WEAR_SPREAD`].
 pub fn ftl_config(fault: Fault) -> FtlConfig {
     let mut c = FtlConfig::default();
     c.log.regions = Some(TORTURE_REGIONS);
+    c.log.wear_spread = TORTURE_WEAR_SPREAD;
     c.log.verify_programs |= fault.verifies_programs();
     c.log.checkpoint_min_segments = 0;
     c.map_cache = SMALL_MAP_CACHE;
@@ -2205,6 +2229,11 @@ pub fn ftl_config(fault: Fault) -> FtlConfig {
 /// MLC ones, so that cuts fall inside migrations and both modes' segments are remounted.
 /// Other media have no SLC mode and ignore it.
 pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Locality;
+
+/// The torture's wear spread: two erases, so that within a case's few hundred operations
+/// the leveller moves static data and the checkpoint anchors move to less worn segments
+/// (SPEC.md §3.5), and cuts fall inside both.
+pub const TORTURE_WEAR_SPREAD: u32 = 2;
 
 /// The torture's map cache: none beyond the one page it always holds, so that on devices
 /// of a few map pages every other page is read back and changed pages force checkpoints.

@@ -38,7 +38,8 @@ fn fixed_clock() -> Timespec {
 /// small devices keep checkpoints, as larger ones do by default, so that a mount after a
 /// cut rolls forward from the last one — but not the smallest (seven units of 64 KiB),
 /// which their anchors and room would leave too small for the file system. MLC parts run
-/// with regions ([`super::TORTURE_REGIONS`]). `journal_blocks`
+/// with regions ([`super::TORTURE_REGIONS`]); every part with the torture's wear spread
+/// ([`super::TORTURE_WEAR_SPREAD`]). `journal_blocks`
 /// as [`FsConfig::journal_blocks`] (`None`: the medium's default).
 pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
     let mut c = FsConfig {
@@ -46,6 +47,7 @@ pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
         ..FsConfig::default()
     };
     c.ftl.log.regions = Some(super::TORTURE_REGIONS);
+    c.ftl.log.wear_spread = super::TORTURE_WEAR_SPREAD;
     c.ftl.log.verify_programs |= fault.verifies_programs();
     c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
     c.ftl.map_cache = super::SMALL_MAP_CACHE;
@@ -521,6 +523,12 @@ impl<D: SimSegments> Target for FsTarget<D> {
 
     fn is_idle(&self, op: &FsOp) -> bool {
         matches!(op, FsOp::Idle { .. })
+    }
+
+    fn anchor_moves(&self) -> u64 {
+        self.fs
+            .as_ref()
+            .map_or(0, |f| f.ftl().log().stats().anchor_moves)
     }
 
     fn arm(&mut self, fault: Fault, seed: u64, ops: usize) -> bool {

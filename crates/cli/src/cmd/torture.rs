@@ -266,10 +266,11 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
     if args.campaign.is_some() || !args.json {
         let sum = |f: fn(&Report) -> u64| outcome.reports.iter().map(f).sum::<u64>();
         let line = format!(
-            "total: {} cases, {} cuts ({} in idle time), {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
+            "total: {} cases, {} cuts ({} in idle time, {} while the anchors moved), {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
             sum(|r| r.cases),
             sum(|r| r.cuts),
             sum(|r| r.idle_cuts),
+            sum(|r| r.move_cuts),
             sum(|r| r.remounts),
             sum(|r| r.bytes_verified) as f64 / 1e6,
             sum(Report::media_damage),
@@ -329,6 +330,7 @@ fn campaign(
                         t.cases += r.cases;
                         t.cuts += r.cuts;
                         t.idle_cuts += r.idle_cuts;
+                        t.move_cuts += r.move_cuts;
                         t.remounts += r.remounts;
                         t.bytes_verified += r.bytes_verified;
                         t.media_errors += r.media_errors;

@@ -7,7 +7,11 @@
 //!   the owner's pages (the block device's sector map);
 //! - a **directory**: pages of the same kind listing the body's addresses;
 //! - a **root** naming the directory, in one of two **anchor** segments that every segment
-//!   header names, so a mount finds it without a scan.
+//!   header names, so a mount finds it without a scan. Records wear the anchors faster than
+//!   the log wears its segments, so once the anchor due for erasure has worn ahead of the
+//!   least worn free segments by the wear leveller's margin, the records move to two of
+//!   those (the *working* pair) and the named pair, the *master*, keeps only a record
+//!   saying where they went: a chain of two, like littlefs's superblock chain.
 //!
 //! A root is valid only while nothing has been programmed after it: before the first
 //! program that follows a root, a **mark** is appended to the anchor saying it is out of
@@ -41,6 +45,7 @@ pub const CHECKPOINT_MIN_SEGMENTS: u32 = 256;
 const ROOT_MAGIC: u32 = 0x5043_4C46; // "FLCP"
 const RECORD_ROOT: u8 = 1;
 const RECORD_MARK: u8 = 2;
+const RECORD_MOVED: u8 = 3;
 const ROOT_FIXED: usize = 64;
 /// Bytes of a segment-table entry: state, used slots (u16), live slots the owner's pages
 /// name (u16), erase count (u32), opening sequence number and lowest sequence number held
@@ -164,6 +169,9 @@ pub(crate) enum Record {
     Root(Root),
     /// The checkpoint before it is out of date.
     Mark,
+    /// Written to the master pair only: records go on in these two segments (the working
+    /// pair), the first of which holds one already.
+    Moved([u32; 2]),
 }
 
 /// Writes a directory page's entries (the body pages' packed addresses, [`ABSENT`] for a
@@ -196,6 +204,12 @@ impl Record {
             Record::Mark => {
                 b[4] = RECORD_MARK;
                 8
+            }
+            Record::Moved(segs) => {
+                b[4] = RECORD_MOVED;
+                b[8..12].copy_from_slice(&segs[0].to_le_bytes());
+                b[12..16].copy_from_slice(&segs[1].to_le_bytes());
+                16
             }
             Record::Root(r) => {
                 b[4] = RECORD_ROOT;
@@ -238,6 +252,7 @@ impl Record {
         }
         let (record, end) = match *b.get(4)? {
             RECORD_MARK => (Record::Mark, 8),
+            RECORD_MOVED => (Record::Moved([word(8)?, word(12)?]), 16),
             RECORD_ROOT => {
                 let n = word(56)? as usize;
                 let late = u16::from_le_bytes([*b.get(60)?, *b.get(61)?]) as usize;
@@ -276,15 +291,44 @@ impl Record {
     }
 }
 
-/// The anchors: where roots and marks go, and what the newest of them says.
-#[derive(Debug, Clone)]
-pub(crate) struct Anchors {
-    /// The two anchor segments.
+/// Two anchor segments taking records in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AnchorPair {
+    /// The two segments.
     pub segs: [u32; 2],
     /// The one receiving records.
     pub current: usize,
     /// Its next slot to program (the number of slots past the end: it is full).
     pub next: u32,
+}
+
+impl AnchorPair {
+    pub(crate) fn new(segs: [u32; 2]) -> Self {
+        AnchorPair {
+            segs,
+            current: 0,
+            next: u32::MAX,
+        }
+    }
+}
+
+/// Which pair of anchors a record goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Which {
+    /// Where roots and marks go.
+    Working,
+    /// The pair every segment header names, once the records moved away from it.
+    Master,
+}
+
+/// The anchors: where roots and marks go, and what the newest of them says.
+#[derive(Debug, Clone)]
+pub(crate) struct Anchors {
+    /// The pair receiving roots and marks.
+    pub pair: AnchorPair,
+    /// The pair the segment headers name, once the records moved to other segments (`None`:
+    /// they are `pair`). It holds the records saying where they went.
+    pub master: Option<AnchorPair>,
     /// Whether the newest record is a root that a program would put out of date: a mark
     /// must go first.
     pub needs_mark: bool,
@@ -318,9 +362,8 @@ pub(crate) struct Anchors {
 impl Anchors {
     pub(crate) fn new(segs: [u32; 2]) -> Self {
         Anchors {
-            segs,
-            current: 0,
-            next: u32::MAX,
+            pair: AnchorPair::new(segs),
+            master: None,
             needs_mark: false,
             stale: false,
             current_root: false,
@@ -332,6 +375,26 @@ impl Anchors {
             set: Vec::new(),
             table_sums: Vec::new(),
         }
+    }
+
+    /// The pair `which`.
+    pub(crate) fn pair(&self, which: Which) -> Option<&AnchorPair> {
+        match which {
+            Which::Working => Some(&self.pair),
+            Which::Master => self.master.as_ref(),
+        }
+    }
+
+    pub(crate) fn pair_mut(&mut self, which: Which) -> Option<&mut AnchorPair> {
+        match which {
+            Which::Working => Some(&mut self.pair),
+            Which::Master => self.master.as_mut(),
+        }
+    }
+
+    /// Whether `seg` is one of the anchors, working or master.
+    pub(crate) fn holds_segment(&self, seg: u32) -> bool {
+        self.pair.segs.contains(&seg) || self.master.is_some_and(|m| m.segs.contains(&seg))
     }
 
     /// Whether `at` is a live page of the checkpoint (body or directory) with key `key`.
@@ -424,13 +487,19 @@ mod tests {
             closed: true,
             ..root.clone()
         };
-        for r in [Record::Root(root), Record::Root(closed), Record::Mark] {
+        let moved = Record::Moved([300, 7]);
+        for r in [
+            Record::Root(root),
+            Record::Root(closed),
+            Record::Mark,
+            moved,
+        ] {
             let b = r.encode(512, pack);
             assert_eq!(Record::decode(&b, unpack), Some(r.clone()));
-            let end = if r == Record::Mark {
-                12
-            } else {
-                ROOT_FIXED + 24
+            let end = match r {
+                Record::Mark => 12,
+                Record::Moved(_) => 20,
+                Record::Root(_) => ROOT_FIXED + 24,
             };
             for i in 0..end * 8 {
                 let mut d = b.clone();

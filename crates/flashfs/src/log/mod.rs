@@ -23,7 +23,9 @@ use crate::error::{Error, Result};
 use crate::media::tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
 use crate::media::{HeaderState, SegGeometry, Segments};
 pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
-use checkpoint::{Anchors, Record, Root, SegEntry, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY};
+use checkpoint::{
+    AnchorPair, Anchors, Record, Root, SegEntry, Which, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY,
+};
 use death_age::DeathAge;
 pub use lifetime::Lifetime;
 use policy::{threshold, Policy};
@@ -244,6 +246,8 @@ pub struct LogStats {
     pub checkpoint_slots: u64,
     /// Records (roots and marks) written to the anchors.
     pub anchor_records: u64,
+    /// Times the working anchors began to move to less worn segments.
+    pub anchor_moves: u64,
     /// Of `copied_slots`, those the cleaner moved from an SLC segment to an MLC one
     /// ([`Regions`]).
     pub migrated_slots: u64,
@@ -617,7 +621,7 @@ impl<D: Segments> Log<D> {
         log.volume.size = match size(log.capacity_slots()) {
             // Too small for checkpoints beside the volume asked for: it goes without.
             Err(Error::NoSpace) if log.anchors.is_some() => {
-                for seg in log.anchors.take().map_or([0; 2], |a| a.segs) {
+                for seg in log.anchors.take().map_or([0; 2], |a| a.pair.segs) {
                     log.set_state(seg, SegState::Free);
                 }
                 log.volume.anchors = None;
@@ -633,7 +637,7 @@ impl<D: Segments> Log<D> {
         if let Some(a) = &log.anchors {
             // The first anchor gets its header now (the format just erased it); the other
             // stays erased until the first is full.
-            let seg = a.segs[0];
+            let seg = a.pair.segs[0];
             let header = SegHeader {
                 head: ANCHOR_HEAD,
                 slc: false,
@@ -645,8 +649,8 @@ impl<D: Segments> Log<D> {
             log.stats.headers += 1;
             let first = log.dev.reserved_slots();
             if let Some(a) = &mut log.anchors {
-                a.current = 0;
-                a.next = first;
+                a.pair.current = 0;
+                a.pair.next = first;
             }
         }
         // One header makes the volume findable even while it holds no data.
@@ -2139,12 +2143,14 @@ impl<D: Segments> Log<D> {
         let bad_spares = (good as u64 * self.config.bad_block_permille as u64 / 1000) as u32;
         let mut spare = self.config.reserve + bad_spares + self.heads_in_use() + 1;
         if self.anchors.is_some() {
-            // The anchors, the checkpoint's body and room to write the next one beside it.
-            // Its map takes four bytes per slot the device holds, at most.
+            // The anchors (the pair the headers name and the working pair, once records
+            // moved to less worn segments), the checkpoint's body and room to write the
+            // next one beside it. Its map takes four bytes per slot the device holds, at
+            // most.
             let usable = self.geo.slots as u64 * self.geo.segments as u64;
             let map =
                 (usable * 4).div_ceil(checkpoint::payload(self.geo.slot_size as usize) as u64);
-            spare += 2 + 2 * self.checkpoint_segments(map + 1);
+            spare += 4 + 2 * self.checkpoint_segments(map + 1);
         }
         let slc = self.dev.has_slc_mode() && self.regions().sized_for_slc();
         let usable = self.slots_per_segment(slc);

@@ -163,17 +163,17 @@ impl<D: Segments> Log<D> {
         }
         if let Some(i) = doubted {
             a.stale = true;
-            a.current = i;
-            a.next = self.geo.slots;
+            a.pair.current = i;
+            a.pair.next = self.geo.slots;
         } else if let Some((_, i, used)) = newest {
-            a.current = i;
+            a.pair.current = i;
             // A cut between a NOR slot's data and its tag leaves bytes under an erased tag:
             // records go on past them, as a resumed head does (SPEC §4.2).
             let mut next = used.max(self.dev.reserved_slots());
             while next < self.geo.slots && !self.dev.slot_erased(segs[i], next)? {
                 next += 1;
             }
-            a.next = next;
+            a.pair.next = next;
         }
         Ok(AnchorScan {
             anchors: a,
@@ -238,31 +238,64 @@ impl<D: Segments> Log<D> {
                 return Ok(None);
             }
         }
-        let AnchorScan {
-            anchors,
-            records,
-            trusted,
-        } = self.read_anchors(segs)?;
-        let Some(&(newest, _)) = records.first().filter(|_| trusted) else {
+        let found = self.read_anchors(segs)?;
+        let mut anchors = found.anchors.clone();
+        let mut record = self.newest_record(&found)?;
+        // The records moved on from the pair the headers name: its newest says where.
+        if let Some(Record::Moved(working)) = record {
+            if !self.may_anchor(working, segs)? {
+                return Ok(None);
+            }
+            let found = self.read_anchors(working)?;
+            record = self.newest_record(&found)?;
+            let master = anchors.pair;
+            anchors = found.anchors;
+            anchors.master = Some(master);
+        }
+        match record {
+            Some(Record::Root(root)) => self.restore_root(&root, anchors),
+            _ => Ok(None),
+        }
+    }
+
+    /// The newest record of a pair, if it can be trusted and reads whole. The newest record
+    /// decides, from either copy. One whose copies do not read whole may be a torn record
+    /// or a decayed one, and only the first leaves the record before it true: the scan
+    /// decides instead.
+    fn newest_record(&mut self, found: &AnchorScan) -> Result<Option<Record>> {
+        let Some(&(newest, _)) = found.records.first().filter(|_| found.trusted) else {
             return Ok(None);
         };
-        // The newest record decides, from either copy. One whose copies do not read whole
-        // may be a torn record or a decayed one, and only the first leaves the record before
-        // it true: the scan decides instead.
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
-        for &(_, at) in records.iter().take_while(|r| r.0 == newest) {
+        for &(_, at) in found.records.iter().take_while(|r| r.0 == newest) {
             match self.dev.read_slot(at.seg, at.slot, &mut buf) {
                 Ok(()) => {}
                 Err(Error::Io) => continue,
                 Err(e) => return Err(e),
             }
-            match Record::decode(&buf, |p| self.unpack(p)) {
-                Some(Record::Root(root)) => return self.restore_root(&root, anchors),
-                Some(Record::Mark) => return Ok(None),
-                None => continue,
+            if let Some(record) = Record::decode(&buf, |p| self.unpack(p)) {
+                return Ok(Some(record));
             }
         }
         Ok(None)
+    }
+
+    /// Whether `working`, named by a record of the master pair `master`, can be a working
+    /// pair: two distinct segments of the device, neither of the master's, neither bad.
+    fn may_anchor(&mut self, working: [u32; 2], master: [u32; 2]) -> Result<bool> {
+        if working[0] == working[1]
+            || working
+                .iter()
+                .any(|s| *s >= self.geo.segments || master.contains(s))
+        {
+            return Ok(false);
+        }
+        for &s in &working {
+            if self.dev.is_bad(s)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The first slot from `slot` on that an anchor record may take: one whose program
@@ -287,7 +320,7 @@ impl<D: Segments> Log<D> {
             return Ok(None);
         }
         let segments = self.geo.segments;
-        let bad_seg = |s: u32| s >= segments || anchors.segs.contains(&s);
+        let bad_seg = |s: u32| s >= segments || anchors.holds_segment(s);
         if root.set.iter().chain(&root.late).any(|&s| bad_seg(s))
             || root
                 .heads
@@ -308,6 +341,10 @@ impl<D: Segments> Log<D> {
             // that goes bad later is.
             match self.dev.read_header(seg)? {
                 HeaderState::Bad => retired.push(seg),
+                // Records that moved here while the master still named the pair before
+                // (a cut in between): nothing for the roll-forward, and no mount reads
+                // them; the segment is erased before use, as the table has it free.
+                HeaderState::Valid(h) if h.head == ANCHOR_HEAD => {}
                 HeaderState::Valid(h) if h.volume == self.volume && h.open_seq >= root.seq => {
                     if self.dev.is_bad(seg)? {
                         retired.push(seg);
@@ -421,9 +458,15 @@ impl<D: Segments> Log<D> {
                     SegState::Free => SegState::Dirty,
                     s => s,
                 };
-                if (state == SegState::Anchor) != anchors.segs.contains(&(seg as u32)) {
-                    return Ok(None);
-                }
+                // The anchors may have moved since the table was written (the root that
+                // moved them names it): to segments it shows empty, from segments whose
+                // records no mount reads any more and which are erased before use.
+                let state = match (state, anchors.holds_segment(seg as u32)) {
+                    (SegState::Anchor | SegState::Dirty, true) => SegState::Anchor,
+                    (_, true) => return Ok(None),
+                    (SegState::Anchor, false) => SegState::Dirty,
+                    (s, false) => s,
+                };
                 self.set_state(seg as u32, state);
                 let s = &mut self.segs[seg];
                 s.set_used(u32::from(e.used).min(self.geo.slots));
@@ -828,11 +871,13 @@ impl<D: Segments> Log<D> {
             set: self.next_set(set),
             closed: closing,
         };
-        let set = root.set.clone();
+        let mut set = root.set.clone();
         self.append_record(&Record::Root(root))?;
         let Some(a) = &mut self.anchors else {
             return Ok(false);
         };
+        // The anchors may have moved into the set, which the root then left them out of.
+        set.retain(|&s| !a.holds_segment(s));
         a.log_pages = log_pages;
         a.current_root = true;
         a.closed_root = closing;
@@ -992,41 +1037,76 @@ impl<D: Segments> Log<D> {
         set
     }
 
-    /// Appends a record to the current anchor (the other, erased, once it is full) and makes
-    /// it durable. If the anchors fail, checkpoints stop for the session and both anchors
-    /// are emptied, so that no root outlives the state it describes.
+    /// Appends a record to the working anchors and makes it durable. If the anchors fail,
+    /// checkpoints stop for the session and the anchors are emptied, so that no root
+    /// outlives the state it describes.
     fn append_record(&mut self, rec: &Record) -> Result<()> {
         // A root that may be stale goes before anything else is erased: then the rotation
         // below takes the other anchor. A cut between leaves no record that reads, or
         // the unreadable ones that send a mount to a scan.
         if let Some(a) = self.anchors.as_mut().filter(|a| a.stale) {
             a.stale = false;
-            let seg = a.segs[a.current];
+            let seg = a.pair.segs[a.pair.current];
             self.wipe_anchor(seg)?;
         }
+        // The records move before this one if the anchor they would go to next has worn
+        // ahead; a root then leaves the new pair out of its set.
+        let mut rec = rec.clone();
+        let moved = self.move_if_worn()?;
+        if let Some(working) = moved {
+            self.stats.anchor_moves += 1;
+            if let Record::Root(root) = &mut rec {
+                root.set.retain(|s| !working.contains(s));
+            }
+        }
+        // A mark takes the next sequence number without using it up: the slot whose
+        // program called for it has its number already, which the owner may ask for.
+        let takes_seq = matches!(rec, Record::Root(_));
+        let slot_size = self.geo.slot_size as usize;
+        let data = rec.encode(slot_size, |a| self.pack(a));
+        if !self.put_record(Which::Working, &data, takes_seq)? {
+            return self.drop_anchors();
+        }
+        if let Some(a) = &mut self.anchors {
+            a.needs_mark = takes_seq;
+        }
+        if let Some(working) = moved {
+            // The record is down in the new pair; from the master's record on, mounts look
+            // there. A cut before it leaves the master naming the old pair, whose newest
+            // record is the one before this: as after a cut before this record.
+            let data = Record::Moved(working).encode(slot_size, |a| self.pack(a));
+            if !self.put_record(Which::Master, &data, false)? {
+                return self.drop_anchors();
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `data`, a record, into two safe slots of the pair `which` and syncs: damage
+    /// at rest that leaves one copy unreadable, or reading as erased, leaves the other (a
+    /// single copy read as erased would make the record before it look newest, a root the
+    /// log may have long left). Once the current anchor is full the other is erased and
+    /// takes the records. False if the pair failed.
+    fn put_record(&mut self, which: Which, data: &[u8], takes_seq: bool) -> Result<bool> {
         let slots = self.geo.slots;
-        let data = rec.encode(self.geo.slot_size as usize, |a| self.pack(a));
         for _ in 0..8 {
-            let Some(a) = &self.anchors else {
-                return Ok(());
+            let Some(pair) = self.anchors.as_ref().and_then(|a| a.pair(which)).copied() else {
+                return Ok(false);
             };
-            // Two copies, in safe slots: damage at rest that leaves one unreadable, or
-            // reading as erased, leaves the other; a single copy read as erased would make
-            // the record before it look newest, a root the log may have long left.
-            let first = self.record_slot_from(a.next);
+            let first = self.record_slot_from(pair.next);
             let second = self.record_slot_from(first.saturating_add(1));
             if second >= slots {
-                self.rotate_anchor()?;
+                if !self.rotate_anchor(which)? {
+                    return Ok(false);
+                }
                 continue;
             }
-            let seg = a.segs[a.current];
-            if let Some(a) = &mut self.anchors {
-                a.next = second + 1;
+            let seg = pair.segs[pair.current];
+            if let Some(p) = self.anchors.as_mut().and_then(|a| a.pair_mut(which)) {
+                p.next = second + 1;
             }
-            // A mark takes the next sequence number without using it up: the slot whose
-            // program called for it has its number already, which the owner may ask for.
             let seq = self.seq;
-            if matches!(rec, Record::Root(_)) {
+            if takes_seq {
                 self.seq += 1;
             }
             let mut r = Ok(());
@@ -1038,9 +1118,9 @@ impl<D: Segments> Log<D> {
                     copy: false,
                 };
                 r = if self.config.verify_programs {
-                    self.dev.write_slot_verified(seg, slot, &tag, &data)
+                    self.dev.write_slot_verified(seg, slot, &tag, data)
                 } else {
-                    self.dev.write_slot(seg, slot, &tag, &data)
+                    self.dev.write_slot(seg, slot, &tag, data)
                 };
                 if r.is_err() {
                     break;
@@ -1050,28 +1130,141 @@ impl<D: Segments> Log<D> {
                 Ok(()) => {
                     self.dev.sync()?;
                     self.stats.anchor_records += 1;
-                    if let Some(a) = &mut self.anchors {
-                        a.needs_mark = matches!(rec, Record::Root(_));
-                    }
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err(Error::Flash(FlashError::ProgramFailed { .. })) => continue,
                 Err(e) => return Err(e),
             }
         }
-        self.drop_anchors()
+        Ok(false)
     }
 
-    /// Moves to the other anchor: erases it and writes its header.
-    fn rotate_anchor(&mut self) -> Result<()> {
-        let Some(a) = &self.anchors else {
-            return Ok(());
+    /// Moves the working anchors ([`Log::move_anchors`]) if the next record would erase
+    /// the other anchor of the pair and that one has worn ahead ([`Log::anchor_worn`]).
+    fn move_if_worn(&mut self) -> Result<Option<[u32; 2]>> {
+        let Some(pair) = self.anchors.as_ref().map(|a| a.pair) else {
+            return Ok(None);
         };
-        let other = 1 - a.current;
-        let seg = a.segs[other];
+        let first = self.record_slot_from(pair.next);
+        let full = self.record_slot_from(first.saturating_add(1)) >= self.geo.slots;
+        if !full || !self.anchor_worn(pair.segs[1 - pair.current]) {
+            return Ok(None);
+        }
+        self.move_anchors()
+    }
+
+    /// Whether anchor `seg`, due for erasure, has worn ahead of the least worn free segment
+    /// by the margin the heads keep when they pick free segments (half the spread the wear
+    /// leveller allows): its records then move ([`Log::move_anchors`]). An anchor holds no
+    /// data for the leveller to move, and takes records at every checkpoint and mark: left
+    /// in place it would wear several times faster than the log's segments.
+    fn anchor_worn(&self, seg: u32) -> bool {
+        if self.config.wear_spread == 0 {
+            return false;
+        }
+        let good = self.segs.iter().filter(|s| s.state != SegState::Bad);
+        let max = good.map(|s| s.erase_count).max().unwrap_or(0);
+        let near = (self.allowed_spread(max) / 2).max(1);
+        let least = self
+            .segs
+            .iter()
+            .filter(|s| matches!(s.state, SegState::Free | SegState::Dirty))
+            .map(|s| s.erase_count)
+            .min();
+        let worn = self.segs[seg as usize].erase_count.saturating_add(1);
+        least.is_some_and(|l| worn > l.saturating_add(near))
+    }
+
+    /// Makes the two least worn free segments the working anchors: both erased, the first
+    /// given an anchor header. The pair the records leave goes back to the pool, unless it
+    /// is the master (which then keeps only where the records went). `None` if two free
+    /// segments are not left beyond the cleaner's reserve, or the flash refused one (it is
+    /// retired). A move gives back as many segments as it takes, but the first, which
+    /// leaves the master in place: the capacity holds two back for it.
+    ///
+    /// They may be in the newest root's set: a free segment holds nothing a roll-forward
+    /// needs (a set segment cleaned since the root had its live slots copied into the set),
+    /// and a roll-forward passes over a segment with an anchor header.
+    fn move_anchors(&mut self) -> Result<Option<[u32; 2]>> {
+        if self.free < self.config.reserve + 2 {
+            return Ok(None);
+        }
+        let mut free: Vec<u32> = (0..self.geo.segments)
+            .filter(|&s| {
+                matches!(
+                    self.segs[s as usize].state,
+                    SegState::Free | SegState::Dirty
+                )
+            })
+            .collect();
+        if free.len() < 2 {
+            return Ok(None);
+        }
+        free.sort_unstable_by_key(|&s| (self.segs[s as usize].erase_count, s));
+        let working = [free[0], free[1]];
+        // The second first: if the first's header fails, the second is merely erased.
+        for (seg, header) in [(working[1], false), (working[0], true)] {
+            if !self.begin_anchor(seg, header)? {
+                self.retire(seg)?;
+                if header {
+                    self.set_state(working[1], SegState::Free);
+                }
+                return Ok(None);
+            }
+            self.segs[seg as usize].clear();
+        }
+        for seg in working {
+            self.set_state(seg, SegState::Anchor);
+        }
+        let first = self.dev.reserved_slots();
+        let Some(a) = &mut self.anchors else {
+            return Ok(None);
+        };
+        let left = core::mem::replace(
+            &mut a.pair,
+            AnchorPair {
+                segs: working,
+                current: 0,
+                next: first,
+            },
+        );
+        if a.master.is_none() {
+            a.master = Some(left);
+        } else {
+            // Its records are out of date once the master names the new pair; until then a
+            // mount reads them, so they stay until the segments are opened again.
+            for seg in left.segs {
+                self.set_state(seg, SegState::Dirty);
+            }
+        }
+        Ok(Some(working))
+    }
+
+    /// Moves the pair `which` to its other anchor: erases it and writes its header. False
+    /// if the flash refused.
+    fn rotate_anchor(&mut self, which: Which) -> Result<bool> {
+        let Some(pair) = self.anchors.as_ref().and_then(|a| a.pair(which)).copied() else {
+            return Ok(false);
+        };
+        let other = 1 - pair.current;
+        if !self.begin_anchor(pair.segs[other], true)? {
+            return Ok(false);
+        }
+        let first = self.dev.reserved_slots();
+        if let Some(p) = self.anchors.as_mut().and_then(|a| a.pair_mut(which)) {
+            p.current = other;
+            p.next = first;
+        }
+        Ok(true)
+    }
+
+    /// Erases `seg` for records and, if `header`, writes its anchor header. False if the
+    /// flash refused: an erase or a program failed, or, where programs are verified, did
+    /// nothing.
+    fn begin_anchor(&mut self, seg: u32, header: bool) -> Result<bool> {
         let s = &mut self.segs[seg as usize];
         s.erase_count = s.erase_count.saturating_add(1);
-        let header = SegHeader {
+        let head = SegHeader {
             head: ANCHOR_HEAD,
             slc: false,
             erase_count: s.erase_count,
@@ -1082,40 +1275,46 @@ impl<D: Segments> Log<D> {
         if r.is_ok() && self.config.verify_programs && !self.reads_erased(seg)? {
             r = Err(Error::Flash(FlashError::EraseFailed { block: seg }));
         }
-        let mut r = r.and_then(|()| self.dev.write_header(seg, &header));
-        if r.is_ok()
-            && self.config.verify_programs
-            && self.dev.read_header(seg)? != HeaderState::Valid(header)
-        {
-            r = Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
+        if r.is_ok() {
+            self.stats.erases += 1;
+        }
+        if header && r.is_ok() {
+            r = self.dev.write_header(seg, &head);
+            if r.is_ok()
+                && self.config.verify_programs
+                && self.dev.read_header(seg)? != HeaderState::Valid(head)
+            {
+                r = Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
+            }
+            if r.is_ok() {
+                self.stats.headers += 1;
+            }
         }
         match r {
-            Ok(()) => {
-                self.stats.erases += 1;
-                self.stats.headers += 1;
-                let first = self.dev.reserved_slots();
-                if let Some(a) = &mut self.anchors {
-                    a.current = other;
-                    a.next = first;
-                }
-                Ok(())
-            }
+            Ok(()) => Ok(true),
             Err(Error::Flash(
                 FlashError::ProgramFailed { .. } | FlashError::EraseFailed { .. },
-            )) => self.drop_anchors(),
+            )) => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// Stops checkpoints: both anchors are erased (or retired), so every later mount scans.
+    /// Stops checkpoints: the anchors are erased (or retired), so every later mount scans.
     fn drop_anchors(&mut self) -> Result<()> {
         let Some(a) = self.anchors.take() else {
             return Ok(());
         };
-        // The older anchor first: a cut between the two leaves the newest root, whose set
-        // the log still keeps to. The other way round a mount would roll forward from the
-        // older root, blind to what was written since in the newer one's set.
-        let order = [a.segs[1 - a.current], a.segs[a.current]];
+        // The master first, when the records moved: once it holds nothing, no mount reads
+        // the working pair. Then the older anchor of the working pair: a cut between the
+        // two leaves the newest root, whose set the log still keeps to. The other way round
+        // a mount would roll forward from the older root, blind to what was written since
+        // in the newer one's set.
+        let master = a.master.map(|m| m.segs).unwrap_or_default();
+        let working = [a.pair.segs[1 - a.pair.current], a.pair.segs[a.pair.current]];
+        let order: Vec<u32> = match a.master {
+            Some(_) => master.into_iter().chain(working).collect(),
+            None => working.to_vec(),
+        };
         self.retired = Some(a);
         for seg in order {
             self.wipe_anchor(seg)?;

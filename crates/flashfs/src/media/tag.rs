@@ -23,7 +23,8 @@ pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 /// Volume format of the native file system.
 pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
-/// Version of the log format these structures belong to (10: the block device's counters
+/// Version of the log format these structures belong to (11: the anchors' records move to
+/// less worn segments, and the pair the headers name records where; 10: the block device's counters
 /// record counts what migration moved and holds FlexFS's shares; 9: a segment header and a
 /// checkpoint's segment-table entry say whether the segment is in SLC mode; 8: a root says
 /// whether a close wrote it; 7: a checkpoint's segment table
@@ -32,7 +33,7 @@ pub const FORMAT_FILE_SYSTEM: u8 = 2;
 /// pages, slot data starts on a program page; 5: every anchor record written twice; 4: checkpoint directory pages keyed
 /// from 0xF00000, which compact tags carry whole; 3: a checksum over every slot's data beside
 /// its tag; 2 had anchors and checkpoints and tags that checked only themselves).
-pub const FORMAT_VERSION: u8 = 10;
+pub const FORMAT_VERSION: u8 = 11;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
