@@ -1016,10 +1016,8 @@ impl<D: Segments> Log<D> {
         left * 2 <= a.set.len()
     }
 
-    /// The set the next root names: free segments, the least worn (for new data) and a
-    /// quarter of the most worn (for the cleaner's survivors and static data), as the heads
-    /// pick them.
-    fn next_set(&self, n: usize) -> Vec<u32> {
+    /// The free segments (erased or to be erased), least worn first.
+    fn free_by_wear(&self) -> Vec<u32> {
         let mut free: Vec<u32> = (0..self.geo.segments)
             .filter(|&s| {
                 matches!(
@@ -1029,6 +1027,14 @@ impl<D: Segments> Log<D> {
             })
             .collect();
         free.sort_unstable_by_key(|&s| (self.segs[s as usize].erase_count, s));
+        free
+    }
+
+    /// The set the next root names: free segments, the least worn (for new data) and a
+    /// quarter of the most worn (for the cleaner's survivors and static data), as the heads
+    /// pick them.
+    fn next_set(&self, n: usize) -> Vec<u32> {
+        let free = self.free_by_wear();
         let n = n.min(free.len());
         let worn = n / 4;
         // `n` is at most the free segments: the two ends do not overlap.
@@ -1189,19 +1195,10 @@ impl<D: Segments> Log<D> {
         if self.free < self.config.reserve + 2 {
             return Ok(None);
         }
-        let mut free: Vec<u32> = (0..self.geo.segments)
-            .filter(|&s| {
-                matches!(
-                    self.segs[s as usize].state,
-                    SegState::Free | SegState::Dirty
-                )
-            })
-            .collect();
-        if free.len() < 2 {
+        let [a, b, ..] = self.free_by_wear()[..] else {
             return Ok(None);
-        }
-        free.sort_unstable_by_key(|&s| (self.segs[s as usize].erase_count, s));
-        let working = [free[0], free[1]];
+        };
+        let working = [a, b];
         // The second first: if the first's header fails, the second is merely erased.
         for (seg, header) in [(working[1], false), (working[0], true)] {
             if !self.begin_anchor(seg, header)? {
