@@ -595,6 +595,60 @@ fn a_loss_record_outlives_the_loss_of_either_copy() {
     }
 }
 
+/// Every valid slot holding a trim record.
+fn trim_records<D: Segments>(dev: &mut D) -> Vec<(u32, u32)> {
+    valid_tags(dev)
+        .into_iter()
+        .filter(|(_, _, t)| t.kind == Kind::Trim)
+        .map(|(seg, slot, _)| (seg, slot))
+        .collect()
+}
+
+/// A trim record is kept twice, in two segments, as a loss record is: damage at rest
+/// destroying either copy must not bring back the versions it hides, whether the mount rolls
+/// forward over the record (a power cut after the trim's flush) or scans the whole log.
+#[test]
+fn a_trim_record_outlives_the_loss_of_either_copy() {
+    let scan = FtlConfig {
+        log: LogConfig {
+            scan_mount: true,
+            ..ftl_config().log
+        },
+        ..ftl_config()
+    };
+    for (destroyed, config) in [(0, ftl_config()), (1, ftl_config()), (0, scan), (1, scan)] {
+        let mut ftl = Ftl::format(nand_preset("nand-128m", 64), ftl_config()).unwrap();
+        let ss = ftl.sector_size();
+        for k in 0..100 {
+            ftl.write(k, &pattern(k, 2, ss)).unwrap();
+        }
+        let mut ftl = Ftl::mount(ftl.close().unwrap(), ftl_config()).unwrap();
+        ftl.trim(40, 10).unwrap();
+        ftl.flush().unwrap();
+        let mut dev = ftl.into_device();
+        let copies = trim_records(&mut dev);
+        assert_eq!(copies.len(), 2, "copies of the trim record: {copies:?}");
+        assert_ne!(copies[0].0, copies[1].0, "both copies in one segment");
+        let (seg, slot) = copies[destroyed];
+        dev.damage(seg, slot, How::Erased);
+        let mut ftl = Ftl::mount(dev, config).unwrap();
+        let mut buf = vec![0u8; ss];
+        for k in 0..100 {
+            let trimmed = (40..50).contains(&k);
+            assert_eq!(ftl.is_mapped(k).unwrap(), !trimmed, "sector {k}");
+            if !trimmed {
+                ftl.read(k, &mut buf).unwrap();
+                assert_eq!(buf, pattern(k, 2, ss), "sector {k}");
+            }
+        }
+        // Closed and mounted again, from the checkpoint, then by a scan: still trimmed.
+        let mut ftl = Ftl::mount(ftl.close().unwrap(), ftl_config()).unwrap();
+        assert!(!ftl.is_mapped(45).unwrap());
+        let mut ftl = Ftl::mount(ftl.close().unwrap(), scan).unwrap();
+        assert!(!ftl.is_mapped(45).unwrap());
+    }
+}
+
 /// A scrub reads every live slot back: a slot whose errors the ECC still corrects has its
 /// segment moved to a fresh one (the data reads back, the errors are gone); a slot that no
 /// longer reads back is reported lost, by sector, and keeps reading as lost after a remount;

@@ -413,11 +413,14 @@ impl Owner for SectorMap {
             Kind::Page | Kind::Root => false,
             Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
                 Some(r) if !r.copies.holds(at) => false,
-                // No version a trim record hides is left anywhere: it has done its work. A
-                // loss record stays while its sectors are not written again: without it a
-                // scan would find them never written.
-                Some(_) if tag.kind == Kind::Trim && oldest_elsewhere > tag.seq => {
-                    self.records.remove(&tag.seq);
+                // No version a trim record hides is left anywhere: it has done its work (its
+                // twin holds the record's own sequence number, nothing older). A loss record
+                // stays while its sectors are not written again: without it a scan would find
+                // them never written.
+                Some(_) if tag.kind == Kind::Trim && oldest_elsewhere >= tag.seq => {
+                    if let Some(r) = self.records.remove(&tag.seq) {
+                        self.useless.extend(r.copies.without(at).map(|c| c.at));
+                    }
                     return Ok(Liveness::Released);
                 }
                 Some(_) => true,

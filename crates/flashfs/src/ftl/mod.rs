@@ -1123,6 +1123,9 @@ impl<D: Segments> BlockDevice for Ftl<D> {
                 .set(k, UNMAPPED, &mut self.log.checkpoint_pages())?;
             self.map.hide(k, t);
         }
+        // Kept twice, as a loss record is: damage at rest destroying a lone trim record
+        // would bring back the versions it hides.
+        self.twin_record(t, Kind::Trim, &rec)?;
         self.record_losses()?;
         self.checkpoint_if_due()
     }
