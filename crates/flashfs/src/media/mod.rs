@@ -26,10 +26,11 @@ use tag::{written_len, SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LE
 const WRITTEN_LEN: usize = 4;
 
 /// Slots in a row that read as erased whole (tag and data) and end what a segment holds,
-/// for a reader going a tag at a time ([`Segments::read_written_tags`]). The log leaves at
-/// most one erased slot between two written ones (an MSB page skipped on MLC NAND, SPEC.md
-/// §4.2a); one more tolerates a written page that reads as erased (damage), as the
-/// reading of every tag did.
+/// for a reader going a tag at a time ([`Segments::read_written_tags`]). Only slots an SLC
+/// segment writes count: on MLC NAND the log leaves MSB slots erased (one at a flush, and
+/// every one in a segment in SLC mode, SPEC.md §4.2a), so the run counts LSB slots, passing
+/// over erased MSB ones. Between two written slots that count the log leaves none erased;
+/// the run of three tolerates written pages that read as erased (damage) before the end.
 pub const WRITTEN_END_RUN: u32 = 3;
 
 /// Shape of a segmented device.
@@ -1110,15 +1111,23 @@ impl<F: NandFlash> NandSegments<F> {
     /// Whether the slots from `first` (up to [`WRITTEN_END_RUN`] of them, fewer at the
     /// segment's end) all read as erased whole. Stops at the first written one.
     fn erased_run_at(&mut self, seg: u32, first: u32) -> Result<bool> {
-        let end = first
-            .saturating_add(WRITTEN_END_RUN)
-            .min(self.geometry().slots);
-        for slot in first..end {
+        let mut counted = 0;
+        for slot in first..self.geometry().slots {
+            if counted == WRITTEN_END_RUN {
+                break;
+            }
             if self.tag_and_erased(seg, slot)? != (TagState::Erased, true) {
                 return Ok(false);
             }
+            counted += u32::from(self.counts_in_run(slot));
         }
         Ok(true)
+    }
+
+    /// Whether an erased `slot` counts towards [`WRITTEN_END_RUN`]: not an MSB slot, which
+    /// the log leaves erased where its LSB partner must not be put at risk.
+    fn counts_in_run(&self, slot: u32) -> bool {
+        !self.risks_earlier_slot(slot)
     }
 
     /// Slot `slot`'s tag and whether its page reads erased whole, data and spare, in one
@@ -1244,7 +1253,7 @@ impl<F: NandFlash> Segments for NandSegments<F> {
                 *o == TagState::Erased && self.slot_erased(seg, slot)?
             };
             if erased {
-                erased_run += 1;
+                erased_run += u32::from(self.counts_in_run(slot));
                 if erased_run == WRITTEN_END_RUN {
                     break;
                 }
@@ -1836,6 +1845,34 @@ mod tests {
                 "{probes} reads"
             );
         }
+    }
+
+    /// A segment in SLC mode on MLC NAND writes only its LSB slots, so every MSB slot reads
+    /// as erased: an LSB page that decayed to erased between two of them is not the end of
+    /// what the segment holds, neither for a reader going a tag at a time nor for the search.
+    #[test]
+    fn a_decayed_page_in_an_slc_segment_does_not_end_it() {
+        let mut d = nand("mlc-flexfs");
+        d.erase(2, false).unwrap();
+        d.set_slc(2, true).unwrap();
+        let lsb: Vec<u32> = (1..20).step_by(2).collect();
+        assert!(lsb.iter().all(|&s| !d.risks_earlier_slot(s)));
+        for &slot in &lsb {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &[0x5A; 4096])
+                .unwrap();
+        }
+        let decayed = d.slot_page(2, 5);
+        d.flash_mut().erase_page_at_rest(decayed).unwrap();
+        let mut out = vec![TagState::Erased; d.geometry().slots as usize];
+        d.read_written_tags(2, 0, &mut out).unwrap();
+        assert_eq!(out[5], TagState::Erased);
+        for &slot in lsb.iter().filter(|&&s| s != 5) {
+            assert_eq!(
+                out[slot as usize],
+                TagState::Valid(sector_tag(u64::from(slot)))
+            );
+        }
+        assert_eq!(d.written_end(2).unwrap(), Some(20));
     }
 
     #[test]
