@@ -645,3 +645,50 @@ fn a_device_too_small_for_checkpoints_is_formatted_without_them() {
     ftl.read(0, &mut buf).unwrap();
     assert_eq!(buf, [7; 512]);
 }
+
+/// On segments much larger than the set's unit (here 1,023 slots against 64), the set
+/// cannot shrink below four segments, one per head: half of it would hold 2,046 slots. A
+/// checkpoint comes after as many slots as half the set asked for holds instead (32
+/// segments of 64: 1,024), so a roll-forward reads as many tags as on small segments, and
+/// a mount after a power cut between two checkpoints reads about that many pages.
+#[test]
+fn checkpoints_on_large_segments_come_after_as_many_slots_as_on_small_ones() {
+    let spec = flash::NandSpec {
+        blocks: 40,
+        pages_per_block: 1024,
+        ..common::nand_spec()
+    };
+    let dev =
+        NandSegments::new(NandSim::new(spec, flash::ImageMeta::new("t", 1)).unwrap()).unwrap();
+    assert_eq!(dev.geometry().slots, 1023);
+    let config = FtlConfig {
+        log: LogConfig {
+            checkpoint_min_segments: 16,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    };
+    let mut ftl = Ftl::format(dev, config).unwrap();
+    assert!(ftl.log().keeps_checkpoints());
+    let data = [0x5A; 512];
+    let (mut last, mut since, mut widest) = (ftl.log().stats().checkpoints, 0u64, 0u64);
+    for k in 0..5000 {
+        ftl.write(k % ftl.sectors(), &data).unwrap();
+        since += 1;
+        let now = ftl.log().stats().checkpoints;
+        if now != last {
+            widest = widest.max(since);
+            (last, since) = (now, 0);
+        }
+    }
+    assert!(last >= 4, "{last} checkpoints");
+    assert!(widest <= 1024, "{widest} writes between two checkpoints");
+    // A power cut just before the next checkpoint would be due.
+    ftl.flush().unwrap();
+    let dev = ftl.into_device();
+    let before = reads(&dev);
+    let ftl = Ftl::mount(dev, config).unwrap();
+    assert!(ftl.log().restored());
+    let read = reads(ftl.log().device()) - before;
+    assert!(read <= 1024 + 200, "{read} page reads to mount");
+}

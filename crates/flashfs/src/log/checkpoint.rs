@@ -354,6 +354,9 @@ pub(crate) struct Anchors {
     pub rolling: bool,
     /// The newest root's set of segments.
     pub set: Vec<u32>,
+    /// Slots programmed since the newest root: about as many tags as a roll-forward from
+    /// it reads after a power cut.
+    pub programs: u32,
     /// The checksums of the segment-table pages on flash: a page that would be written
     /// again unchanged is left where it is.
     pub table_sums: Vec<u32>,
@@ -373,6 +376,7 @@ impl Anchors {
             log_pages: 0,
             rolling: false,
             set: Vec::new(),
+            programs: 0,
             table_sums: Vec::new(),
         }
     }

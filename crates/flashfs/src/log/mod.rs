@@ -161,8 +161,9 @@ pub struct LogConfig {
     pub checkpoint_min_segments: u32,
     /// Free segments a checkpoint lets the log open before the next one (its *set*): after
     /// a power cut, a mount reads the set's headers and the tags of the segments written,
-    /// instead of every segment. A checkpoint is written once half of them are used; if
-    /// they run out first, the log goes on outside them and the next mount scans. Counted
+    /// instead of every segment. A checkpoint is written once half of them are used, or as
+    /// many slots were written as half of them hold; if they run out first, the log goes on
+    /// outside them and the next mount scans. Counted
     /// in segments of [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
     /// several blocks, SPEC.md §2.1) take proportionally fewer, at least 4, so that a
     /// roll-forward reads about as many tags whatever the segments' size, and smaller ones

@@ -653,6 +653,15 @@ impl<D: Segments> Log<D> {
         (scaled as u32).clamp(asked.min(4), asked)
     }
 
+    /// Slots the set asked for holds: [`LogConfig::checkpoint_set`] segments of
+    /// [`SET_SEGMENT_SLOTS`] slots.
+    fn set_slots(&self) -> u32 {
+        self.config
+            .checkpoint_set
+            .max(2)
+            .saturating_mul(SET_SEGMENT_SLOTS)
+    }
+
     /// Pages the segment table takes in a checkpoint.
     fn table_pages(&self) -> u32 {
         let per = payload(self.geo.slot_size as usize) / SEG_ENTRY;
@@ -883,6 +892,7 @@ impl<D: Segments> Log<D> {
         a.closed_root = closing;
         a.rolling = true;
         a.set = set;
+        a.programs = 0;
         self.stats.checkpoints += 1;
         Ok(true)
     }
@@ -984,13 +994,17 @@ impl<D: Segments> Log<D> {
         };
         a.current_root = false;
         a.closed_root = false;
+        a.programs = a.programs.saturating_add(1);
         if a.needs_mark && !a.rolling {
             self.append_record(&Record::Mark)?;
         }
         Ok(())
     }
 
-    /// Whether a checkpoint is due: half of the newest one's set is used, or the log writes
+    /// Whether a checkpoint is due: half of the newest one's set is used, or as many slots
+    /// were programmed since it as half the set asked for holds in segments of
+    /// [`SET_SEGMENT_SLOTS`] (so that a roll-forward reads as many tags on a part of large
+    /// segments, whose set cannot shrink below a segment per head), or the log writes
     /// outside any set (after a scan, or once a set ran out), so a power cut now would
     /// cost the next mount a scan.
     pub fn checkpoint_due(&self) -> bool {
@@ -1000,7 +1014,7 @@ impl<D: Segments> Log<D> {
         if self.checkpointing || a.current_root {
             return false;
         }
-        if !a.rolling {
+        if !a.rolling || a.programs >= self.set_slots() / 2 {
             return true;
         }
         let left = a
