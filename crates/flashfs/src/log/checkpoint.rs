@@ -21,6 +21,7 @@
 //!
 //! This module holds the encodings; [`super::Log`] decides when they are written.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::SlotAddr;
@@ -312,6 +313,81 @@ impl AnchorPair {
     }
 }
 
+/// Where a checkpoint's body pages are, by key: the segment table's, then the owner's. Only
+/// the pages on flash are kept: the block device's map of a large part holding little has
+/// most of its keys without a page (a chunk of sectors held as runs takes its first page
+/// only), and a place per key would make the RAM grow with the part.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BodyPages {
+    at: BTreeMap<u32, SlotAddr>,
+    /// Keys of the body, with a page or without.
+    keys: u32,
+}
+
+impl BodyPages {
+    /// A body of no keys.
+    pub(crate) const fn empty() -> Self {
+        BodyPages {
+            at: BTreeMap::new(),
+            keys: 0,
+        }
+    }
+
+    /// A body of `keys` keys, none with a page yet.
+    pub(crate) fn with_keys(keys: u32) -> Self {
+        BodyPages {
+            at: BTreeMap::new(),
+            keys,
+        }
+    }
+
+    /// Keys of the body, with a page or without.
+    pub(crate) fn keys(&self) -> u32 {
+        self.keys
+    }
+
+    /// Where page `key` is.
+    pub(crate) fn get(&self, key: u32) -> Option<SlotAddr> {
+        self.at.get(&key).copied()
+    }
+
+    /// Page `key` is now at `at` (a key of the body); returns where it was.
+    pub(crate) fn replace(&mut self, key: u32, at: SlotAddr) -> Option<SlotAddr> {
+        debug_assert!(key < self.keys, "page {key} of a body of {}", self.keys);
+        self.at.insert(key, at)
+    }
+
+    /// Page `key` has no page any more; returns where it was.
+    pub(crate) fn take(&mut self, key: u32) -> Option<SlotAddr> {
+        self.at.remove(&key)
+    }
+
+    /// Where the pages are, by key.
+    pub(crate) fn slots(&self) -> impl Iterator<Item = SlotAddr> + '_ {
+        self.at.values().copied()
+    }
+
+    /// Pages on flash.
+    pub(crate) fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    /// The body takes `keys` keys from now on; returns where the pages of the keys it no
+    /// longer has were.
+    pub(crate) fn resize(&mut self, keys: u32) -> Vec<SlotAddr> {
+        self.keys = keys;
+        self.at.split_off(&keys).into_values().collect()
+    }
+
+    /// Takes the pages of the keys below `end`; returns where they were.
+    pub(crate) fn take_below(&mut self, end: u32) -> Vec<SlotAddr> {
+        let above = self.at.split_off(&end);
+        core::mem::replace(&mut self.at, above)
+            .into_values()
+            .collect()
+    }
+}
+
 /// Which pair of anchors a record goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Which {
@@ -343,7 +419,7 @@ pub(crate) struct Anchors {
     /// close now would say nothing new either.
     pub closed_root: bool,
     /// Where the newest root's body pages are (segment table, then the owner's pages).
-    pub pages: Vec<Option<SlotAddr>>,
+    pub pages: BodyPages,
     /// Where its directory pages are.
     pub dirs: Vec<SlotAddr>,
     /// Pages of the segment table in the newest root.
@@ -371,7 +447,7 @@ impl Anchors {
             stale: false,
             current_root: false,
             closed_root: false,
-            pages: Vec::new(),
+            pages: BodyPages::default(),
             dirs: Vec::new(),
             log_pages: 0,
             rolling: false,
@@ -410,28 +486,29 @@ impl Anchors {
         if key >= DIR_KEY {
             self.dirs.get((key - DIR_KEY) as usize).copied()
         } else {
-            self.pages.get(key as usize).copied().flatten()
+            self.pages.get(key)
         }
     }
 
     /// The cleaner moved page `key`.
     pub(crate) fn moved(&mut self, key: u32, from: SlotAddr, to: SlotAddr) {
-        let slot = if key >= DIR_KEY {
-            self.dirs.get_mut((key - DIR_KEY) as usize)
-        } else {
-            self.pages.get_mut(key as usize).and_then(|p| p.as_mut())
-        };
-        if let Some(a) = slot.filter(|a| **a == from) {
-            *a = to;
+        if key >= DIR_KEY {
+            if let Some(a) = self
+                .dirs
+                .get_mut((key - DIR_KEY) as usize)
+                .filter(|a| **a == from)
+            {
+                *a = to;
+            }
+        } else if self.pages.get(key) == Some(from) {
+            self.pages.replace(key, to);
         }
     }
 
     /// Page `key` could not be read back: the next checkpoint writes it again.
     pub(crate) fn lost(&mut self, key: u32, at: SlotAddr) {
-        if key < DIR_KEY {
-            if let Some(p) = self.pages.get_mut(key as usize).filter(|p| **p == Some(at)) {
-                *p = None;
-            }
+        if key < DIR_KEY && self.pages.get(key) == Some(at) {
+            self.pages.take(key);
         }
     }
 }

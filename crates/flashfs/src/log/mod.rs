@@ -2115,9 +2115,9 @@ impl<D: Segments> Log<D> {
 
     /// Slots the newest checkpoint takes (its body and directory pages; 0 without one).
     pub fn checkpoint_slots(&self) -> u64 {
-        self.anchors.as_ref().map_or(0, |a| {
-            (a.pages.iter().flatten().count() + a.dirs.len()) as u64
-        })
+        self.anchors
+            .as_ref()
+            .map_or(0, |a| (a.pages.len() + a.dirs.len()) as u64)
     }
 
     /// Segments holding data (open, full or failing) in SLC mode and in the part's own mode:

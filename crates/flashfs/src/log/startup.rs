@@ -14,7 +14,7 @@ use flash::FlashError;
 use crate::error::Damage;
 
 use super::checkpoint::{
-    dir_entries, encode_dir, max_dirs, open_page, page_crc, payload, seal_page, ABSENT,
+    dir_entries, encode_dir, max_dirs, open_page, page_crc, payload, seal_page, BodyPages, ABSENT,
 };
 use super::*;
 
@@ -406,32 +406,36 @@ impl<D: Segments> Log<D> {
             }
         }
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
-        let mut pages = Vec::with_capacity(total);
+        let mut pages = BodyPages::with_keys(total as u32);
+        let mut key = 0;
         for (d, &at) in moved_dirs.iter().enumerate() {
             let Some(body) = self.read_page_at(at, DIR_KEY + d as u32, &mut buf)? else {
                 return Ok(None);
             };
             let slots = u64::from(self.geo.segments) * u64::from(self.geo.slots);
-            for p in dir_entries(body).take(total - pages.len()) {
+            for p in dir_entries(body).take(total - key as usize) {
                 // The owner's pages are not read at mount: an address off the device would
                 // be met only when counted, so it sends the mount to the scan now.
                 if p != ABSENT && u64::from(p) >= slots {
                     return Ok(None);
                 }
-                pages.push((p != ABSENT).then(|| self.unpack(p)));
+                if p != ABSENT {
+                    pages.replace(key, self.unpack(p));
+                }
+                key += 1;
             }
         }
-        if pages.len() != total {
+        if key as usize != total {
             return Ok(None);
         }
         for (&key, &at) in &moved {
-            if let Some(p) = pages.get_mut(key as usize).filter(|p| p.is_some()) {
-                *p = Some(at);
+            if pages.get(key).is_some() {
+                pages.replace(key, at);
             }
         }
         let per = pay / SEG_ENTRY;
         for p in 0..log_pages {
-            let Some(at) = pages[p as usize] else {
+            let Some(at) = pages.get(p) else {
                 return Ok(None);
             };
             let Some(body) = self.read_page_at(at, p, &mut buf)? else {
@@ -550,7 +554,7 @@ impl<D: Segments> Log<D> {
             }
         }
         self.seq = max_seq + 1;
-        for &at in pages.iter().flatten().chain(&moved_dirs) {
+        for at in pages.slots().chain(moved_dirs.iter().copied()) {
             self.mark_live(at);
         }
         anchors.needs_mark = true;
@@ -561,7 +565,7 @@ impl<D: Segments> Log<D> {
         self.found_closed = anchors.closed_root;
         anchors.log_pages = log_pages;
         anchors.dirs = moved_dirs;
-        let owner = pages.len().saturating_sub(log_pages as usize) as u32;
+        let owner = pages.keys().saturating_sub(log_pages);
         anchors.pages = pages;
         self.anchors = Some(anchors);
         self.restored = true;
@@ -602,7 +606,7 @@ impl<D: Segments> Log<D> {
     /// mount to mount, and a mount erases a full segment counted empty.
     pub fn miscounted(&self, mut held: Vec<u32>) -> Vec<u32> {
         if let Some(a) = self.anchors.as_ref().or(self.retired.as_ref()) {
-            for at in a.pages.iter().flatten().chain(&a.dirs) {
+            for at in a.pages.slots().chain(a.dirs.iter().copied()) {
                 held[at.seg as usize] += 1;
             }
         }
@@ -635,7 +639,7 @@ impl<D: Segments> Log<D> {
     pub fn checkpoint_len(&self) -> Option<u32> {
         self.anchors
             .as_ref()
-            .map(|a| 1 + a.dirs.len() as u32 + a.pages.iter().flatten().count() as u32)
+            .map(|a| 1 + a.dirs.len() as u32 + a.pages.len() as u32)
     }
 
     /// Free segments a checkpoint names for the log to open before the next one
@@ -753,13 +757,9 @@ impl<D: Segments> Log<D> {
         let Some(a) = &mut self.anchors else {
             return Ok(());
         };
-        let mut pages = core::mem::take(&mut a.pages);
-        for old in pages.drain(total.min(pages.len())..).flatten() {
+        let dropped = a.pages.resize(total as u32);
+        for old in dropped {
             self.kill(old);
-        }
-        pages.resize(total, None);
-        if let Some(a) = &mut self.anchors {
-            a.pages = pages;
         }
         // Room for the whole body first: cleaning moves slots, which changes the owner's
         // pages, so none may run once the first of them is written.
@@ -830,7 +830,7 @@ impl<D: Segments> Log<D> {
             let Some(a) = &mut self.anchors else {
                 return Ok(false);
             };
-            if a.pages[p].is_some() && a.table_sums.get(p) == Some(&sum) {
+            if a.pages.get(p as u32).is_some() && a.table_sums.get(p) == Some(&sum) {
                 continue;
             }
             a.table_sums.resize(log_pages as usize, 0);
@@ -914,17 +914,16 @@ impl<D: Segments> Log<D> {
         };
         if let Some(a) = &self.anchors {
             a.pages
-                .iter()
-                .flatten()
-                .chain(&a.dirs)
-                .for_each(|&at| drop(at));
+                .slots()
+                .chain(a.dirs.iter().copied())
+                .for_each(&mut drop);
         }
         owner.held_apart(&mut drop);
         counted
     }
 
     fn page_at(&self, i: usize) -> Option<SlotAddr> {
-        self.anchors.as_ref()?.pages.get(i).copied().flatten()
+        self.anchors.as_ref()?.pages.get(i as u32)
     }
 
     /// Body page `key` is not in the checkpoint any more.
@@ -932,7 +931,7 @@ impl<D: Segments> Log<D> {
         let Some(a) = &mut self.anchors else {
             return;
         };
-        if let Some(old) = a.pages[key as usize].take() {
+        if let Some(old) = a.pages.take(key) {
             self.kill(old);
         }
     }
@@ -946,7 +945,7 @@ impl<D: Segments> Log<D> {
             self.kill(at);
             return Ok(false);
         };
-        if let Some(old) = a.pages[key as usize].replace(at) {
+        if let Some(old) = a.pages.replace(key, at) {
             self.kill(old);
         }
         Ok(true)
@@ -1333,17 +1332,12 @@ impl<D: Segments> Log<D> {
         // No root names the last checkpoint now: no mount reads its segment table or its
         // directory, which die. Only the owner's pages stay live, where the owner reads
         // those of its pages it does not hold in RAM.
-        let table = self.table_pages() as usize;
+        let table = self.table_pages();
         let Some(r) = &mut self.retired else {
             return Ok(());
         };
-        let unread: Vec<SlotAddr> = r
-            .pages
-            .iter_mut()
-            .take(table)
-            .filter_map(Option::take)
-            .chain(r.dirs.drain(..))
-            .collect();
+        let mut unread = r.pages.take_below(table);
+        unread.append(&mut r.dirs);
         r.table_sums.clear();
         for at in unread {
             self.kill(at);
@@ -1411,16 +1405,16 @@ fn read_page_at<'a, D: Segments>(
     }
 }
 
+/// A volume without checkpoints has no body pages.
+static NO_PAGES: BodyPages = BodyPages::empty();
+
 /// Where the newest checkpoint's body pages are: the anchors' or, once they failed and
 /// checkpoints stopped, their last state's (the owner still reads its pages there).
-fn body_pages<'a>(
-    anchors: &'a Option<Anchors>,
-    retired: &'a Option<Anchors>,
-) -> &'a [Option<SlotAddr>] {
+fn body_pages<'a>(anchors: &'a Option<Anchors>, retired: &'a Option<Anchors>) -> &'a BodyPages {
     anchors
         .as_ref()
         .or(retired.as_ref())
-        .map_or(&[], |a| &a.pages[..])
+        .map_or(&NO_PAGES, |a| &a.pages)
 }
 
 /// The owner's pages of the newest checkpoint ([`Log::checkpoint_pages`]).
@@ -1429,7 +1423,7 @@ pub struct CheckpointPages<'a, D> {
     dev: &'a mut D,
     geo: SegGeometry,
     /// Where each page of the checkpoint is: the log's, then the owner's.
-    pages: &'a [Option<SlotAddr>],
+    pages: &'a BodyPages,
     log_pages: u32,
     /// Set when a page does not read back.
     distrusted: &'a mut Distrust,
@@ -1438,7 +1432,7 @@ pub struct CheckpointPages<'a, D> {
 impl<D: Segments> PageSource for CheckpointPages<'_, D> {
     fn read_page(&mut self, i: u32, buf: &mut [u8]) -> Result<bool> {
         let key = self.log_pages + i;
-        let Some(at) = self.pages.get(key as usize).copied().flatten() else {
+        let Some(at) = self.pages.get(key) else {
             return Ok(false);
         };
         match read_page_at(self.dev, self.geo, at, key, buf)? {
