@@ -564,21 +564,23 @@ impl<D: Segments> Fs<D> {
             ..Journal::new(blocks, self.sb.commit)
         };
         let mut found: Vec<(u32, u64)> = Vec::new();
+        let mut dead = Vec::new();
         let mut buf = alloc::vec![0u8; self.sb.block_size as usize];
         for b in 1..=u64::from(blocks) {
             self.tree.store_mut().read(b, &mut buf)?;
             match BlockHeader::decode(&buf) {
                 Some(h) if h.epoch == self.sb.commit => found.push((h.index, b)),
                 // An earlier epoch's, or a later one whose checkpoint was lost: dead, and
-                // forgotten so the cleaner does not copy it.
+                // trimmed so the cleaner does not copy it.
                 h => {
                     if let Some(h) = h.filter(|h| h.epoch > self.sb.commit) {
                         self.journal.lost_epoch = self.journal.lost_epoch.max(h.epoch);
                     }
-                    self.tree.store_mut().forget(b)?
+                    dead.push(b);
                 }
             }
         }
+        self.tree.store_mut().trim(&dead)?;
         found.sort_unstable();
         if found.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(Error::Corrupt("two journal blocks with one place"));

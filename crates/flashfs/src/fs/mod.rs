@@ -467,7 +467,10 @@ impl<D: Segments> Fs<D> {
             !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0;
         if no_current_map || self.counts.unrecorded(self.programmed().slots) {
             // Nothing to commit, but the superblock names no current map, or its lifetime
-            // totals miss what the cleaner or the migrator copied since.
+            // totals miss what the cleaner or the migrator copied since, or the trim record
+            // that dropped the journal's blocks after the last commit: block 0 anew again,
+            // where the map stays current.
+            self.block0.rewrite_next();
             self.write_commit()?;
         }
         self.tree.into_store().ftl.close()
@@ -705,13 +708,12 @@ impl<D: Segments> Fs<D> {
         self.sb = sb;
         let slots = self.programmed().slots;
         self.counts.committed(slots);
-        // The blocks of the epoch just ended hold nothing needed now: forgotten, they are
+        // The blocks of the epoch just ended hold nothing needed now: trimmed, they are
         // dead to the cleaner at once, rather than copied as live until the next epoch
-        // reuses them (SPEC §8.5b).
+        // reuses them, and stay so after a power cut, since a mount reads every journal
+        // block (SPEC §8.5b).
         let used: Vec<u64> = self.journal.blocks_in_epoch().collect();
-        for k in used {
-            self.tree.store_mut().forget(k)?;
-        }
+        self.tree.store_mut().trim(&used)?;
         self.journal.checkpointed(sb.commit, self.changes());
         self.tails.checkpointed();
         Ok(())

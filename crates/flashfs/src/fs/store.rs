@@ -179,6 +179,27 @@ impl<D: Segments> Store<D> {
         self.ftl.forget(sector)
     }
 
+    /// Lets the block device forget the data of `sectors` for good: a trim, which a record
+    /// makes durable with the next flush, where a forget holds only until a power cut. For
+    /// blocks that a mount reads whatever they hold (the journal's): after a cut the map
+    /// goes back to the checkpoint's, and the version a forget let go may have been erased
+    /// by then, which would read as data lost rather than as a block without data.
+    pub fn trim(&mut self, sectors: &[u64]) -> Result<()> {
+        let mut ranges = Vec::new();
+        let mut rest = sectors;
+        while let Some(&first) = rest.first() {
+            let run = rest
+                .iter()
+                .zip(first..)
+                .take_while(|(&k, want)| k == *want)
+                .count();
+            self.changing(first, run);
+            ranges.push((first, run as u64));
+            rest = &rest[run..];
+        }
+        self.ftl.trim_ranges(&ranges)
+    }
+
     /// Keeps `data`, the whole block of file `ino` at `sector`, in RAM instead of
     /// programming it, and programs the least recently written buffered blocks beyond the
     /// bound.

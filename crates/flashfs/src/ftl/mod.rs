@@ -821,6 +821,53 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
+    /// Trims ranges of sectors (first, count) with as few trim records as they fit in
+    /// ([`BlockDevice::trim`]); ranges without data take none.
+    pub(crate) fn trim_ranges(&mut self, ranges: &[(u64, u64)]) -> Result<()> {
+        let mut mapped = Vec::new();
+        for &(sector, count) in ranges {
+            let end = sector.checked_add(count).filter(|&e| e <= self.sectors());
+            let Some(end) = end else {
+                return Err(Error::InvalidArgument("trim beyond the end of the device"));
+            };
+            for k in sector..end {
+                if self.map.get(k as usize, &mut self.log.checkpoint_pages())? != UNMAPPED {
+                    mapped.push((sector as u32, count as u32));
+                    break;
+                }
+            }
+        }
+        for part in mapped.chunks(ranges_per_record(self.sector_size())) {
+            let rec = encode_ranges(part, self.sector_size());
+            let at = self
+                .log
+                .append(Head::Meta, 0, Kind::Trim, &rec, &mut self.map)?;
+            let t = self.log.last_seq();
+            self.map.records.insert(
+                t,
+                Record {
+                    copies: Copies::one(at),
+                    hides: 0,
+                },
+            );
+            for &(sector, count) in part {
+                for k in sector as usize..(sector + count) as usize {
+                    if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
+                        self.log.kill(old);
+                    }
+                    self.map
+                        .set(k, UNMAPPED, &mut self.log.checkpoint_pages())?;
+                    self.map.hide(k, t);
+                }
+            }
+            // Kept twice, as a loss record is: damage at rest destroying a lone trim record
+            // would bring back the versions it hides.
+            self.twin_record(t, Kind::Trim, &rec)?;
+        }
+        self.record_losses()?;
+        self.checkpoint_if_due()
+    }
+
     /// Keeps record `t` (holding `rec`) twice: a second copy in another head's segment, so
     /// that damage at rest destroying one leaves the other. Without it a loss record lost
     /// to damage would leave its sectors reading as never written after a scan.
@@ -1089,45 +1136,7 @@ impl<D: Segments> BlockDevice for Ftl<D> {
     }
 
     fn trim(&mut self, sector: u64, count: u64) -> Result<()> {
-        let end = sector.checked_add(count).filter(|&e| e <= self.sectors());
-        let Some(end) = end else {
-            return Err(Error::InvalidArgument("trim beyond the end of the device"));
-        };
-        let mut any = false;
-        for k in sector..end {
-            if self.map.get(k as usize, &mut self.log.checkpoint_pages())? != UNMAPPED {
-                any = true;
-                break;
-            }
-        }
-        if !any {
-            return Ok(());
-        }
-        let rec = encode_ranges(&[(sector as u32, count as u32)], self.sector_size());
-        let at = self
-            .log
-            .append(Head::Meta, 0, Kind::Trim, &rec, &mut self.map)?;
-        let t = self.log.last_seq();
-        self.map.records.insert(
-            t,
-            Record {
-                copies: Copies::one(at),
-                hides: 0,
-            },
-        );
-        for k in sector as usize..end as usize {
-            if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
-                self.log.kill(old);
-            }
-            self.map
-                .set(k, UNMAPPED, &mut self.log.checkpoint_pages())?;
-            self.map.hide(k, t);
-        }
-        // Kept twice, as a loss record is: damage at rest destroying a lone trim record
-        // would bring back the versions it hides.
-        self.twin_record(t, Kind::Trim, &rec)?;
-        self.record_losses()?;
-        self.checkpoint_if_due()
+        self.trim_ranges(&[(sector, count)])
     }
 }
 
