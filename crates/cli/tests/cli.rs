@@ -669,6 +669,12 @@ fn bench_mount_prints_scan_and_checkpoint_rows_as_json() {
         assert_eq!(r["restored"], r["config"] == "checkpoint", "{r}");
         // The binary counts the mount's heap.
         assert!(r["heap_bytes"].as_u64().unwrap() > 0, "{r}");
+        // After a cut, the checkpoint's row is the worst of cuts over a checkpoint cycle.
+        if r["ending"] == "cut" && r["config"] == "checkpoint" {
+            has_keys(r, &["cut_points", "mount_ms_mean", "worst_at_pct"]);
+            assert!(r["cut_points"].as_u64().unwrap() >= 2, "{r}");
+            assert!(r["mount_ms_mean"].as_f64() <= r["mount_ms"].as_f64(), "{r}");
+        }
     }
     let reads = |config: &str| {
         rows.iter()

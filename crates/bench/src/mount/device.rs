@@ -122,16 +122,37 @@ pub fn host_available_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Why `part` would not fit in the host's RAM, if it would not: the run holds the image
-/// twice (the state measured and the copy mounted), with the spare areas and the
-/// simulator's bookkeeping on top, so it asks for 2.5 times the capacity.
-pub fn too_big_for_ram(part: &Part) -> Result<Option<String>> {
-    let need = part.capacity()? / 2 * 5;
+/// Bytes of host RAM the simulator's image of `part` takes holding `stored` bytes of data:
+/// its sparse store keeps only the chunks written to (erased flash reads as a hole), so the
+/// data's pages with their spare areas, an eighth more for what else the log and the file
+/// system write and keep (segment headers, checkpoints, metadata, dead pages not yet erased,
+/// chunks an erase leaves partly used), and a state byte per page, in the image and beside
+/// it; never more than the whole image.
+pub fn image_bytes(part: &Part, stored: u64) -> Result<u64> {
+    let spec = part.spec()?;
+    let pages = u64::from(spec.blocks) * u64::from(spec.pages_per_block);
+    let stride = u64::from(spec.page_size) + u64::from(spec.spare_size);
+    let whole = pages * stride;
+    let data = stored
+        .min(spec.capacity())
+        .div_ceil(u64::from(spec.page_size))
+        * stride;
+    Ok((data + data / 8).min(whole) + 2 * pages)
+}
+
+/// Why `part` would not fit in the host's RAM holding `stored` bytes of data, if it would
+/// not: the run holds the image twice (the state measured and the copy mounted), with the
+/// simulator's bookkeeping on top, so it asks for 2.5 times the image
+/// ([`image_bytes`]).
+pub fn too_big_for_ram(part: &Part, stored: u64) -> Result<Option<String>> {
+    let need = image_bytes(part, stored)? / 2 * 5;
     Ok(match host_available_bytes() {
         Some(avail) if avail >= need => None,
         Some(avail) => Some(format!(
-            "{} skipped: the run needs about {} MiB of RAM, the host has {} MiB available",
+            "{} skipped: holding {} MiB the run needs about {} MiB of RAM, the host has {} MiB \
+             available",
             part.label(),
+            stored >> 20,
             need >> 20,
             avail >> 20
         )),

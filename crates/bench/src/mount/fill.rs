@@ -41,7 +41,7 @@ impl Pattern {
     }
 
     /// `len` bytes from sector `sector` on, sectors of `sector_size` bytes.
-    fn sectors(&self, sector: u64, sector_size: usize, len: usize) -> &[u8] {
+    pub fn sectors(&self, sector: u64, sector_size: usize, len: usize) -> &[u8] {
         let start = (sector.wrapping_mul(sector_size as u64) % PATTERN as u64) as usize;
         &self.0[start..start + len]
     }

@@ -14,7 +14,8 @@
 //!   (the part's pages and timing, that many blocks) holding 2 MiB, and full; milliseconds
 //!   per MiB of partition.
 //! - **flat**: the volume 90% full on parts of growing size (128 MiB, 1 GiB and, if the
-//!   host's RAM holds its image twice, a 4 GiB part of the 1 GiB part's family).
+//!   host's RAM holds its image twice, a 4 GiB part of the 1 GiB part's family), and a
+//!   16 GiB part of that family holding the same data as the 1 GiB part.
 //! - **seek** (Ryu & Park's seek test, on Ryu & Park's part): one 321 MiB file, 1-byte
 //!   reads at 0, 90, 20, 70, 40, 50, 60, 30, 80, 10 and 100% of it, their device time
 //!   summed right after a mount (`unloaded`) and again (`loaded`).
@@ -24,8 +25,11 @@
 //! (the simulator's own storage not counted; 0 unless the counting allocator is
 //! installed, as the `flashfs` binary does), whether it restored from a checkpoint, then
 //! the first write after it (a 4 KiB file created, written and synced, or one sector
-//! written and flushed) timed, and the first and last files or sectors read back.
+//! written and flushed) timed, and the first and last files or sectors read back. A
+//! checkpoint mount after a power cut is measured at points spread over one checkpoint
+//! cycle ([`cycle`]) and its row is the worst of them, with their mean beside it.
 
+pub mod cycle;
 mod device;
 mod fill;
 pub mod plot;
@@ -35,11 +39,12 @@ pub mod table;
 
 use serde::Serialize;
 
-pub use device::{copy, now, reads, too_big_for_ram, Dev, Part};
+pub use device::{copy, image_bytes, now, reads, too_big_for_ram, Dev, Part};
 pub use fill::{FileSet, FsFill, Pattern};
 pub use probe::{fs_config, ftl_config, Measured, FIRST_WRITE_BYTES};
 
 use crate::error::{BenchError, Context, Result};
+use cycle::Cycle;
 use device::discard;
 use fill::FtlFill;
 use flashfs::{BlockDevice, Fs, Ftl};
@@ -150,6 +155,13 @@ pub struct MountOptions {
     pub flat_large: Option<Part>,
     /// The flat-cost rows' fill, percent.
     pub flat_pct: u32,
+    /// A part, larger still, holding the same data as the last of `flat_parts` (at
+    /// `flat_pct`), so that only the device grows; run only if the host's RAM holds it.
+    pub flat_same_data: Option<Part>,
+    /// Cuts per power-cut measurement of the checkpoint mount, spread evenly over a
+    /// checkpoint cycle, besides those around its end ([`cycle::walk`]; 1: one cut where
+    /// the fill ended).
+    pub cut_points: u32,
     /// The seek test's file, MiB (on Ryu & Park's part).
     pub seek_file_mib: u64,
     /// Seed of the file sizes, the data and the simulated parts.
@@ -172,6 +184,9 @@ impl Default for MountOptions {
             // The 1 GiB part's pages and timing, four times the blocks: 4 GiB.
             flat_large: Some(Part::with_blocks("nand-1g", 4 * 8192)),
             flat_pct: 90,
+            // Sixteen times the blocks: 16 GiB, holding what the 1 GiB part holds at 90%.
+            flat_same_data: Some(Part::with_blocks("nand-1g", 16 * 8192)),
+            cut_points: 8,
             seek_file_mib: 321,
             seed: 2006,
         }
@@ -179,7 +194,8 @@ impl Default for MountOptions {
 }
 
 impl MountOptions {
-    /// Small parts of the 128 MiB NAND's family (8 and 16 MiB) and two fill levels: seconds.
+    /// Small parts of the 128 MiB NAND's family (8 and 16 MiB, and 32 MiB holding the
+    /// 16 MiB part's data), two fill levels and three cuts per cycle: seconds.
     pub fn quick() -> Self {
         MountOptions {
             ryu_park_part: Part::with_blocks("nand-128m", 512),
@@ -191,6 +207,8 @@ impl MountOptions {
                 Part::with_blocks("nand-128m", 1024),
             ],
             flat_large: None,
+            flat_same_data: Some(Part::with_blocks("nand-128m", 2048)),
+            cut_points: 3,
             seek_file_mib: 4,
             ..MountOptions::default()
         }
@@ -226,16 +244,51 @@ pub struct MountRow {
     pub mount_ms: f64,
     /// Device time of the first write after the mount, ms.
     pub first_write_ms: f64,
-    /// The two together, ms.
+    /// The two together, ms (on a checkpoint `cut` row: the largest sum of the cycle's
+    /// points).
     pub mount_first_write_ms: f64,
     /// Mount time per MiB of the part, ms.
     pub ms_per_mib: f64,
     /// Device page reads during the mount.
     pub page_reads: u64,
-    /// Heap high-water mark of the mount, bytes.
+    /// Heap high-water mark of the mount, bytes (on a checkpoint `cut` row: the largest of
+    /// the cycle's points).
     pub heap_bytes: u64,
-    /// Whether the mount restored from a checkpoint.
+    /// Whether the mount restored from a checkpoint (on a `cut` row: every point's did).
     pub restored: bool,
+    /// `cut` rows: the cuts measured, spread over a checkpoint cycle (over `cut_cycles`
+    /// of them); the scan's: 1, at the first, as its cost does not depend on the cycle. A
+    /// checkpoint row's `mount_ms`, `first_write_ms` and `page_reads` are its worst cut's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_points: Option<u32>,
+    /// `cut` rows: the mean mount time over the cuts, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_ms_mean: Option<f64>,
+    /// `cut` rows: the shortest mount of the cuts, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_ms_min: Option<f64>,
+    /// `cut` rows: the mean page reads over the cuts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_reads_mean: Option<f64>,
+    /// `cut` rows: the checkpoint cycles cut (more than one when a cycle ended further
+    /// from where it was expected than its cuts reached: the cuts of all count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_cycles: Option<u32>,
+    /// `cut` rows: where in its cycle the worst cut fell, percent of the cycle's writes
+    /// since its checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst_at_pct: Option<f64>,
+    /// `cut` rows: the data rewritten over the (last) checkpoint cycle cut (synced every
+    /// `cycle_unit_kib`), MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle_mib: Option<f64>,
+    /// `cut` rows: the data rewritten between two syncs of the cycle's walk, KiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle_unit_kib: Option<f64>,
+    /// The part whose data this part holds (the `flat` experiment's largest part), if not
+    /// a share of its own capacity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_data_as: Option<String>,
     /// The seek test: device time of its reads, seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seek_s: Option<f64>,
@@ -278,7 +331,14 @@ struct Series<'a> {
     mode: Mode,
     file_set: FileSet,
     targets: Vec<Target>,
+    /// Cuts per cycle ([`MountOptions::cut_points`]).
+    cut_points: u32,
+    /// The part whose data the targets copy, if they do.
+    same_data_as: Option<String>,
 }
+
+/// What a series ends holding: bytes stored.
+type Stored = u64;
 
 /// Runs the experiments; `progress` hears (what, done, total).
 pub fn run_mount(
@@ -323,7 +383,8 @@ pub fn run_mount(
             }
             Experiment::Flat => {
                 if let Some(large) = &opts.flat_large {
-                    match too_big_for_ram(large)? {
+                    let stored = large.capacity()? / 100 * u64::from(opts.flat_pct);
+                    match too_big_for_ram(large, stored)? {
                         None => flat_parts.push(large.clone()),
                         Some(note) => report.notes.push(note),
                     }
@@ -335,6 +396,8 @@ pub fn run_mount(
                 }
             }
         }
+        // What each of the flat experiment's parts held at the end, per layer.
+        let mut ended: Vec<(&Part, Mode, Stored)> = Vec::new();
         for (mode, file_set, targets, part) in series {
             let s = Series {
                 experiment: exp,
@@ -342,13 +405,67 @@ pub fn run_mount(
                 mode,
                 file_set,
                 targets,
+                cut_points: opts.cut_points,
+                same_data_as: None,
             };
-            report
-                .rows
-                .extend(run_series(&s, opts.seed, &pat, progress)?);
+            let (rows, stored) = run_series(&s, opts.seed, &pat, progress)?;
+            report.rows.extend(rows);
+            ended.push((part, mode, stored));
+        }
+        if exp == Experiment::Flat {
+            if let (Some(big), Some(like)) = (&opts.flat_same_data, opts.flat_parts.last()) {
+                report.rows.extend(run_same_data(
+                    opts,
+                    big,
+                    like,
+                    &ended,
+                    &pat,
+                    &mut report.notes,
+                    progress,
+                )?);
+            }
         }
     }
     Ok(report)
+}
+
+/// The flat experiment's part `big` holding what its part `like` held (`ended`), per
+/// layer: the same data on a larger device.
+fn run_same_data(
+    opts: &MountOptions,
+    big: &Part,
+    like: &Part,
+    ended: &[(&Part, Mode, Stored)],
+    pat: &Pattern,
+    notes: &mut Vec<String>,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Vec<MountRow>> {
+    let mut rows = Vec::new();
+    let held: Vec<(Mode, Stored)> = ended
+        .iter()
+        .filter(|(p, _, _)| *p == like)
+        .map(|&(_, mode, stored)| (mode, stored))
+        .collect();
+    let Some(most) = held.iter().map(|h| h.1).max() else {
+        return Ok(rows);
+    };
+    if let Some(note) = too_big_for_ram(big, most)? {
+        notes.push(note);
+        return Ok(rows);
+    }
+    for (mode, stored) in held {
+        let s = Series {
+            experiment: Experiment::Flat,
+            part: big,
+            mode,
+            file_set: FileSet::Small,
+            targets: vec![Target::Bytes(stored)],
+            cut_points: opts.cut_points,
+            same_data_as: Some(like.label()),
+        };
+        rows.extend(run_series(&s, opts.seed, pat, progress)?.0);
+    }
+    Ok(rows)
 }
 
 fn validate(opts: &MountOptions) -> Result<()> {
@@ -368,6 +485,9 @@ fn validate(opts: &MountOptions) -> Result<()> {
     }
     if opts.frash_partitions_mib.contains(&0) {
         return bad("a partition of 0 MiB");
+    }
+    if opts.cut_points == 0 {
+        return bad("at least one cut per cycle");
     }
     Ok(())
 }
@@ -407,9 +527,41 @@ impl Step<'_> {
             page_reads: m.page_reads,
             heap_bytes: m.heap,
             restored: m.restored,
+            cut_points: (self.ending == Ending::Cut).then_some(1),
+            mount_ms_mean: None,
+            mount_ms_min: None,
+            page_reads_mean: None,
+            cut_cycles: None,
+            worst_at_pct: None,
+            cycle_mib: None,
+            cycle_unit_kib: None,
+            same_data_as: s.same_data_as.clone(),
             seek_s: None,
             mapping: None,
         })
+    }
+
+    /// The checkpoint's row of the cuts over a cycle: the worst cut's figures, the heap and
+    /// the mount with the first write at their largest, the mean and the best beside them.
+    fn cut_row(&self, cycle: &Cycle) -> Result<MountRow> {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let worst = cycle.worst();
+        let mut r = self.row(false, worst.measured)?;
+        r.heap_bytes = cycle.max(|m| m.heap as f64) as u64;
+        r.mount_first_write_ms = cycle.max(|m| ms(m.mount + m.first_write));
+        r.restored = cycle.points.iter().all(|p| p.measured.restored);
+        r.cut_points = Some(cycle.points.len() as u32);
+        r.mount_ms_mean = Some(cycle.mean(|m| ms(m.mount)));
+        r.mount_ms_min = Some(-cycle.max(|m| -ms(m.mount)));
+        r.page_reads_mean = Some(cycle.mean(|m| m.page_reads as f64));
+        if cycle.units > 0 {
+            let mib = f64::from(1 << 20);
+            r.cut_cycles = Some(cycle.cycles);
+            r.worst_at_pct = Some(worst.share * 100.0);
+            r.cycle_mib = Some(f64::from(cycle.units) * cycle.unit_bytes as f64 / mib);
+            r.cycle_unit_kib = Some(cycle.unit_bytes as f64 / 1024.0);
+        }
+        Ok(r)
     }
 }
 
@@ -421,7 +573,7 @@ fn run_series(
     seed: u64,
     pat: &Pattern,
     progress: &mut dyn FnMut(&str, u64, u64),
-) -> Result<Vec<MountRow>> {
+) -> Result<(Vec<MountRow>, Stored)> {
     let label = format!(
         "{} {} {}{}",
         s.experiment.name(),
@@ -435,6 +587,7 @@ fn run_series(
     );
     let dev = s.part.build(seed)?;
     let mut rows = Vec::new();
+    let mut stored = 0;
     match s.mode {
         Mode::Fs => {
             let mut fs = Fs::format(dev, fs_config(false)).context(|| format!("{label}: mkfs"))?;
@@ -447,6 +600,7 @@ fn run_series(
                     progress(&label, done, total)
                 })
                 .map_err(|e| in_series(&label, e))?;
+                stored = fill.stored;
                 let mut step = Step {
                     series: s,
                     capacity,
@@ -454,15 +608,25 @@ fn run_series(
                     files: fill.files.len() as u64,
                     ending: Ending::Cut,
                 };
-                let state = fs.into_device();
-                for scan in SCAN_THEN_CHECKPOINT {
-                    let m = probe::fs_mount(&state, scan, pat, &fill.files)
-                        .map_err(|e| in_series(&label, e))?;
-                    rows.push(step.row(scan, m)?);
+                // The cuts over a checkpoint cycle; the scan at the first only, as its cost
+                // does not depend on where in the cycle the cut fell.
+                let mut scanned = None;
+                let cycle = cycle::walk(
+                    &mut cycle::FsChurn::new(&mut fs, pat, &fill.files),
+                    s.cut_points,
+                    &mut |dev, i| {
+                        if i == 0 {
+                            scanned = Some(probe::fs_mount(dev, true, pat, &fill.files)?);
+                        }
+                        probe::fs_mount(dev, false, pat, &fill.files)
+                    },
+                )
+                .map_err(|e| in_series(&label, e))?;
+                if let Some(m) = scanned {
+                    rows.push(step.row(true, m)?);
                 }
-                let state = Fs::mount(state, fs_config(false))
-                    .and_then(Fs::unmount)
-                    .context(|| format!("{label}: mount and unmount"))?;
+                rows.push(step.cut_row(&cycle)?);
+                let state = fs.unmount().context(|| format!("{label}: unmount"))?;
                 step.ending = Ending::Clean;
                 for scan in SCAN_THEN_CHECKPOINT {
                     let m = probe::fs_mount(&state, scan, pat, &fill.files)
@@ -485,6 +649,7 @@ fn run_series(
                     progress(&label, done, total)
                 })
                 .map_err(|e| in_series(&label, e))?;
+                stored = fill.sectors * ss;
                 let mut step = Step {
                     series: s,
                     capacity,
@@ -492,15 +657,24 @@ fn run_series(
                     files: fill.sectors,
                     ending: Ending::Cut,
                 };
-                let state = ftl.into_device();
-                for scan in SCAN_THEN_CHECKPOINT {
-                    let m = probe::ftl_mount(&state, scan, pat, fill.sectors)
-                        .map_err(|e| in_series(&label, e))?;
-                    rows.push(step.row(scan, m)?);
+                let sectors = fill.sectors;
+                let mut scanned = None;
+                let cycle = cycle::walk(
+                    &mut cycle::FtlChurn::new(&mut ftl, pat, sectors),
+                    s.cut_points,
+                    &mut |dev, i| {
+                        if i == 0 {
+                            scanned = Some(probe::ftl_mount(dev, true, pat, sectors)?);
+                        }
+                        probe::ftl_mount(dev, false, pat, sectors)
+                    },
+                )
+                .map_err(|e| in_series(&label, e))?;
+                if let Some(m) = scanned {
+                    rows.push(step.row(true, m)?);
                 }
-                let state = Ftl::mount(state, ftl_config(false))
-                    .and_then(Ftl::close)
-                    .context(|| format!("{label}: mount and close"))?;
+                rows.push(step.cut_row(&cycle)?);
+                let state = ftl.close().context(|| format!("{label}: close"))?;
                 step.ending = Ending::Clean;
                 for scan in SCAN_THEN_CHECKPOINT {
                     let m = probe::ftl_mount(&state, scan, pat, fill.sectors)
@@ -512,7 +686,7 @@ fn run_series(
             discard(ftl);
         }
     }
-    Ok(rows)
+    Ok((rows, stored))
 }
 
 /// The seek test on Ryu & Park's part: a row per configuration and mapping state.
@@ -533,6 +707,8 @@ fn run_seek(
         mode: Mode::Fs,
         file_set: FileSet::Large,
         targets: Vec::new(),
+        cut_points: 1,
+        same_data_as: None,
     };
     let capacity = {
         let (fs, _) = probe::fs_mount_only(&state, false)?;
@@ -582,11 +758,13 @@ fn in_series(label: &str, e: BenchError) -> BenchError {
 mod tests {
     use super::*;
 
-    /// The quick options cut down further: one 8 MiB part for every experiment.
+    /// The quick options cut down further: one 8 MiB part for every experiment, and a
+    /// 16 MiB one holding its flat data.
     fn small() -> MountOptions {
         MountOptions {
             frash_partitions_mib: vec![8],
             flat_parts: vec![Part::with_blocks("nand-128m", 512)],
+            flat_same_data: Some(Part::with_blocks("nand-128m", 1024)),
             ..MountOptions::quick()
         }
     }
@@ -639,12 +817,34 @@ mod tests {
             assert!(rows.iter().any(|r| r.file_set == Some(set)));
         }
         // 2 layers' series (3 with the two file sets) x 2 levels x 2 endings x 2 configs,
-        // FRASH 1 partition x 2 fills x 4, flat 1 part x 2 layers x 4.
-        assert_eq!(rows.len(), 3 * 2 * 4 + 2 * 4 + 2 * 4);
+        // FRASH 1 partition x 2 fills x 4, flat 1 part and the larger one x 2 layers x 4.
+        assert_eq!(rows.len(), 3 * 2 * 4 + 2 * 4 + 2 * 2 * 4);
         for r in rows {
             assert_eq!(r.restored, r.config == "checkpoint", "{r:?}");
             assert!(r.mount_ms > 0.0 && r.first_write_ms > 0.0, "{r:?}");
             assert!(r.stored_mib > 0.0 && r.files > 0, "{r:?}");
+            // A checkpoint mount after a cut: the worst of cuts over a whole cycle.
+            match (r.ending, r.config) {
+                (Ending::Clean, _) => assert_eq!(r.cut_points, None, "{r:?}"),
+                (Ending::Cut, "scan") => assert_eq!(r.cut_points, Some(1), "{r:?}"),
+                (Ending::Cut, _) => {
+                    assert!(r.cut_points.is_some_and(|n| n >= 2), "{r:?}");
+                    let (mean, min) = (r.mount_ms_mean.unwrap(), r.mount_ms_min.unwrap());
+                    assert!(min <= mean && mean <= r.mount_ms, "{r:?}");
+                    assert!(r.worst_at_pct.is_some_and(|p| (0.0..100.0).contains(&p)));
+                    assert!(r.cycle_mib.is_some_and(|m| m > 0.0), "{r:?}");
+                }
+            }
+            // The larger flat part holds what the smaller one does.
+            if let Some(like) = &r.same_data_as {
+                assert_eq!(like, "nand-128m[512 blocks]");
+                assert!(rows.iter().any(|o| o.experiment == "flat"
+                    && o.same_data_as.is_none()
+                    && o.mode == r.mode
+                    && o.stored_mib == r.stored_mib
+                    && o.blocks == 512));
+                assert_eq!(r.blocks, 1024);
+            }
             if r.config == "checkpoint" {
                 // The same state, scanned.
                 let scan = rows
@@ -676,6 +876,7 @@ mod tests {
         let text = table::table(&report, false);
         assert!(text.contains("8.11 ms per MB"));
         assert!(text.contains("checkpoint"));
+        assert!(text.contains("with the same data (fs cut, the worst of each cycle)"));
     }
 
     #[test]
@@ -688,6 +889,12 @@ mod tests {
         ));
         opts.fill_pct = vec![100];
         assert!(run_mount(&opts, &mut |_, _, _| {}).is_err());
+        let mut opts = small();
+        opts.cut_points = 0;
+        assert!(matches!(
+            run_mount(&opts, &mut |_, _, _| {}),
+            Err(BenchError::InvalidOptions(_))
+        ));
         let mut opts = small();
         opts.ryu_park_part = Part::preset("28f008sa");
         assert!(matches!(

@@ -1,6 +1,7 @@
 //! Plots of a run, as PNG and SVG: mount time against data stored (Ryu & Park), a panel
-//! per ending, the scan dashed beside the checkpoint; and mount time against partition
-//! size (FRASH) with the paper's 8.11 ms per MB.
+//! per ending, the scan dashed beside the checkpoint (after a cut its worst over a
+//! checkpoint cycle, the cycle's mean dotted); and mount time against partition size
+//! (FRASH) with the paper's 8.11 ms per MB.
 
 use std::path::{Path, PathBuf};
 
@@ -14,10 +15,23 @@ use crate::plot::{err, register_font, COLORS, FONT};
 /// FRASH's figure for YAFFS's scan, ms per MB of partition.
 pub const FRASH_YAFFS_MS_PER_MB: f64 = 8.11;
 
-/// The lines of a panel: (label, color index, dashed, points).
-type Lines = Vec<(String, usize, bool, Vec<(f64, f64)>)>;
+/// How a line is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stroke {
+    /// The checkpoint (its worst cut after a power cut).
+    Solid,
+    /// The scan.
+    Dashed,
+    /// The checkpoint's mean over a cycle's cuts.
+    Dotted,
+}
 
-fn lines_of(rows: &[&MountRow], x: impl Fn(&MountRow) -> f64) -> Lines {
+/// The lines of a panel: (label, color index, stroke, points).
+type Lines = Vec<(String, usize, Stroke, Vec<(f64, f64)>)>;
+
+/// The rows' lines, one per layer and data and configuration; with `means`, a dotted line
+/// beside each checkpoint line of the mean over the cuts of each row's cycle.
+fn lines_of(rows: &[&MountRow], x: impl Fn(&MountRow) -> f64, means: bool) -> Lines {
     let mut keys: Vec<(String, &'static str)> = Vec::new();
     for r in rows {
         let k = (
@@ -38,25 +52,51 @@ fn lines_of(rows: &[&MountRow], x: impl Fn(&MountRow) -> f64) -> Lines {
             groups.push(g.clone());
         }
     }
-    keys.iter()
-        .map(|(g, config)| {
-            let mut pts: Vec<(f64, f64)> = rows
-                .iter()
-                .filter(|r| {
-                    r.config == *config
-                        && format!(
-                            "{} {}",
-                            r.mode.name(),
-                            r.file_set.map_or("sectors", |f| f.label())
-                        ) == *g
-                })
-                .map(|r| (x(r), r.mount_ms.max(0.1)))
-                .collect();
+    let mut out = Lines::new();
+    for (g, config) in &keys {
+        let these: Vec<&MountRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| {
+                r.config == *config
+                    && format!(
+                        "{} {}",
+                        r.mode.name(),
+                        r.file_set.map_or("sectors", |f| f.label())
+                    ) == *g
+            })
+            .collect();
+        let points = |y: &dyn Fn(&MountRow) -> f64| {
+            let mut pts: Vec<(f64, f64)> = these.iter().map(|r| (x(r), y(r).max(0.1))).collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let color = groups.iter().position(|x| x == g).unwrap_or(0);
-            (format!("{g}, {config}"), color, *config == "scan", pts)
-        })
-        .collect()
+            pts
+        };
+        let color = groups.iter().position(|x| x == g).unwrap_or(0);
+        if *config == "scan" {
+            out.push((
+                format!("{g}, scan"),
+                color,
+                Stroke::Dashed,
+                points(&|r| r.mount_ms),
+            ));
+            continue;
+        }
+        let label = if means {
+            format!("{g}, {config} (worst)")
+        } else {
+            format!("{g}, {config}")
+        };
+        out.push((label, color, Stroke::Solid, points(&|r| r.mount_ms)));
+        if means {
+            out.push((
+                format!("{g}, {config} (mean)"),
+                color,
+                Stroke::Dotted,
+                points(&|r| r.mount_ms_mean.unwrap_or(r.mount_ms)),
+            ));
+        }
+    }
+    out
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -94,14 +134,19 @@ fn draw_panel<DB: DrawingBackend>(
         .axis_desc_style((FONT, 14))
         .draw()
         .map_err(err)?;
-    for (label, ci, dashed, pts) in lines {
+    for (label, ci, stroke, pts) in lines {
         let color = COLORS[ci % COLORS.len()];
-        if *dashed {
+        if *stroke != Stroke::Solid {
+            let (dash, gap) = if *stroke == Stroke::Dashed {
+                (6, 4)
+            } else {
+                (2, 3)
+            };
             chart
                 .draw_series(DashedLineSeries::new(
                     pts.clone(),
-                    6,
-                    4,
+                    dash,
+                    gap,
                     color.stroke_width(2),
                 ))
                 .map_err(err)?
@@ -134,7 +179,7 @@ fn draw_panel<DB: DrawingBackend>(
         .label_font((FONT, 12))
         .background_style(WHITE.mix(0.7))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::MiddleRight)
         .draw()
         .map_err(err)
 }
@@ -153,13 +198,13 @@ fn draw_ryu_park<DB: DrawingBackend>(
             .collect();
         let caption = match ending {
             Ending::Clean => "after a clean unmount",
-            Ending::Cut => "after a power cut",
+            Ending::Cut => "after a power cut (cuts over a checkpoint cycle)",
         };
         draw_panel(
             area,
             caption,
             "Data stored, MiB",
-            &lines_of(&these, |r| r.stored_mib),
+            &lines_of(&these, |r| r.stored_mib, ending == Ending::Cut),
             None,
         )?;
     }
@@ -187,7 +232,7 @@ fn draw_frash<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, rows: &[&MountRo
             area,
             &caption,
             "Partition, MiB",
-            &lines_of(&these, |r| r.partition_mib),
+            &lines_of(&these, |r| r.partition_mib, false),
             Some((
                 "FRASH: YAFFS 8.11 ms/MB",
                 vec![

@@ -221,6 +221,16 @@ pub struct MountArgs {
     /// hold its image twice.
     #[arg(long, value_name = "BLOCKS")]
     large_blocks: Option<u32>,
+    /// Blocks of the part of the flat-cost rows that holds the same data as the 1 GiB
+    /// NAND (its pages and timing; default 131072, 16 GiB); 0 for none. Skipped with a
+    /// note if the host's RAM would not hold its image twice.
+    #[arg(long, value_name = "BLOCKS")]
+    same_data_blocks: Option<u32>,
+    /// Cuts per power-cut row of the checkpoint mount, spread over one checkpoint cycle
+    /// (default 8, or 3 with --quick; 1: one cut where the fill ended); the row is the
+    /// worst, beside the mean.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    cut_points: Option<u32>,
     /// Seed of the file sizes, the data and the simulated parts.
     #[arg(long, default_value_t = 2006)]
     seed: u64,
@@ -601,6 +611,12 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(b) = args.large_blocks {
         opts.flat_large = (b > 0).then(|| Part::with_blocks("nand-1g", b));
+    }
+    if let Some(b) = args.same_data_blocks {
+        opts.flat_same_data = (b > 0).then(|| Part::with_blocks("nand-1g", b));
+    }
+    if let Some(n) = args.cut_points {
+        opts.cut_points = n;
     }
     let report = with_progress(
         global,
