@@ -260,7 +260,7 @@ impl Cycle {
 /// Walks `vol` through a checkpoint cycle and cuts it at points spread over it, measuring
 /// each with `measure` (given the device and the cut's index): about `points` evenly spaced
 /// from the cycle's checkpoint on, and every unit around where the next checkpoint is
-/// expected, where the roll-forward is longest; through up to [`MAX_CYCLES`] cycles if one
+/// expected, where the roll-forward is longest; through up to `MAX_CYCLES` (4) cycles if one
 /// ends out of the cuts' reach. With one point, or on a volume that keeps no checkpoint,
 /// measures where it stands, once.
 pub fn walk(
