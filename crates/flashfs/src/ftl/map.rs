@@ -411,15 +411,20 @@ impl Owner for SectorMap {
             }
             Kind::Counters => self.counters_at == Some(at),
             Kind::Page | Kind::Root => false,
-            Kind::Trim | Kind::Lost => match self.records.get(&tag.seq) {
+            Kind::Trim | Kind::Lost => match self.records.get_mut(&tag.seq) {
                 Some(r) if !r.copies.holds(at) => false,
                 // No version a trim record hides is left anywhere: it has done its work (its
-                // twin holds the record's own sequence number, nothing older). A loss record
-                // stays while its sectors are not written again: without it a scan would find
-                // them never written.
-                Some(_) if tag.kind == Kind::Trim && oldest_elsewhere >= tag.seq => {
-                    if let Some(r) = self.records.remove(&tag.seq) {
-                        self.useless.extend(r.copies.without(at).map(|c| c.at));
+                // twin holds the record's own sequence number, nothing older). Each copy is
+                // let go when its own segment is cleaned: the other stays counted where it
+                // is, so no count is dropped for a slot the cleaner may be erasing. A loss
+                // record stays while its sectors are not written again: without it a scan
+                // would find them never written.
+                Some(r) if tag.kind == Kind::Trim && oldest_elsewhere >= tag.seq => {
+                    match r.copies.without(at) {
+                        Some(left) => r.copies = left,
+                        None => {
+                            self.records.remove(&tag.seq);
+                        }
                     }
                     return Ok(Liveness::Released);
                 }

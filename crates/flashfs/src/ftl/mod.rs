@@ -798,17 +798,7 @@ impl<D: Segments> Ftl<D> {
                 .min(ranges_per_record(self.sector_size()));
             let ranges: Vec<(u32, u32)> = self.map.lost[..n].iter().map(|&k| (k, 1)).collect();
             let rec = encode_ranges(&ranges, self.sector_size());
-            let at = self
-                .log
-                .append(Head::Meta, 0, Kind::Lost, &rec, &mut self.map)?;
-            let t = self.log.last_seq();
-            self.map.records.insert(
-                t,
-                Record {
-                    copies: Copies::one(at),
-                    hides: 0,
-                },
-            );
+            let t = self.append_record(Kind::Lost, &rec)?;
             for (k, _) in ranges {
                 self.map.hide(k as usize, t);
             }
@@ -839,17 +829,7 @@ impl<D: Segments> Ftl<D> {
         }
         for part in mapped.chunks(ranges_per_record(self.sector_size())) {
             let rec = encode_ranges(part, self.sector_size());
-            let at = self
-                .log
-                .append(Head::Meta, 0, Kind::Trim, &rec, &mut self.map)?;
-            let t = self.log.last_seq();
-            self.map.records.insert(
-                t,
-                Record {
-                    copies: Copies::one(at),
-                    hides: 0,
-                },
-            );
+            let t = self.append_record(Kind::Trim, &rec)?;
             for &(sector, count) in part {
                 for k in sector as usize..(sector + count) as usize {
                     if let Some(old) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
@@ -866,6 +846,21 @@ impl<D: Segments> Ftl<D> {
         }
         self.record_losses()?;
         self.checkpoint_if_due()
+    }
+
+    /// Appends a trim or loss record holding `rec` and takes it into the map's live
+    /// records, hiding nothing yet; returns its sequence number.
+    fn append_record(&mut self, kind: Kind, rec: &[u8]) -> Result<u64> {
+        let at = self.log.append(Head::Meta, 0, kind, rec, &mut self.map)?;
+        let t = self.log.last_seq();
+        self.map.records.insert(
+            t,
+            Record {
+                copies: Copies::one(at),
+                hides: 0,
+            },
+        );
+        Ok(t)
     }
 
     /// Keeps record `t` (holding `rec`) twice: a second copy in another head's segment, so
