@@ -266,5 +266,5 @@ fn power_cuts_while_the_anchors_move_on_nor_lose_nothing() {
         units: 64,
         ..nor_spec(true)
     };
-    every_cut_while_anchors_move(nor_of(spec), config(2), 8);
+    every_cut_while_anchors_move(nor_of(spec), config(2), 14);
 }

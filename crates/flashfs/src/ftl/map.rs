@@ -152,6 +152,16 @@ impl SectorMap {
         self.at.set(k, v, src)
     }
 
+    /// The first sector from `k` on that may hold data or have lost it: the chunks of the
+    /// map that are empty are passed over without a read.
+    pub(super) fn next_maybe_mapped(
+        &mut self,
+        k: usize,
+        src: &mut dyn PageSource,
+    ) -> Result<usize> {
+        self.at.next_maybe_mapped(k, src)
+    }
+
     /// Where a sector's data is, if it has some.
     pub(super) fn slot(&mut self, k: usize, src: &mut dyn PageSource) -> Result<Option<SlotAddr>> {
         if k >= self.sectors {

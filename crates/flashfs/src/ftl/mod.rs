@@ -1035,24 +1035,42 @@ impl<D: Segments> Ftl<D> {
     }
 
     /// Forgets ([`Ftl::forget`]) the sectors that hold data (or lost it) and pass `drop`, in
-    /// one pass through the map, a page at a time.
+    /// one pass through the map, a page at a time (passing over empty parts as
+    /// [`Ftl::mapped_where`] does).
     pub(crate) fn forget_where(&mut self, mut drop: impl FnMut(u64) -> bool) -> Result<()> {
-        for k in 0..self.map.len() {
+        let mut k = 0;
+        while k < self.map.len() {
+            k = self
+                .map
+                .next_maybe_mapped(k, &mut self.log.checkpoint_pages())?;
+            if k >= self.map.len() {
+                break;
+            }
             if self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED && drop(k as u64) {
                 self.forget(k as u64)?;
             }
+            k += 1;
         }
         Ok(())
     }
 
     /// The sectors that hold data (or lost it) and pass `keep`, in order: the map is read
-    /// through, a page at a time.
+    /// through, a page at a time, passing over the parts a checkpoint holds empty without
+    /// a read, so that the look costs what the volume holds, not its size.
     pub(crate) fn mapped_where(&mut self, mut keep: impl FnMut(u64) -> bool) -> Result<Vec<u64>> {
         let mut out = Vec::new();
-        for k in 0..self.map.len() {
+        let mut k = 0;
+        while k < self.map.len() {
+            k = self
+                .map
+                .next_maybe_mapped(k, &mut self.log.checkpoint_pages())?;
+            if k >= self.map.len() {
+                break;
+            }
             if self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED && keep(k as u64) {
                 out.push(k as u64);
             }
+            k += 1;
         }
         Ok(out)
     }

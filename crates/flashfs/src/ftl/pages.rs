@@ -6,7 +6,9 @@
 //! into few runs (sectors written in order land in consecutive slots) takes one page of
 //! runs; any other takes its entries in as many pages as they fill, written again only where
 //! an entry changed (SPEC §3.5). Runs are Ryu & Park's extent mappings: a volume written in
-//! order is mapped by a few dozen pages instead of one per 500 sectors.
+//! order is mapped by a few dozen pages instead of one per 500 sectors. A chunk all
+//! unmapped takes no page at all, so a large part holding little costs what it holds: in
+//! checkpoint pages, and in reads when its sectors are looked through.
 //!
 //! Each page is in one of three states:
 //! - **in RAM**, clean (the checkpoint holds the same) or dirty (changed since);
@@ -50,6 +52,9 @@ enum Held {
     Runs,
     /// Pages of entries; also a chunk never written (fresh, all unmapped).
     Entries,
+    /// No page: every entry unmapped. A part mostly unused costs no checkpoint pages, and
+    /// no reads when its sectors are looked through.
+    Empty,
     /// Not known since the mount: its first page, read when needed, says.
     Unread,
 }
@@ -196,10 +201,38 @@ impl MapPages {
     pub(super) fn get(&mut self, k: usize, src: &mut dyn PageSource) -> Result<u32> {
         let (p, i) = self.page_of(k);
         let c = p as usize / CHUNK_PAGES;
-        if !self.resident.contains_key(&p) && !self.is_dirty(p) && self.is_runs(c, src)? {
-            return self.run_entry(c, k - self.chunk(c).start, src);
+        if !self.resident.contains_key(&p) && !self.is_dirty(p) {
+            if self.is_runs(c, src)? {
+                return self.run_entry(c, k - self.chunk(c).start, src);
+            }
+            if self.held[c] == Held::Empty {
+                return Ok(UNMAPPED);
+            }
         }
         Ok(self.page(p, src)?.entries[i])
+    }
+
+    /// The first sector from `k` on whose entry may name a slot or be lost: `k`, unless it
+    /// begins a chunk the checkpoint holds no page of and that has not changed since; then
+    /// past every such chunk in a row. A look through the map passes over them without a
+    /// read (their absence is in the checkpoint's directory) and asks this once a chunk.
+    pub(super) fn next_maybe_mapped(
+        &mut self,
+        k: usize,
+        src: &mut dyn PageSource,
+    ) -> Result<usize> {
+        let mut k = k;
+        while k < self.sectors && k % (self.per_page * CHUNK_PAGES) == 0 {
+            let c = k / (self.per_page * CHUNK_PAGES);
+            let first = (c * CHUNK_PAGES) as u32;
+            // A page of an empty chunk in RAM and clean is all unmapped still.
+            let changed = (first..first + CHUNK_PAGES as u32).any(|q| self.is_dirty(q));
+            if changed || self.is_runs(c, src)? || self.held[c] != Held::Empty {
+                return Ok(k);
+            }
+            k = self.chunk(c).end;
+        }
+        Ok(k)
     }
 
     /// Whether the newest checkpoint holds chunk `c` as runs. A chunk not read since the
@@ -213,7 +246,8 @@ impl MapPages {
         let first = (c * CHUNK_PAGES) as u32;
         let mut buf = alloc::vec![0u8; self.slot];
         if !src.read_page(first, &mut buf)? {
-            return Err(bad);
+            self.held[c] = Held::Empty;
+            return Ok(false);
         }
         self.loads += 1;
         match decode_page(&buf) {
@@ -291,14 +325,14 @@ impl MapPages {
     /// a chunk of runs, made from its run list).
     fn load(&mut self, p: u32, src: &mut dyn PageSource) -> Result<()> {
         let range = self.page_range(p);
-        if self.is_dirty(p) {
+        let c = p as usize / CHUNK_PAGES;
+        let runs = !self.is_dirty(p) && self.is_runs(c, src)?;
+        if self.is_dirty(p) || self.held[c] == Held::Empty {
             self.insert(p, alloc::vec![UNMAPPED; range.len()].into_boxed_slice());
             return Ok(());
         }
-        let c = p as usize / CHUNK_PAGES;
         let first = (c * CHUNK_PAGES) as u32;
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
-        let runs = self.is_runs(c, src)?;
         if self.resident.contains_key(&p) {
             // The chunk's first page, just read to learn how the chunk is held.
             return Ok(());
@@ -509,35 +543,45 @@ impl MapPages {
                 .collect();
             if dirty.iter().any(|&d| d) {
                 let was_runs = self.is_runs(c, src)?;
-                self.pinned = Some((c, self.held[c]));
+                let was = self.held[c];
+                self.pinned = Some((c, was));
                 let pages: Vec<u32> = (0..CHUNK_PAGES as u32)
                     .map(|j| i + j)
                     .filter(|&q| !self.page_range(q).is_empty())
                     .collect();
                 // Whether runs may fit is known only with every entry in RAM: a chunk of
-                // runs comes in whole from its one page, one of entries only if no page
-                // need be read (else it stays entries and only its dirty pages are written).
+                // runs or without pages comes in whole without reading more than one page,
+                // one of entries only if no page need be read (else it stays entries and
+                // only its dirty pages are written).
                 let whole = was_runs
+                    || was == Held::Empty
                     || pages
                         .iter()
                         .all(|q| self.resident.contains_key(q) || self.is_dirty(*q));
-                let runs = whole && {
+                let now = if whole {
                     for &q in &pages {
                         self.page(q, src)?;
                     }
-                    self.chunk_runs(c).is_some()
+                    match self.chunk_runs(c) {
+                        Some(runs) if matches!(runs[..], [(_, UNMAPPED)]) => Held::Empty,
+                        Some(_) => Held::Runs,
+                        None => Held::Entries,
+                    }
+                } else {
+                    Held::Entries
                 };
                 for (j, p) in self.pending.iter_mut().enumerate() {
-                    // Runs: the first page, and the others once entries, to drop. Entries:
-                    // the pages changed, or all once runs.
-                    *p = match (runs, was_runs) {
-                        (true, true) => j == 0,
-                        (true, false) => true,
-                        (false, true) => true,
-                        (false, false) => dirty[j],
+                    // The pages the checkpoint holds change: those of the new encoding are
+                    // written, those of the old one it leaves are dropped. Entries to
+                    // entries: only the pages changed.
+                    *p = match (was, now) {
+                        (Held::Entries, Held::Entries) => dirty[j],
+                        (Held::Runs, Held::Runs) => j == 0,
+                        (Held::Empty, Held::Empty) => false,
+                        _ => true,
                     };
                 }
-                self.held[c] = if runs { Held::Runs } else { Held::Entries };
+                self.held[c] = now;
                 // Its page of runs is about to change (read above, it may have been kept).
                 self.drop_runs(c);
                 for q in pages {
@@ -561,9 +605,9 @@ impl MapPages {
         src: &mut dyn PageSource,
     ) -> Result<bool> {
         let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
-        if self.held[c] == Held::Unread {
-            // Asked only for a page the checkpoint does not hold, of a chunk unchanged since
-            // the mount: it still holds none.
+        if matches!(self.held[c], Held::Unread | Held::Empty) {
+            // Unread: asked only for a page the checkpoint does not hold, of a chunk
+            // unchanged since the mount: it still holds none.
             return Ok(false);
         }
         if self.held[c] == Held::Runs {
@@ -585,11 +629,12 @@ impl MapPages {
         Ok(true)
     }
 
-    /// Unpins the chunk a checkpoint wrote; if it is runs and its run list is kept, its pages
-    /// (clean now, and sixteen times the size) leave RAM.
+    /// Unpins the chunk a checkpoint wrote; if it is runs and its run list is kept, or
+    /// empty, its pages (clean now, and made again without a read) leave RAM.
     fn unpin(&mut self) {
         if let Some((c, _)) = self.pinned.take() {
-            if self.held[c] == Held::Runs && self.run_lists.contains_key(&c) {
+            let runs = self.held[c] == Held::Runs && self.run_lists.contains_key(&c);
+            if runs || self.held[c] == Held::Empty {
                 let first = (c * CHUNK_PAGES) as u32;
                 for q in first..first + CHUNK_PAGES as u32 {
                     if !self.is_dirty(q) {
@@ -726,7 +771,13 @@ mod tests {
         set(&mut map, &mut flash, 3 * per_chunk + 5, LOST);
         let first = checkpoint(&mut map, &mut flash);
         let runs = |map: &MapPages, c: usize| map.held[c] == Held::Runs;
-        assert!(runs(&map, 0) && !runs(&map, 1) && runs(&map, 2) && runs(&map, 3));
+        assert!(runs(&map, 0) && !runs(&map, 1) && runs(&map, 3));
+        assert_eq!(map.held[2], Held::Empty);
+        let chunk2 = 2 * CHUNK_PAGES..3 * CHUNK_PAGES;
+        assert!(
+            flash.pages[chunk2].iter().all(Option::is_none),
+            "an empty chunk takes no page"
+        );
         // One entry changes in each: chunk 0 stays runs (one page), chunk 1 rewrites one
         // page of entries.
         map.set(3, 5, &mut flash).unwrap();
@@ -757,6 +808,62 @@ mod tests {
             assert_eq!(*e, map.get(k, &mut flash).unwrap(), "sector {k}");
         }
         assert!(first > 0);
+    }
+
+    /// A chunk whose sectors are all unmapped again (trimmed) leaves the checkpoint, and a
+    /// look through a restored map passes over the empty chunks without reading.
+    #[test]
+    fn empty_chunks_take_no_page_and_no_read() {
+        let per_chunk = per_chunk();
+        let sectors = per_chunk * 8;
+        let mut flash = Flash::default();
+        let mut map = MapPages::new(sectors, SLOT, usize::MAX, LIMIT);
+        // Chunks 1 and 6 hold data, chunk 3 a lost sector; a checkpoint writes those only.
+        for k in (per_chunk..2 * per_chunk).chain(6 * per_chunk..6 * per_chunk + 10) {
+            map.set(k, 1000 + k as u32, &mut flash).unwrap();
+        }
+        map.set(3 * per_chunk + 7, LOST, &mut flash).unwrap();
+        checkpoint(&mut map, &mut flash);
+        let held: Vec<usize> = (0..8)
+            .filter(|c| flash.pages[c * CHUNK_PAGES].is_some())
+            .collect();
+        assert_eq!(held, [1, 3, 6]);
+        // Chunk 6 emptied: its page goes at the next checkpoint.
+        for k in 6 * per_chunk..6 * per_chunk + 10 {
+            map.set(k, UNMAPPED, &mut flash).unwrap();
+        }
+        checkpoint(&mut map, &mut flash);
+        assert!(flash.pages[6 * CHUNK_PAGES].is_none());
+        assert_eq!(map.held[6], Held::Empty);
+        // Restored: the look through reads the two chunks that hold pages, once each.
+        let mut m = MapPages::new(sectors, SLOT, usize::MAX, LIMIT);
+        m.restore(per_chunk as u64);
+        let reads = flash.reads;
+        let mut seen = Vec::new();
+        let mut k = 0;
+        while k < sectors {
+            k = m.next_maybe_mapped(k, &mut flash).unwrap();
+            if k < sectors {
+                if m.get(k, &mut flash).unwrap() != UNMAPPED {
+                    seen.push(k);
+                }
+                k += 1;
+            }
+        }
+        let want: Vec<usize> = (per_chunk..2 * per_chunk)
+            .chain([3 * per_chunk + 7])
+            .collect();
+        assert_eq!(seen, want);
+        // The source is asked about each chunk's first page: absent ones cost no read on
+        // flash (the directory says so), present ones one read each.
+        assert_eq!(m.loads(), 2);
+        assert_eq!(flash.reads - reads, 8);
+        // Written again, an empty chunk's sector reads back and is checkpointed.
+        m.set(6 * per_chunk + 3, 77, &mut flash).unwrap();
+        checkpoint(&mut m, &mut flash);
+        let (_, all) = restored(sectors, usize::MAX, per_chunk as u64 + 1, &mut flash);
+        assert_eq!(all[6 * per_chunk + 3], 77);
+        assert_eq!(all[6 * per_chunk + 4], UNMAPPED);
     }
 
     /// Random writes over a map far larger than its budget, checkpointed whenever the
