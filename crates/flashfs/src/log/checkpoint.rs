@@ -175,19 +175,97 @@ pub(crate) enum Record {
     Moved([u32; 2]),
 }
 
-/// Writes a directory page's entries (the body pages' packed addresses, [`ABSENT`] for a
-/// page the checkpoint does not hold) at the front of `page`.
-pub(crate) fn encode_dir(entries: impl Iterator<Item = u32>, page: &mut [u8]) {
-    for (w, p) in page.chunks_exact_mut(4).zip(entries) {
-        w.copy_from_slice(&p.to_le_bytes());
+/// Bytes of a directory group's header: its first key and its count of entries (u32 each).
+const GROUP_HEAD: usize = 8;
+/// Keys without a page a directory group takes in (as [`ABSENT`] entries) rather than end
+/// and start another: a group's header costs two entries.
+const GROUP_GAP: u32 = 2;
+
+/// Writes at the front of `page` (a payload) the directory entries it holds of `entries`
+/// (the body's pages on flash, by key ascending, with their packed addresses) and returns
+/// how many. Entries go in *groups*: a header (the group's first key, its count) and the
+/// addresses of consecutive keys, [`ABSENT`] for a key without a page. A key more than
+/// [`GROUP_GAP`] past the last starts a group, so the keys without a page cost nothing:
+/// the map of a large part holding little lists only the chunks it holds. The rest of the
+/// page stays erased (all ones), where a reader stops.
+pub(crate) fn encode_dir(entries: &[(u32, u32)], page: &mut [u8]) -> usize {
+    let put =
+        |page: &mut [u8], at: usize, w: u32| page[at..at + 4].copy_from_slice(&w.to_le_bytes());
+    let mut end = 0;
+    // The open group: where its header is, its first key, the key after its last.
+    let mut group: Option<(usize, u32, u32)> = None;
+    for (taken, &(key, addr)) in entries.iter().enumerate() {
+        match group {
+            Some((head, first, next))
+                if key >= next
+                    && key - next <= GROUP_GAP
+                    && end + 4 * (key - next + 1) as usize <= page.len() =>
+            {
+                for _ in next..key {
+                    put(page, end, ABSENT);
+                    end += 4;
+                }
+                put(page, end, addr);
+                end += 4;
+                put(page, head + 4, key + 1 - first);
+                group = Some((head, first, key + 1));
+            }
+            _ => {
+                if end + GROUP_HEAD + 4 > page.len() {
+                    return taken;
+                }
+                put(page, end, key);
+                put(page, end + 4, 1);
+                put(page, end + GROUP_HEAD, addr);
+                group = Some((end, key, key + 1));
+                end += GROUP_HEAD + 4;
+            }
+        }
     }
+    entries.len()
 }
 
-/// The entries of a directory page's payload ([`encode_dir`]).
-pub(crate) fn dir_entries(payload: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    payload
-        .chunks_exact(4)
-        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+/// The most directory pages a body of `keys` keys takes in slots of `slot_size` bytes: a
+/// page covers at least as many keys as `payload - 20` bytes of one entry per key would (a
+/// group past a page's first pays its header with the keys it passes over; the first
+/// header and the page's unused end take the rest).
+pub(crate) fn max_dir_pages(keys: usize, slot_size: usize) -> usize {
+    (keys * 4).div_ceil(payload(slot_size).saturating_sub(20).max(4))
+}
+
+/// The entries of a directory page's payload ([`encode_dir`]): each key with a page and its
+/// packed address, by key ascending within the page; `None` if the groups do not hold
+/// together (a group running off the page, or of no entry).
+pub(crate) fn dir_entries(payload: &[u8]) -> Option<Vec<(u32, u32)>> {
+    let word = |at: usize| {
+        u32::from_le_bytes([
+            payload[at],
+            payload[at + 1],
+            payload[at + 2],
+            payload[at + 3],
+        ])
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + GROUP_HEAD + 4 <= payload.len() {
+        let (key, count) = (word(at), word(at + 4));
+        if key == ABSENT {
+            break;
+        }
+        let end = (count as usize)
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(at + GROUP_HEAD))
+            .filter(|&end| count > 0 && end <= payload.len())?;
+        key.checked_add(count)?;
+        for i in 0..count {
+            let p = word(at + GROUP_HEAD + 4 * i as usize);
+            if p != ABSENT {
+                out.push((key + i, p));
+            }
+        }
+        at = end;
+    }
+    Some(out)
 }
 
 /// Directory pages, late segments and set segments a root can name, together, in a slot of
@@ -367,6 +445,11 @@ impl BodyPages {
         self.at.values().copied()
     }
 
+    /// The keys with a page and where it is, by key.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, SlotAddr)> + '_ {
+        self.at.iter().map(|(&k, &at)| (k, at))
+    }
+
     /// Pages on flash.
     pub(crate) fn len(&self) -> usize {
         self.at.len()
@@ -517,6 +600,84 @@ impl Anchors {
 mod tests {
     use super::*;
     use crate::media::tag::{Kind, Tag, TagLayout, TagState};
+    use proptest::prelude::*;
+
+    /// Writes `entries` into directory pages of `pay` bytes, as a checkpoint does.
+    fn directory(entries: &[(u32, u32)], pay: usize) -> Vec<Vec<u8>> {
+        let mut pages = Vec::new();
+        let mut rest = entries;
+        while !rest.is_empty() {
+            let mut page = vec![0xFFu8; pay];
+            let taken = encode_dir(rest, &mut page);
+            assert!(taken > 0, "a page took no entry");
+            rest = &rest[taken..];
+            pages.push(page);
+        }
+        pages
+    }
+
+    proptest! {
+        /// Any set of keys with pages comes back from the directory, in order, in no more
+        /// pages than a checkpoint makes room for (one entry per key, `pay - 20` bytes a
+        /// page).
+        #[test]
+        fn a_directory_lists_the_pages_on_flash_and_no_others(
+            keys in proptest::collection::btree_set(0u32..20_000, 0..3_000),
+            pay in prop_oneof![Just(508usize), Just(2044), Just(60)],
+        ) {
+            let entries: Vec<(u32, u32)> = keys.iter().map(|&k| (k, k.wrapping_mul(7) % 1_000_000)).collect();
+            let pages = directory(&entries, pay);
+            let back: Vec<(u32, u32)> = pages
+                .iter()
+                .flat_map(|p| dir_entries(p).unwrap())
+                .collect();
+            prop_assert_eq!(&back, &entries);
+            let total = keys.last().map_or(0, |&k| k as usize + 1);
+            prop_assert!(pages.len() <= max_dir_pages(total, pay + 4));
+        }
+    }
+
+    #[test]
+    fn a_directory_of_sparse_keys_takes_a_group_per_run() {
+        // A large part's map holding little: a dozen chunks of 16 keys each hold their
+        // first page, among 16,000 keys. Listing every key took 32 pages; groups take one.
+        let entries: Vec<(u32, u32)> = (0..77)
+            .chain((0..12).map(|c| 77 + 16 * c * 80))
+            .map(|k| (k, k + 5))
+            .collect();
+        let pages = directory(&entries, 2044);
+        assert_eq!(pages.len(), 1);
+        assert_eq!(dir_entries(&pages[0]).unwrap(), entries);
+        // A gap of two keys stays in the group; three start another.
+        let mut page = vec![0xFFu8; 64];
+        encode_dir(&[(1, 10), (4, 40), (8, 80)], &mut page);
+        let words: Vec<u32> = dir_entries_raw(&page);
+        assert_eq!(words[..8], [1, 4, 10, ABSENT, ABSENT, 40, 8, 1]);
+        assert_eq!(words[8], 80);
+    }
+
+    fn dir_entries_raw(page: &[u8]) -> Vec<u32> {
+        page.chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect()
+    }
+
+    #[test]
+    fn a_directory_page_whose_groups_do_not_hold_together_is_refused() {
+        let mut page = vec![0xFFu8; 64];
+        encode_dir(&[(3, 30), (4, 40)], &mut page);
+        assert_eq!(dir_entries(&page).unwrap(), [(3, 30), (4, 40)]);
+        // A count running off the page, and a group of no entry.
+        for count in [100u32, 0] {
+            let mut bad = page.clone();
+            bad[4..8].copy_from_slice(&count.to_le_bytes());
+            assert_eq!(dir_entries(&bad), None, "count {count}");
+        }
+        // Keys that wrap past the last key.
+        let mut bad = page.clone();
+        bad[0..4].copy_from_slice(&(u32::MAX - 1).to_le_bytes());
+        assert_eq!(dir_entries(&bad), None);
+    }
 
     #[test]
     fn every_tag_layout_tells_directory_pages_from_body_pages() {

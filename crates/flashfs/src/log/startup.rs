@@ -14,7 +14,8 @@ use flash::FlashError;
 use crate::error::Damage;
 
 use super::checkpoint::{
-    dir_entries, encode_dir, max_dirs, open_page, page_crc, payload, seal_page, BodyPages, ABSENT,
+    dir_entries, encode_dir, max_dir_pages, max_dirs, open_page, page_crc, payload, seal_page,
+    BodyPages,
 };
 use super::*;
 
@@ -316,7 +317,8 @@ impl<D: Segments> Log<D> {
         let pay = payload(self.geo.slot_size as usize);
         let log_pages = self.table_pages();
         let total = log_pages as usize + root.owner_pages as usize;
-        if root.log_pages != log_pages || root.dirs.len() != total.div_ceil(pay / 4) {
+        let dirs = root.dirs.len();
+        if root.log_pages != log_pages || dirs == 0 || dirs > max_dir_pages(total, self.geo.slot_size as usize) {
             return Ok(None);
         }
         let segments = self.geo.segments;
@@ -407,26 +409,25 @@ impl<D: Segments> Log<D> {
         }
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
         let mut pages = BodyPages::with_keys(total as u32);
-        let mut key = 0;
+        // Keys below this are listed already: the directory lists each once, ascending.
+        let mut next = 0;
+        let slots = u64::from(self.geo.segments) * u64::from(self.geo.slots);
         for (d, &at) in moved_dirs.iter().enumerate() {
             let Some(body) = self.read_page_at(at, DIR_KEY + d as u32, &mut buf)? else {
                 return Ok(None);
             };
-            let slots = u64::from(self.geo.segments) * u64::from(self.geo.slots);
-            for p in dir_entries(body).take(total - key as usize) {
+            let Some(entries) = dir_entries(body) else {
+                return Ok(None);
+            };
+            for (key, p) in entries {
                 // The owner's pages are not read at mount: an address off the device would
                 // be met only when counted, so it sends the mount to the scan now.
-                if p != ABSENT && u64::from(p) >= slots {
+                if key < next || key as usize >= total || u64::from(p) >= slots {
                     return Ok(None);
                 }
-                if p != ABSENT {
-                    pages.replace(key, self.unpack(p));
-                }
-                key += 1;
+                pages.replace(key, self.unpack(p));
+                next = key + 1;
             }
-        }
-        if key as usize != total {
-            return Ok(None);
         }
         for (&key, &at) in &moved {
             if pages.get(key).is_some() {
@@ -721,12 +722,12 @@ impl<D: Segments> Log<D> {
             return Ok(());
         }
         let slot = self.geo.slot_size as usize;
-        let pay = payload(slot);
         let log_pages = self.table_pages();
         let owner_pages = owner.pages();
         let total = log_pages as usize + owner_pages as usize;
-        let per_dir = pay / 4;
-        let ndirs = total.div_ceil(per_dir);
+        // The directory lists the pages on flash once they are written (`encode_dir`): the
+        // root is made room for as many pages as it may take.
+        let ndirs = max_dir_pages(total, slot);
         if total >= DIR_KEY as usize
             || DIR_KEY as u64 + ndirs as u64 > u64::from(self.dev.tag_layout().max_key())
         {
@@ -787,8 +788,6 @@ impl<D: Segments> Log<D> {
     ) -> Result<bool> {
         let slot = self.geo.slot_size as usize;
         let pay = payload(slot);
-        let total = log_pages as usize + owner_pages as usize;
-        let per_dir = pay / 4;
         let lp = log_pages as usize;
         let mut buf = alloc::vec![0xFFu8; slot];
         for i in 0..owner_pages {
@@ -839,15 +838,17 @@ impl<D: Segments> Log<D> {
                 return Ok(false);
             }
         }
+        let listed: Vec<(u32, u32)> = match &self.anchors {
+            Some(a) => a.pages.iter().map(|(k, at)| (k, self.pack(at))).collect(),
+            None => Vec::new(),
+        };
         let mut dirs = Vec::with_capacity(ndirs);
-        for d in 0..ndirs {
+        let mut rest = &listed[..];
+        while !rest.is_empty() {
             buf.fill(0xFF);
-            let entries = (0..per_dir.min(total - d * per_dir)).map(|j| {
-                self.page_at(d * per_dir + j)
-                    .map_or(ABSENT, |at| self.pack(at))
-            });
-            encode_dir(entries, &mut buf);
-            let key = DIR_KEY + d as u32;
+            let taken = encode_dir(rest, &mut buf[..pay]);
+            rest = &rest[taken..];
+            let key = DIR_KEY + dirs.len() as u32;
             seal_page(key, &mut buf);
             dirs.push(self.write_page(key, &buf)?);
         }
@@ -869,6 +870,7 @@ impl<D: Segments> Log<D> {
         let Some(a) = &self.anchors else {
             return Ok(false);
         };
+        let room = max_dirs(slot).saturating_sub(a.dirs.len() + late.len());
         let root = Root {
             // The root's own record takes the next number.
             seq: self.seq + 1,
@@ -877,7 +879,7 @@ impl<D: Segments> Log<D> {
             heads,
             dirs: a.dirs.clone(),
             late,
-            set: self.next_set(set),
+            set: self.next_set(set.min(room)),
             closed: closing,
         };
         let mut set = root.set.clone();
