@@ -79,6 +79,9 @@ impl<D: Segments> Segments for FailingSync<D> {
     fn is_bad(&mut self, seg: u32) -> flashfs::Result<bool> {
         self.dev.is_bad(seg)
     }
+    fn is_retired(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.dev.is_retired(seg)
+    }
     fn mark_bad(&mut self, seg: u32) -> flashfs::Result<()> {
         self.dev.mark_bad(seg)
     }

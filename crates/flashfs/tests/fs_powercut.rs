@@ -97,6 +97,9 @@ impl<D: Segments> Segments for Shared<D> {
     fn is_bad(&mut self, seg: u32) -> flashfs::Result<bool> {
         self.0.borrow_mut().is_bad(seg)
     }
+    fn is_retired(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.0.borrow_mut().is_retired(seg)
+    }
     fn mark_bad(&mut self, seg: u32) -> flashfs::Result<()> {
         self.0.borrow_mut().mark_bad(seg)
     }

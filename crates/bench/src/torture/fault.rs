@@ -327,6 +327,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn is_bad(&mut self, seg: u32) -> flashfs::Result<bool> {
         self.access(|d| d.is_bad(seg))
     }
+    fn is_retired(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.access(|d| d.is_retired(seg))
+    }
     fn mark_bad(&mut self, seg: u32) -> flashfs::Result<()> {
         self.access(|d| d.mark_bad(seg))
     }

@@ -209,9 +209,11 @@ impl<D: Segments> Log<D> {
     /// the mount to a scan.
     pub(super) fn restore(&mut self) -> Result<Option<Restored>> {
         // Any valid header names the volume and its anchors; the first is usually segment 0.
+        // A segment retired (marked bad) may hold the header of a volume formatted before;
+        // one bad from the factory holds none (or reads as bad).
         let mut volume = None;
         for seg in 0..self.geo.segments {
-            if self.dev.is_bad(seg)? {
+            if self.dev.is_retired(seg)? {
                 continue;
             }
             if let HeaderState::Valid(h) = self.dev.read_header(seg)? {
@@ -235,7 +237,7 @@ impl<D: Segments> Log<D> {
             return Ok(None);
         }
         for &s in &segs {
-            if self.dev.is_bad(s)? {
+            if self.dev.is_retired(s)? {
                 return Ok(None);
             }
         }
@@ -292,7 +294,7 @@ impl<D: Segments> Log<D> {
             return Ok(false);
         }
         for &s in &working {
-            if self.dev.is_bad(s)? {
+            if self.dev.is_retired(s)? {
                 return Ok(false);
             }
         }
@@ -318,7 +320,10 @@ impl<D: Segments> Log<D> {
         let log_pages = self.table_pages();
         let total = log_pages as usize + root.owner_pages as usize;
         let dirs = root.dirs.len();
-        if root.log_pages != log_pages || dirs == 0 || dirs > max_dir_pages(total, self.geo.slot_size as usize) {
+        if root.log_pages != log_pages
+            || dirs == 0
+            || dirs > max_dir_pages(total, self.geo.slot_size as usize)
+        {
             return Ok(None);
         }
         let segments = self.geo.segments;
@@ -348,7 +353,7 @@ impl<D: Segments> Log<D> {
                 // them; the segment is erased before use, as the table has it free.
                 HeaderState::Valid(h) if h.head == ANCHOR_HEAD => {}
                 HeaderState::Valid(h) if h.volume == self.volume && h.open_seq >= root.seq => {
-                    if self.dev.is_bad(seg)? {
+                    if self.dev.is_retired(seg)? {
                         retired.push(seg);
                     } else {
                         rolled.push((seg, h));

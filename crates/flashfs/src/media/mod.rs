@@ -227,6 +227,14 @@ pub trait Segments {
     fn erase(&mut self, seg: u32, background: bool) -> Result<()>;
     /// Whether a segment is marked bad.
     fn is_bad(&mut self, seg: u32) -> Result<bool>;
+    /// Whether a segment that was good when the log took it has been retired since
+    /// ([`Segments::mark_bad`], or a retirement a power cut stopped part-way). A mount asks
+    /// this of the few segments it reads (the anchors, those opened since the checkpoint),
+    /// where asking [`Segments::is_bad`] reads a mark per block: on NAND the blocks are
+    /// marked last first, so the last block's mark answers for a segment of any size.
+    fn is_retired(&mut self, seg: u32) -> Result<bool> {
+        self.is_bad(seg)
+    }
     /// Retires a segment for good.
     fn mark_bad(&mut self, seg: u32) -> Result<()>;
     /// Makes every program so far durable (a barrier): on SPI NOR, programs the tag entries
@@ -656,6 +664,9 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     }
     fn is_bad(&mut self, seg: u32) -> Result<bool> {
         (**self).is_bad(seg)
+    }
+    fn is_retired(&mut self, seg: u32) -> Result<bool> {
+        (**self).is_retired(seg)
     }
     fn mark_bad(&mut self, seg: u32) -> Result<()> {
         (**self).mark_bad(seg)
@@ -1418,9 +1429,15 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         Ok(false)
     }
 
+    fn is_retired(&mut self, seg: u32) -> Result<bool> {
+        // `mark_bad` marks the last block first: a retirement begun shows there.
+        Ok(self.flash.is_bad(self.blocks_of(seg).end - 1)?)
+    }
+
     fn mark_bad(&mut self, seg: u32) -> Result<()> {
         // The header's block last, so that a segment whose header reads as bad has every
-        // block marked; one a cut left part-marked is still bad by `is_bad`.
+        // block marked; one a cut left part-marked is still bad by `is_bad`, and by
+        // `is_retired`, which reads the last block's mark only.
         for block in self.blocks_of(seg).rev() {
             self.flash.mark_bad(block)?;
         }
@@ -1775,8 +1792,11 @@ mod tests {
         // segment bad; its slots there read as garbage, and its erase fails.
         let next = good + 1;
         d.write_header(next, &header).unwrap();
+        assert!(!d.is_retired(next).unwrap());
         d.flash_mut().mark_bad(2 * next + 1).unwrap();
         assert!(d.is_bad(next).unwrap());
+        // A retirement marks the last block first: one begun shows in that block's mark.
+        assert!(d.is_retired(next).unwrap());
         assert_eq!(d.read_tag(next, 126).unwrap(), TagState::Garbage);
         assert!(matches!(
             d.write_slot(next, 126, &tag, &[0x5A; 2048]),
@@ -1790,6 +1810,7 @@ mod tests {
         d.mark_bad(good).unwrap();
         assert!(d.flash_mut().is_bad(2 * good).unwrap());
         assert!(d.flash_mut().is_bad(2 * good + 1).unwrap());
+        assert!(d.is_retired(good).unwrap());
     }
 
     #[test]
