@@ -344,7 +344,7 @@ impl<D: Segments> Fs<D> {
     /// durable: without this, a mount after a power cut would bring back dead data the log
     /// had already counted as free space. After a close (`closed`, SPEC.md §3.5) the
     /// checkpoint holds every forget, and the free sectors are not looked for: that would
-    /// read the whole map.
+    /// read every chunk of the map that holds data.
     pub(super) fn forget_stale(
         &mut self,
         unwritten: &[(u64, u64, Extent)],
