@@ -1035,44 +1035,48 @@ impl<D: Segments> Ftl<D> {
     }
 
     /// Forgets ([`Ftl::forget`]) the sectors that hold data (or lost it) and pass `drop`, in
-    /// one pass through the map, a page at a time (passing over empty parts as
-    /// [`Ftl::mapped_where`] does).
+    /// one pass through the map ([`Ftl::next_mapped`]).
     pub(crate) fn forget_where(&mut self, mut drop: impl FnMut(u64) -> bool) -> Result<()> {
-        let mut k = 0;
-        while k < self.map.len() {
-            k = self
-                .map
-                .next_maybe_mapped(k, &mut self.log.checkpoint_pages())?;
-            if k >= self.map.len() {
-                break;
-            }
-            if self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED && drop(k as u64) {
+        let mut from = 0;
+        while let Some(k) = self.next_mapped(from)? {
+            if drop(k as u64) {
                 self.forget(k as u64)?;
             }
-            k += 1;
+            from = k + 1;
         }
         Ok(())
     }
 
-    /// The sectors that hold data (or lost it) and pass `keep`, in order: the map is read
-    /// through, a page at a time, passing over the parts a checkpoint holds empty without
-    /// a read, so that the look costs what the volume holds, not its size.
+    /// The sectors that hold data (or lost it) and pass `keep`, in order, in one pass
+    /// through the map ([`Ftl::next_mapped`]).
     pub(crate) fn mapped_where(&mut self, mut keep: impl FnMut(u64) -> bool) -> Result<Vec<u64>> {
         let mut out = Vec::new();
-        let mut k = 0;
+        let mut from = 0;
+        while let Some(k) = self.next_mapped(from)? {
+            if keep(k as u64) {
+                out.push(k as u64);
+            }
+            from = k + 1;
+        }
+        Ok(out)
+    }
+
+    /// The first sector from `from` on that holds data (or lost it). The map is read a
+    /// page at a time, passing over the chunks a checkpoint holds empty without a read, so
+    /// that a look through it costs what the volume holds, not the part's size.
+    fn next_mapped(&mut self, from: usize) -> Result<Option<usize>> {
+        let mut k = from;
         while k < self.map.len() {
             k = self
                 .map
                 .next_maybe_mapped(k, &mut self.log.checkpoint_pages())?;
-            if k >= self.map.len() {
-                break;
-            }
-            if self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED && keep(k as u64) {
-                out.push(k as u64);
+            if k < self.map.len() && self.map.get(k, &mut self.log.checkpoint_pages())? != UNMAPPED
+            {
+                return Ok(Some(k));
             }
             k += 1;
         }
-        Ok(out)
+        Ok(None)
     }
 
     /// Whether `sector` holds data now.
