@@ -663,3 +663,22 @@ fn slots_written_into_a_segment_whose_header_decayed_are_damage_up_to_the_remoun
         false,
     );
 }
+
+/// A trim record with nothing left to hide dropped both its copies when the cleaner met
+/// one, and killed the other copy's slot in another segment at once: after a power cut the
+/// mount counted that segment's live slots wrong (found by flashfs torture on w25n01gv
+/// under silent failures, on log format 12). Each copy is now let go when its own segment
+/// is cleaned.
+#[test]
+fn a_released_trim_record_lets_go_of_each_copy_with_its_own_segment() {
+    replay_case(TortureOptions {
+        presets: vec!["w25n01gv".into()],
+        targets: vec![TargetKind::Ftl],
+        faults: vec![Fault::Silent],
+        workloads: vec![Workload::Mixed],
+        cuts: 1,
+        seed: 89,
+        cut: Some(553),
+        ..TortureOptions::default()
+    });
+}
