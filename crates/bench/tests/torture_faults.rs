@@ -682,3 +682,26 @@ fn a_released_trim_record_lets_go_of_each_copy_with_its_own_segment() {
         ..TortureOptions::default()
     });
 }
+
+/// A checkpoint page whose tag and data no longer read (damage) is known to the cleaner by
+/// its address: it was left in the checkpoint's pages (a directory page in its list), the
+/// segment was erased and written again, and the next checkpoint killed the slot a second
+/// time, now another sector's: the log counted that segment's live slots wrong (found by
+/// the million-cut campaign on log format 12 on the MLC part: a body page under ECC
+/// failures, a directory page under damage at rest).
+#[test]
+fn a_lost_checkpoint_page_leaves_the_checkpoint_before_its_slot_is_reused() {
+    for (fault, seed, cut) in [(Fault::EccBeyond, 328, 329), (Fault::AtRest, 702, 542)] {
+        replay_case(TortureOptions {
+            presets: vec!["mlc-flexfs".into()],
+            targets: vec![TargetKind::Ftl],
+            faults: vec![fault],
+            workloads: vec![Workload::Mixed],
+            cuts: 1,
+            seed,
+            cut: Some(cut),
+            torn: true,
+            ..TortureOptions::default()
+        });
+    }
+}

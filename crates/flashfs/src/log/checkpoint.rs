@@ -561,26 +561,27 @@ impl Anchors {
     }
 
     /// Whether `at` is a live page of the checkpoint (body or directory) with key `key`.
+    /// Directory pages are known by address: one lost leaves the others where they were.
     pub(crate) fn holds(&self, key: u32, at: SlotAddr) -> bool {
-        self.slot_of(key) == Some(at)
+        if key >= DIR_KEY {
+            self.dirs.contains(&at)
+        } else {
+            self.pages.get(key) == Some(at)
+        }
     }
 
-    fn slot_of(&self, key: u32) -> Option<SlotAddr> {
-        if key >= DIR_KEY {
-            self.dirs.get((key - DIR_KEY) as usize).copied()
-        } else {
-            self.pages.get(key)
-        }
+    /// The key of the page held at `at`, if the checkpoint holds one there: how a page
+    /// whose tag no longer reads is known (a look through the pages, for a rare event).
+    pub(crate) fn key_at(&self, at: SlotAddr) -> Option<u32> {
+        let dir = self.dirs.iter().position(|&d| d == at);
+        dir.map(|i| DIR_KEY + i as u32)
+            .or_else(|| self.pages.iter().find(|&(_, p)| p == at).map(|(k, _)| k))
     }
 
     /// The cleaner moved page `key`.
     pub(crate) fn moved(&mut self, key: u32, from: SlotAddr, to: SlotAddr) {
         if key >= DIR_KEY {
-            if let Some(a) = self
-                .dirs
-                .get_mut((key - DIR_KEY) as usize)
-                .filter(|a| **a == from)
-            {
+            if let Some(a) = self.dirs.iter_mut().find(|a| **a == from) {
                 *a = to;
             }
         } else if self.pages.get(key) == Some(from) {
@@ -588,9 +589,14 @@ impl Anchors {
         }
     }
 
-    /// Page `key` could not be read back: the next checkpoint writes it again.
+    /// Page `key` could not be read back: the next checkpoint writes it again. It leaves
+    /// the pages kept (a directory page its list), so that the next checkpoint does not
+    /// kill its slot a second time, erased and written again by then. The newest root
+    /// names it still: a mount that reads it finds it damaged and scans.
     pub(crate) fn lost(&mut self, key: u32, at: SlotAddr) {
-        if key < DIR_KEY && self.pages.get(key) == Some(at) {
+        if key >= DIR_KEY {
+            self.dirs.retain(|&d| d != at);
+        } else if self.pages.get(key) == Some(at) {
             self.pages.take(key);
         }
     }

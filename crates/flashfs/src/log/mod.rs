@@ -1508,9 +1508,18 @@ impl<D: Segments> Log<D> {
     /// anchors for a checkpoint page, else the owner — is told its data is gone, and if one
     /// did, it dies, counted as lost. `tag` is `None` when even the tag was unreadable.
     fn lose(&mut self, owner: &mut dyn Owner, tag: Option<&Tag>, at: SlotAddr) -> Result<()> {
-        let held = match (self.anchors.as_mut().or(self.retired.as_mut()), tag) {
-            (Some(a), Some(t)) if t.kind == Kind::Page => {
-                a.lost(t.key, at);
+        let anchors = self.anchors.as_mut().or(self.retired.as_mut());
+        // A page whose tag does not read either is known by its address: left in the
+        // checkpoint's pages, its slot would be killed again, reused, by the next
+        // checkpoint that writes the page anew.
+        let page = match (&anchors, tag) {
+            (_, Some(t)) if t.kind == Kind::Page => Some(t.key),
+            (Some(a), None) => a.key_at(at),
+            _ => None,
+        };
+        let held = match (anchors, page) {
+            (Some(a), Some(key)) => {
+                a.lost(key, at);
                 true
             }
             _ => owner.lost(tag, at, &mut self.checkpoint_pages())?,
