@@ -381,6 +381,30 @@ fn replay(preset: &str, fault: Fault, workload: Workload, seed: u64, cut: u64, t
     });
 }
 
+/// Replays one case of the block device's torture as the campaign ran it, idle steps
+/// included: `flashfs torture --preset P --target ftl --fault F --workload W --seed S --cut
+/// K [--torn]`.
+fn replay_with_idle(
+    preset: &str,
+    fault: Fault,
+    workload: Workload,
+    seed: u64,
+    cut: u64,
+    torn: bool,
+) {
+    replay_case(TortureOptions {
+        presets: vec![preset.into()],
+        targets: vec![TargetKind::Ftl],
+        faults: vec![fault],
+        workloads: vec![workload],
+        cuts: 1,
+        seed,
+        cut: Some(cut),
+        torn,
+        ..TortureOptions::default()
+    });
+}
+
 /// Runs the one case `opts` names and fails on any violation.
 fn replay_case(opts: TortureOptions) {
     let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
@@ -671,16 +695,7 @@ fn slots_written_into_a_segment_whose_header_decayed_are_damage_up_to_the_remoun
 /// is cleaned.
 #[test]
 fn a_released_trim_record_lets_go_of_each_copy_with_its_own_segment() {
-    replay_case(TortureOptions {
-        presets: vec!["w25n01gv".into()],
-        targets: vec![TargetKind::Ftl],
-        faults: vec![Fault::Silent],
-        workloads: vec![Workload::Mixed],
-        cuts: 1,
-        seed: 89,
-        cut: Some(553),
-        ..TortureOptions::default()
-    });
+    replay_with_idle("w25n01gv", Fault::Silent, Workload::Mixed, 89, 553, false);
 }
 
 /// A checkpoint page whose tag and data no longer read (damage) is known to the cleaner by
@@ -692,16 +707,6 @@ fn a_released_trim_record_lets_go_of_each_copy_with_its_own_segment() {
 #[test]
 fn a_lost_checkpoint_page_leaves_the_checkpoint_before_its_slot_is_reused() {
     for (fault, seed, cut) in [(Fault::EccBeyond, 328, 329), (Fault::AtRest, 702, 542)] {
-        replay_case(TortureOptions {
-            presets: vec!["mlc-flexfs".into()],
-            targets: vec![TargetKind::Ftl],
-            faults: vec![fault],
-            workloads: vec![Workload::Mixed],
-            cuts: 1,
-            seed,
-            cut: Some(cut),
-            torn: true,
-            ..TortureOptions::default()
-        });
+        replay_with_idle("mlc-flexfs", fault, Workload::Mixed, seed, cut, true);
     }
 }

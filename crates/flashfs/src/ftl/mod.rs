@@ -688,13 +688,15 @@ impl<D: Segments> Ftl<D> {
     /// Segments whose live count in the log differs from what the map holds there: the
     /// slots its entries name, its records and its counters record. Checkpoints carry the
     /// counts from mount to mount, and a mount erases a full segment counted empty, so
-    /// `fsck` checks them. Reads every map page.
+    /// `fsck` checks them. Reads every map page on flash.
     pub fn miscounted_segments(&mut self) -> Result<Vec<u32>> {
         let mut held = alloc::vec![0u32; self.log.geometry().segments as usize];
-        for k in 0..self.map.len() {
+        let mut from = 0;
+        while let Some(k) = self.next_mapped(from)? {
             if let Some(at) = self.map.slot(k, &mut self.log.checkpoint_pages())? {
                 held[at.seg as usize] += 1;
             }
+            from = k + 1;
         }
         self.map.held_apart(&mut |at| held[at.seg as usize] += 1);
         Ok(self.log.miscounted(held))

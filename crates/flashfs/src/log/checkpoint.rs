@@ -230,7 +230,9 @@ pub(crate) fn encode_dir(entries: &[(u32, u32)], page: &mut [u8]) -> usize {
 /// group past a page's first pays its header with the keys it passes over; the first
 /// header and the page's unused end take the rest).
 pub(crate) fn max_dir_pages(keys: usize, slot_size: usize) -> usize {
-    (keys * 4).div_ceil(payload(slot_size).saturating_sub(20).max(4))
+    // Saturating: a root read back may name any number of keys (on 32-bit targets too).
+    keys.saturating_mul(4)
+        .div_ceil(payload(slot_size).saturating_sub(20).max(4))
 }
 
 /// The entries of a directory page's payload ([`encode_dir`]): each key with a page and its

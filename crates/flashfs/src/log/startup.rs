@@ -318,7 +318,7 @@ impl<D: Segments> Log<D> {
     fn restore_root(&mut self, root: &Root, mut anchors: Anchors) -> Result<Option<Restored>> {
         let pay = payload(self.geo.slot_size as usize);
         let log_pages = self.table_pages();
-        let total = log_pages as usize + root.owner_pages as usize;
+        let total = (log_pages as usize).saturating_add(root.owner_pages as usize);
         let dirs = root.dirs.len();
         if root.log_pages != log_pages
             || dirs == 0
