@@ -247,6 +247,15 @@ pub struct MountRow {
     /// The two together, ms (on a checkpoint `cut` row: the largest sum of the cycle's
     /// points).
     pub mount_first_write_ms: f64,
+    /// The native file system: device time of the sweep the mount left (the look for
+    /// data of free blocks a power cut left, a map page per commit), finished at once
+    /// after the first write, ms (on a checkpoint `cut` row: the largest of the cycle's
+    /// points).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_ms: Option<f64>,
+    /// Page reads of that sweep (on a checkpoint `cut` row: the largest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_reads: Option<u64>,
     /// Mount time per MiB of the part, ms.
     pub ms_per_mib: f64,
     /// Device page reads during the mount.
@@ -523,6 +532,8 @@ impl Step<'_> {
             mount_ms,
             first_write_ms,
             mount_first_write_ms: mount_ms + first_write_ms,
+            sweep_ms: (s.mode == Mode::Fs).then_some(m.sweep.as_secs_f64() * 1e3),
+            sweep_reads: (s.mode == Mode::Fs).then_some(m.sweep_reads),
             ms_per_mib: mount_ms / partition_mib,
             page_reads: m.page_reads,
             heap_bytes: m.heap,
@@ -549,6 +560,10 @@ impl Step<'_> {
         let mut r = self.row(false, worst.measured)?;
         r.heap_bytes = cycle.max(|m| m.heap as f64) as u64;
         r.mount_first_write_ms = cycle.max(|m| ms(m.mount + m.first_write));
+        if r.sweep_ms.is_some() {
+            r.sweep_ms = Some(cycle.max(|m| ms(m.sweep)));
+            r.sweep_reads = Some(cycle.max(|m| m.sweep_reads as f64) as u64);
+        }
         r.restored = cycle.points.iter().all(|p| p.measured.restored);
         r.cut_points = Some(cycle.points.len() as u32);
         r.mount_ms_mean = Some(cycle.mean(|m| ms(m.mount)));

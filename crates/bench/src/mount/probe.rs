@@ -22,6 +22,12 @@ pub struct Measured {
     pub mount: Duration,
     /// Device time of the first write after it (with its sync).
     pub first_write: Duration,
+    /// Device time of the rest of the sweep after the first write: the look for data of
+    /// free blocks a power cut left, which a mount from a checkpoint leaves to the commits
+    /// after it (the native file system; zero where none was under way).
+    pub sweep: Duration,
+    /// Page reads of that sweep.
+    pub sweep_reads: u64,
     /// Page reads of the mount.
     pub page_reads: u64,
     /// Heap high-water mark of the mount, bytes.
@@ -59,9 +65,20 @@ pub fn fs_mount(state: &Dev, scan: bool, pat: &Pattern, files: &[FileDone]) -> R
     fs.sync().context(|| "first write: sync".into())?;
     let first_write = now(fs.ftl().log().device()) - t1;
 
+    let dev = fs.ftl().log().device();
+    let (t2, r2) = (now(dev), reads(dev));
+    fs.sweep();
+    let dev = fs.ftl().log().device();
+    let (sweep, sweep_reads) = (now(dev) - t2, reads(dev) - r2);
+
     check_files(&mut fs, pat, files)?;
     discard(fs);
-    Ok(Measured { first_write, ..m })
+    Ok(Measured {
+        first_write,
+        sweep,
+        sweep_reads,
+        ..m
+    })
 }
 
 /// Mounts a copy of `state` as the native file system and measures the mount alone (its
@@ -78,6 +95,8 @@ pub fn fs_mount_only(state: &Dev, scan: bool) -> Result<(Fs<Dev>, Measured)> {
     let m = Measured {
         mount: now(dev) - t0,
         first_write: Duration::ZERO,
+        sweep: Duration::ZERO,
+        sweep_reads: 0,
         page_reads: reads(dev) - r0,
         heap,
         restored: fs.ftl().log().restored(),
@@ -118,6 +137,8 @@ pub fn ftl_mount(state: &Dev, scan: bool, pat: &Pattern, sectors: u64) -> Result
     Ok(Measured {
         mount,
         first_write,
+        sweep: Duration::ZERO,
+        sweep_reads: 0,
         page_reads,
         heap,
         restored,

@@ -36,8 +36,8 @@ pub const GOAL_FLAT: f64 = 0.10;
 
 fn heading() -> String {
     "EXPERIMENT  PART                    MODE  FILES   ENDING  FILL%  STORED MiB   FILES  \
-     CONFIG      MOUNT ms  CUTS   MEAN ms  1ST WRITE ms  PAGE READS  HEAP KiB  RESTORED  \
-     ms/MiB\n"
+     CONFIG      MOUNT ms  CUTS   MEAN ms  1ST WRITE ms  SWEEP ms  PAGE READS  HEAP KiB  \
+     RESTORED  ms/MiB\n"
         .into()
 }
 
@@ -52,7 +52,7 @@ fn part_label(r: &MountRow) -> String {
 fn line(r: &MountRow) -> String {
     let part = part_label(r);
     format!(
-        "{:<11} {:<23} {:<5} {:<7} {:<7} {:>5.1}  {:>10.1}  {:>6}  {:<10} {:>9.2}  {:>4}  {:>8}  {:>12.2}  {:>10}  {:>8.1}  {:<8}  {:>6.3}\n",
+        "{:<11} {:<23} {:<5} {:<7} {:<7} {:>5.1}  {:>10.1}  {:>6}  {:<10} {:>9.2}  {:>4}  {:>8}  {:>12.2}  {:>8}  {:>10}  {:>8.1}  {:<8}  {:>6.3}\n",
         r.experiment,
         part,
         r.mode.name(),
@@ -66,6 +66,7 @@ fn line(r: &MountRow) -> String {
         r.cut_points.map_or("-".into(), |n| n.to_string()),
         r.mount_ms_mean.map_or("-".into(), |m| format!("{m:.2}")),
         r.first_write_ms,
+        r.sweep_ms.map_or("-".into(), |m| format!("{m:.2}")),
         r.page_reads,
         r.heap_bytes as f64 / 1024.0,
         if r.restored { "yes" } else { "no" },
@@ -98,7 +99,10 @@ pub fn table(report: &MountReport, heap_counted: bool) -> String {
          the worst of them (MOUNT ms, 1ST WRITE ms, \
          PAGE READS; HEAP KiB the largest) beside their mean (MEAN ms), the scan at the first \
          only (its cost does not depend on the cycle); first write: a 4 KiB file created, \
-         written and synced (fs), one sector written and flushed (ftl)\n",
+         written and synced (fs), one sector written and flushed (ftl); sweep (fs): the \
+         look for data of free blocks a cut left, which a mount from the checkpoint leaves \
+         to the commits after it (a map page each), finished at once after the first write \
+         (on a cut row the largest of its cuts)\n",
     );
     if !heap_counted {
         s.push_str("heap not measured: the counting allocator is not installed\n");

@@ -614,7 +614,7 @@ impl<D: Segments> Fs<D> {
                 // The log holds the data of the sectors the session forgot again, and the
                 // small writes take new space: what no entry named is forgotten first, so
                 // they find the room they found as they ran.
-                self.tree.store_mut().forget_free()?;
+                self.tree.store_mut().forget_free();
                 let mut none = BTreeMap::new();
                 self.for_each_op(&found, &mut buf, |fs, op| {
                     if matches!(op.kind, OpKind::Write { .. }) {

@@ -44,6 +44,7 @@ mod record;
 mod space;
 mod space_map;
 mod store;
+mod sweep;
 mod txn;
 mod writeback;
 mod xattr;
@@ -462,6 +463,8 @@ impl<D: Segments> Fs<D> {
         // The last commit writes block 0 anew, where a current map fits.
         self.closing = true;
         self.block0.rewrite_next();
+        // The close's checkpoint of the block device must hold every forget (SPEC.md §3.5).
+        self.tree.store_mut().sweep_all();
         self.checkpoint()?;
         let no_current_map =
             !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0;
@@ -523,15 +526,39 @@ impl<D: Segments> Fs<D> {
         }
     }
 
-    /// Uses idle device time to clean ahead of need.
+    /// Uses idle device time to sweep (`sweep`) and to clean ahead of need; returns the
+    /// device time used.
     pub fn idle(&mut self, d: core::time::Duration) -> Result<core::time::Duration> {
-        self.tree.store_mut().ftl.idle(d)
+        let store = self.tree.store_mut();
+        let start = store.ftl.log().device().now();
+        let mut used = core::time::Duration::ZERO;
+        while store.sweep.is_pending() && used < d {
+            store.sweep_step();
+            used = store.ftl.log().device().now().saturating_sub(start);
+        }
+        Ok(used + store.ftl.idle(d.saturating_sub(used))?)
     }
 
-    /// Cleans every segment holding dead data (after a commit, so freed files count).
+    /// Whether the sweep is under way: the look, after a mount that followed a power cut,
+    /// for data the block device keeps of free blocks (its forgets since its last
+    /// checkpoint, the writes of operations the cut interrupted), which the cleaner copies
+    /// until it is forgotten. A step of it follows each commit (SPEC.md §8.5 step 4).
+    pub fn sweep_pending(&self) -> bool {
+        self.tree.store().sweep.is_pending()
+    }
+
+    /// Finishes the sweep ([`Fs::sweep_pending`]) now, instead of a map page per commit.
+    pub fn sweep(&mut self) {
+        self.tree.store_mut().sweep_all();
+    }
+
+    /// Cleans every segment holding dead data (after a commit, so freed files count, and
+    /// the sweep, so the data of free blocks a power cut left does).
     pub fn gc(&mut self) -> Result<()> {
         self.checkpoint()?;
-        self.tree.store_mut().ftl.gc()
+        let store = self.tree.store_mut();
+        store.sweep_all();
+        store.ftl.gc()
     }
 
     /// Makes the working version durable: as a journal entry if it can be one, otherwise
@@ -557,6 +584,7 @@ impl<D: Segments> Fs<D> {
         match self.journal_commit() {
             Ok(true) => {
                 self.forget_released();
+                self.tree.store_mut().sweep_step();
                 Ok(())
             }
             Ok(false) => self.checkpoint(),
@@ -627,6 +655,9 @@ impl<D: Segments> Fs<D> {
             return Ok(());
         }
         let result = self.write_commit();
+        if result.is_ok() {
+            self.tree.store_mut().sweep_step();
+        }
         if result.is_err() {
             // Whatever went wrong, RAM no longer matches a version on flash for sure:
             // return to the committed one, which mount would find.

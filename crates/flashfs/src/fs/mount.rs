@@ -19,6 +19,7 @@ use super::locality::Locality;
 use super::read_cache::ReadCache;
 use super::space::Space;
 use super::store::Store;
+use super::sweep::Sweep;
 use super::txn::TxTree;
 use super::writeback::WriteBack;
 use super::{Fs, FsConfig};
@@ -164,6 +165,7 @@ impl<D: Segments> Fs<D> {
             wb: WriteBack::new(config.write_buffer_bytes / ss),
             rc: ReadCache::new(config.read_cache_bytes / ss),
             locality: Locality::new(hot_in_slc),
+            sweep: Sweep::default(),
         };
         let tree = TxTree::new(
             Tree::open_at(store, None, 0, tree_config)?,
@@ -238,6 +240,7 @@ impl<D: Segments> Fs<D> {
             wb: WriteBack::new(config.write_buffer_bytes / ss),
             rc: ReadCache::new(config.read_cache_bytes / ss),
             locality: Locality::new(hot_in_slc),
+            sweep: Sweep::default(),
         };
         store.read(0, &mut buf)?;
         // The newest of the superblocks block 0 holds. The first commit after the mount
@@ -343,15 +346,22 @@ impl<D: Segments> Fs<D> {
     /// stops copying it. What the block device forgot since its last checkpoint is not
     /// durable: without this, a mount after a power cut would bring back dead data the log
     /// had already counted as free space. After a close (`closed`, SPEC.md §3.5) the
-    /// checkpoint holds every forget, and the free sectors are not looked for: that would
-    /// read every chunk of the map that holds data.
+    /// checkpoint holds every forget, and none is looked for. After a mount from a
+    /// checkpoint, the sweep looks for them after the mount (`sweep`): a look now would
+    /// read every page of the map that holds data. After a scan the whole map is in RAM and
+    /// the look reads nothing: it is done now.
     pub(super) fn forget_stale(
         &mut self,
         unwritten: &[(u64, u64, Extent)],
         closed: bool,
     ) -> Result<()> {
-        if !closed {
-            self.tree.store_mut().forget_free()?;
+        let store = self.tree.store_mut();
+        if store.ftl.log().restored() {
+            if !closed {
+                store.start_sweep();
+            }
+        } else {
+            store.forget_free();
         }
         for &(ino, first, e) in unwritten {
             // The blocks an extent of now still maps unwritten to the same sectors; both

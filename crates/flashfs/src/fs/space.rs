@@ -154,6 +154,14 @@ impl Space {
             .is_some_and(|(&a, &n)| k < a + n)
     }
 
+    /// The first free sector from `k` on.
+    pub fn next_free(&self, k: u64) -> Option<u64> {
+        if self.is_free(k) {
+            return Some(k);
+        }
+        self.free.range(k..).next().map(|(&a, _)| a)
+    }
+
     /// Takes up to `want` consecutive free sectors, from the cursor on (wrapping around).
     pub fn alloc(&mut self, want: u64) -> Option<(u64, u64)> {
         if want == 0 {

@@ -6,6 +6,7 @@ use super::layout::Ino;
 use super::locality::Locality;
 use super::read_cache::ReadCache;
 use super::space::Space;
+use super::sweep::Sweep;
 use super::writeback::WriteBack;
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
@@ -33,6 +34,8 @@ pub struct Store<D> {
     pub rc: ReadCache,
     /// Which file extents are rewritten soon, where the log keeps such data in SLC.
     pub locality: Locality,
+    /// The look for data of free sectors a power cut left the block device (`sweep`).
+    pub sweep: Sweep,
 }
 
 impl<D: Segments> Store<D> {
@@ -246,6 +249,29 @@ impl<D: Segments> Store<D> {
         self.ftl.write_to(sector, data, Some(Head::Hot))
     }
 
+    /// Starts the sweep (`sweep`) from the first sector.
+    pub fn start_sweep(&mut self) {
+        self.sweep.start();
+    }
+
+    /// Takes one step of the sweep, if one is under way: one map page at most.
+    pub fn sweep_step(&mut self) {
+        self.sweep.step(&mut self.ftl, &self.space, &mut self.rc);
+    }
+
+    /// Finishes the sweep.
+    pub fn sweep_all(&mut self) {
+        while self.sweep.is_pending() {
+            self.sweep_step();
+        }
+    }
+
+    /// Sweeps the whole map now.
+    pub fn forget_free(&mut self) {
+        self.start_sweep();
+        self.sweep_all();
+    }
+
     /// Frees the pending sectors now that the commit is durable, and lets the log forget
     /// their data so the cleaner stops copying it.
     pub fn committed(&mut self) -> Result<()> {
@@ -255,15 +281,6 @@ impl<D: Segments> Store<D> {
             }
         }
         Ok(())
-    }
-
-    /// Lets the block device forget the sectors it holds data for that are free: the
-    /// forgets of the session a power cut ended are not durable, so a mount finds their
-    /// data again.
-    pub fn forget_free(&mut self) -> Result<()> {
-        let space = &self.space;
-        self.rc.clear();
-        self.ftl.forget_where(|k| space.is_free(k))
     }
 }
 

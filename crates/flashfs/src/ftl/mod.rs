@@ -1036,17 +1036,37 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
-    /// Forgets ([`Ftl::forget`]) the sectors that hold data (or lost it) and pass `drop`, in
-    /// one pass through the map ([`Ftl::next_mapped`]).
-    pub(crate) fn forget_where(&mut self, mut drop: impl FnMut(u64) -> bool) -> Result<()> {
-        let mut from = 0;
-        while let Some(k) = self.next_mapped(from)? {
-            if drop(k as u64) {
-                self.forget(k as u64)?;
-            }
-            from = k + 1;
+    /// One step of a look through the map for sectors to forget ([`Ftl::forget`]): from
+    /// sector `from`, past the chunks a checkpoint holds empty (without a read), through
+    /// the rest of the first map page where data may be, forgetting each sector there that
+    /// holds data (or lost it) and passes `drop`. Reads one map page at most, so that an
+    /// owner can spread a look through a large map over many operations. Returns where the
+    /// next step starts, `None` once past the end.
+    pub(crate) fn forget_step(
+        &mut self,
+        from: u64,
+        mut drop: impl FnMut(u64) -> bool,
+    ) -> Result<Option<u64>> {
+        let len = self.map.len();
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        if from >= len {
+            return Ok(None);
         }
-        Ok(())
+        let k = self
+            .map
+            .next_maybe_mapped(from, &mut self.log.checkpoint_pages())?;
+        if k >= len {
+            return Ok(None);
+        }
+        let per_page = self.map.at.per_page();
+        let end = ((k / per_page + 1) * per_page).min(len);
+        for s in k..end {
+            let p = self.map.get(s, &mut self.log.checkpoint_pages())?;
+            if p != UNMAPPED && drop(s as u64) {
+                self.forget(s as u64)?;
+            }
+        }
+        Ok((end < len).then_some(end as u64))
     }
 
     /// The sectors that hold data (or lost it) and pass `keep`, in order, in one pass
