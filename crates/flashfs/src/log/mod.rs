@@ -1034,6 +1034,13 @@ impl<D: Segments> Log<D> {
         Ok(at)
     }
 
+    /// The lowest sequence number no tag can bear when the newest segment was opened at
+    /// `newest_open` ([`Log::drop_impossible_seqs`]).
+    pub(crate) fn impossible_seq(&self, newest_open: u64) -> u64 {
+        let slots = 2 * u64::from(self.geo.segments) * u64::from(self.geo.slots);
+        newest_open.saturating_add(slots)
+    }
+
     /// Takes for torn every valid tag in `tags` whose sequence number no slot can have: each
     /// slot written since the newest segment was opened (at `newest_open`, or the newest root
     /// written) sits in a segment not erased since, so fewer than twice the log's slots came
@@ -1042,8 +1049,7 @@ impl<D: Segments> Log<D> {
     /// log would number every later slot beyond it (found by flashfs torture on w25q64jv: a
     /// sequence number of 10¹², then a sector beyond the device at the next mount).
     pub(crate) fn drop_impossible_seqs(&self, newest_open: u64, tags: &mut [TagState]) {
-        let slots = 2 * u64::from(self.geo.segments) * u64::from(self.geo.slots);
-        let limit = newest_open.saturating_add(slots);
+        let limit = self.impossible_seq(newest_open);
         for t in tags.iter_mut() {
             if matches!(t, TagState::Valid(tag) if tag.seq >= limit) {
                 *t = TagState::Garbage;

@@ -48,7 +48,6 @@ impl<D: Segments> Log<D> {
         let mut records = Vec::new();
         // Records' first copies.
         let mut firsts = Vec::new();
-        let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
         let mut newest: Option<(u64, usize, u32)> = None;
         let mut trusted = true;
         // Per anchor: the last slot holding anything, when its header was written, and
@@ -85,12 +84,13 @@ impl<D: Segments> Log<D> {
                 // unless slots behind it hold something: then the header decayed, and the
                 // anchor may hold the newest records.
                 (None, HeaderState::Erased) => {
-                    tags.fill(TagState::Erased);
-                    let empty = match self.dev.read_written_tags(seg, 0, &mut tags) {
-                        Ok(()) => tags.iter().all(|t| *t == TagState::Erased),
-                        Err(Error::Io) => false,
+                    let mut empty = true;
+                    let visit = &mut |_, t| empty &= t == TagState::Erased;
+                    match self.dev.visit_written_tags(seg, 0, visit) {
+                        Ok(()) => {}
+                        Err(Error::Io) => empty = false,
                         Err(e) => return Err(e),
-                    };
+                    }
                     if !empty {
                         trusted = false;
                         unreadable[i] = true;
@@ -103,30 +103,23 @@ impl<D: Segments> Log<D> {
                     continue;
                 }
             };
-            tags.fill(TagState::Erased);
-            match self.read_anchor_tags(seg, header.open_seq, &mut tags) {
-                Ok(()) => {}
+            let tags = match self.read_anchor_tags(seg, header.open_seq) {
+                Ok(tags) => tags,
                 Err(Error::Io) => {
                     trusted = false;
                     unreadable[i] = true;
                     continue;
                 }
                 Err(e) => return Err(e),
-            }
-            let used = tags
-                .iter()
-                .rposition(|t| *t != TagState::Erased)
-                .map_or(0, |p| p as u32 + 1);
+            };
+            let used = tags.last().map_or(0, |&(slot, _)| slot + 1);
             ends[i] = used;
-            for (slot, t) in tags.iter().enumerate() {
+            for &(slot, t) in &tags {
                 if let TagState::Valid(tag) = t {
                     if tag.kind != Kind::Root {
                         continue;
                     }
-                    let at = SlotAddr {
-                        seg,
-                        slot: slot as u32,
-                    };
+                    let at = SlotAddr { seg, slot };
                     records.push((tag.seq, at));
                     if tag.key == 0 {
                         firsts.push(at);
@@ -183,26 +176,39 @@ impl<D: Segments> Log<D> {
         })
     }
 
-    /// Reads into `tags` (all erased) the tags of an anchor begun at `open_seq` that can
-    /// bear on the mount: those of its newest record that reads and of every slot after
-    /// it. Where the medium finds where writing stopped without reading every tag
-    /// ([`Segments::written_end`]), the tags are read back from there to that record's
-    /// first copy: records go down in order, so nothing before it is newer or follows it.
-    fn read_anchor_tags(&mut self, seg: u32, open_seq: u64, tags: &mut [TagState]) -> Result<()> {
-        let Some(end) = self.dev.written_end(seg)? else {
-            self.dev.read_written_tags(seg, 0, tags)?;
-            // Its records came after its header.
-            self.drop_impossible_seqs(open_seq, tags);
-            return Ok(());
+    /// The tags of an anchor begun at `open_seq` that can bear on the mount, as (slot, tag)
+    /// in slot order, erased slots left out: those of its newest record that reads and of
+    /// every slot after it. Where the medium finds where writing stopped without reading
+    /// every tag ([`Segments::written_end`]), the tags are read back from there to that
+    /// record's first copy: records go down in order, so nothing before it is newer or
+    /// follows it. A tag whose sequence number no slot can have is taken for torn.
+    fn read_anchor_tags(&mut self, seg: u32, open_seq: u64) -> Result<Vec<(u32, TagState)>> {
+        // Its records came after its header.
+        let limit = self.impossible_seq(open_seq);
+        let checked = |t: TagState| match t {
+            TagState::Valid(tag) if tag.seq >= limit => TagState::Garbage,
+            t => t,
         };
-        for slot in (0..end.min(self.geo.slots) as usize).rev() {
-            tags[slot] = self.dev.read_tag(seg, slot as u32)?;
-            self.drop_impossible_seqs(open_seq, &mut tags[slot..=slot]);
-            if matches!(tags[slot], TagState::Valid(t) if t.kind == Kind::Root && t.key == 0) {
+        let mut out = Vec::new();
+        let Some(end) = self.dev.written_end(seg)? else {
+            self.dev.visit_written_tags(seg, 0, &mut |slot, t| {
+                if t != TagState::Erased {
+                    out.push((slot, checked(t)));
+                }
+            })?;
+            return Ok(out);
+        };
+        for slot in (0..end.min(self.geo.slots)).rev() {
+            let t = checked(self.dev.read_tag(seg, slot)?);
+            if t != TagState::Erased {
+                out.push((slot, t));
+            }
+            if matches!(t, TagState::Valid(t) if t.kind == Kind::Root && t.key == 0) {
                 break;
             }
         }
-        Ok(())
+        out.reverse();
+        Ok(out)
     }
 
     /// Restores the log from its newest checkpoint, if it is current and whole; `None` sends
@@ -363,37 +369,31 @@ impl<D: Segments> Log<D> {
             }
         }
         rolled.sort_unstable_by_key(|(_, h)| h.open_seq);
-        let mut tags = alloc::vec![TagState::Erased; self.geo.slots as usize];
         let mut found: Vec<(SlotAddr, Tag)> = Vec::new();
         // Per segment read: its used slots and lowest sequence number.
         let mut extent: Vec<(u32, u32, u64)> = Vec::new();
         let newest_open = rolled
             .last()
             .map_or(root.seq, |(_, h)| h.open_seq.max(root.seq));
+        let limit = self.impossible_seq(newest_open);
         let heads = root.heads.iter().flatten().map(|&(s, u)| (s, u));
         for (seg, from) in heads.chain(rolled.iter().map(|(s, _)| (*s, 0))) {
-            tags.fill(TagState::Erased);
-            match self.dev.read_written_tags(seg, from, &mut tags) {
+            // Tag by tag, as they are read: a buffer a segment long would be the largest
+            // thing a mount holds on a part of large segments.
+            let (mut used, mut min_seq) = (from, u64::MAX);
+            let visit = &mut |slot: u32, t: TagState| match t {
+                TagState::Erased => {}
+                TagState::Valid(tag) if tag.seq < limit => {
+                    used = slot + 1;
+                    min_seq = min_seq.min(tag.seq);
+                    found.push((SlotAddr { seg, slot }, tag));
+                }
+                _ => used = slot + 1,
+            };
+            match self.dev.visit_written_tags(seg, from, visit) {
                 Ok(()) => {}
                 Err(Error::Io) => return Ok(None),
                 Err(e) => return Err(e),
-            }
-            self.drop_impossible_seqs(newest_open, &mut tags);
-            let used = tags
-                .iter()
-                .rposition(|t| *t != TagState::Erased)
-                .map_or(0, |p| p as u32 + 1)
-                .max(from);
-            let mut min_seq = u64::MAX;
-            for (slot, t) in tags.iter().enumerate().skip(from as usize) {
-                if let TagState::Valid(tag) = t {
-                    min_seq = min_seq.min(tag.seq);
-                    let at = SlotAddr {
-                        seg,
-                        slot: slot as u32,
-                    };
-                    found.push((at, *tag));
-                }
             }
             extent.push((seg, used, min_seq));
         }

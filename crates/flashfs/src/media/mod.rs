@@ -82,6 +82,23 @@ pub trait Segments {
         let _ = first;
         self.read_tags(seg, out)
     }
+    /// Reads the tags of slots `first..` of a segment as [`Segments::read_written_tags`]
+    /// does, handing each to `visit` (slot, tag) in order instead of keeping them: a medium
+    /// reading a tag at a time needs no buffer a segment long (on a part of large segments,
+    /// tens of KiB). By default through such a buffer.
+    fn visit_written_tags(
+        &mut self,
+        seg: u32,
+        first: u32,
+        visit: &mut dyn FnMut(u32, TagState),
+    ) -> Result<()> {
+        let mut tags = alloc::vec![TagState::Erased; self.geometry().slots as usize];
+        self.read_written_tags(seg, first, &mut tags)?;
+        for (slot, t) in (0..).zip(tags).skip(first as usize) {
+            visit(slot, t);
+        }
+        Ok(())
+    }
     /// Reads one slot's tag (by default through [`Segments::read_tags`]).
     fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
         let mut tags = alloc::vec![TagState::Erased; self.geometry().slots as usize];
@@ -593,6 +610,14 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     }
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
         (**self).read_written_tags(seg, first, out)
+    }
+    fn visit_written_tags(
+        &mut self,
+        seg: u32,
+        first: u32,
+        visit: &mut dyn FnMut(u32, TagState),
+    ) -> Result<()> {
+        (**self).visit_written_tags(seg, first, visit)
     }
     fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
         (**self).read_tag(seg, slot)
@@ -1141,6 +1166,39 @@ impl<F: NandFlash> NandSegments<F> {
         !self.risks_earlier_slot(slot)
     }
 
+    /// The tags of `slots` of a segment in order, to `visit`, up to where writing stopped:
+    /// [`WRITTEN_END_RUN`] slots in a row erased whole, tag and data.
+    fn walk_written_tags(
+        &mut self,
+        seg: u32,
+        slots: core::ops::Range<u32>,
+        visit: &mut dyn FnMut(u32, TagState),
+    ) -> Result<()> {
+        let mut erased_run = 0;
+        for slot in slots {
+            // A program cut short can leave data under a spare area that reads as erased,
+            // so an erased tag is checked against its page. Past the first erased slot the
+            // next are likely erased too: tag and page are read together.
+            let (tag, erased) = if erased_run > 0 {
+                let (tag, erased) = self.tag_and_erased(seg, slot)?;
+                (tag, erased && tag == TagState::Erased)
+            } else {
+                let tag = self.read_tag(seg, slot)?;
+                (tag, tag == TagState::Erased && self.slot_erased(seg, slot)?)
+            };
+            visit(slot, tag);
+            if erased {
+                erased_run += u32::from(self.counts_in_run(slot));
+                if erased_run == WRITTEN_END_RUN {
+                    break;
+                }
+            } else {
+                erased_run = 0;
+            }
+        }
+        Ok(())
+    }
+
     /// Slot `slot`'s tag and whether its page reads erased whole, data and spare, in one
     /// page read: where the slot is likely erased, half the reads of its tag and then its
     /// page ([`Segments::slot_erased`]), for the transfer of a page.
@@ -1250,29 +1308,18 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
-        let mut erased_run = 0;
-        for (slot, o) in (0..).zip(out.iter_mut()).skip(first as usize) {
-            // A program cut short can leave data under a spare area that reads as erased,
-            // so an erased tag is checked against its page. Past the first erased slot the
-            // next are likely erased too: tag and page are read together.
-            let erased = if erased_run > 0 {
-                let (tag, erased) = self.tag_and_erased(seg, slot)?;
-                *o = tag;
-                erased && tag == TagState::Erased
-            } else {
-                *o = self.read_tag(seg, slot)?;
-                *o == TagState::Erased && self.slot_erased(seg, slot)?
-            };
-            if erased {
-                erased_run += u32::from(self.counts_in_run(slot));
-                if erased_run == WRITTEN_END_RUN {
-                    break;
-                }
-            } else {
-                erased_run = 0;
-            }
-        }
-        Ok(())
+        let end = out.len() as u32;
+        self.walk_written_tags(seg, first..end, &mut |slot, t| out[slot as usize] = t)
+    }
+
+    fn visit_written_tags(
+        &mut self,
+        seg: u32,
+        first: u32,
+        visit: &mut dyn FnMut(u32, TagState),
+    ) -> Result<()> {
+        let end = self.geometry().slots;
+        self.walk_written_tags(seg, first..end, visit)
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
@@ -1838,6 +1885,15 @@ mod tests {
         assert!(out[..3].iter().all(|t| *t == TagState::Erased));
         assert_eq!(out[4], TagState::Erased);
         assert!(out[6..].iter().all(|t| *t == TagState::Erased));
+        // Handed over one at a time as they are read, without a buffer: the same tags for
+        // the same reads, up to the end of the run.
+        let before = d.flash().stats().reads;
+        let mut seen = Vec::new();
+        d.visit_written_tags(2, 3, &mut |slot, t| seen.push((slot, t)))
+            .unwrap();
+        assert_eq!(d.flash().stats().reads - before, 1 + 2 + 1 + 2 + 1 + 1);
+        let want: Vec<(u32, TagState)> = (3..9).map(|s| (s, out[s as usize])).collect();
+        assert_eq!(seen, want);
     }
 
     #[test]
