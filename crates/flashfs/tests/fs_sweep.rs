@@ -121,3 +121,44 @@ fn a_sweep_cut_short_starts_again_and_an_unmount_or_idle_time_finishes_it() {
     assert!(fs.ftl().mapped_sectors() + blocks <= revived);
     assert_clean(&mut fs, "after the unmount");
 }
+
+/// A mount replaying the journal's small writes forgets free blocks' data before them only
+/// where the log is short of room for them: here it has room, and the look is the sweep's.
+#[test]
+fn a_replay_of_small_writes_with_room_leaves_the_look_to_the_sweep() {
+    let (dev, _) = deleted_then_cut();
+    let mut fs = Fs::mount(dev, config()).unwrap();
+    fs.sweep();
+    let f = fs.create(ROOT_INO, b"log", 0o644, 0, 0).unwrap().ino;
+    fs.sync().unwrap();
+    // Delete what takes space again, then append a few bytes and fsync: a journal entry.
+    let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
+    fs.write(big, 0, &pattern(1, 4, 1 << 20)).unwrap();
+    fs.sync().unwrap();
+    let mut fs = Fs::mount(fs.unmount().unwrap(), config()).unwrap();
+    fs.unlink(ROOT_INO, b"big").unwrap();
+    fs.sync().unwrap();
+    let line = pattern(3, 2, 60);
+    fs.write(f, 0, &line).unwrap();
+    fs.fsync(f, false).unwrap();
+    let fs_stats = fs.stats();
+    let before = fs.ftl().mapped_sectors();
+    let mut fs = Fs::mount(fs.into_device(), config()).unwrap();
+    assert!(
+        fs.stats().journal_replayed > 0,
+        "no journal entry replayed ({fs_stats:?})"
+    );
+    assert!(fs.sweep_pending());
+    // Most of the deleted file's data is back: its forgets came after the last checkpoint.
+    let big_blocks = (1 << 20) / u64::from(fs.block_size());
+    assert!(
+        fs.ftl().mapped_sectors() >= before + big_blocks / 2,
+        "the replay looked through the map ({before} → {} mapped)",
+        fs.ftl().mapped_sectors()
+    );
+    let mut back = vec![0; line.len()];
+    fs.read(f, 0, &mut back).unwrap();
+    assert_eq!(back, line);
+    fs.sweep();
+    assert_clean(&mut fs, "after the replay and the sweep");
+}

@@ -596,10 +596,10 @@ impl<D: Segments> Fs<D> {
         // same as in the order they ran.
         // The second pass reads the blocks again only if the first met a small write.
         let result = (|| -> Result<()> {
-            let mut writes = false;
+            let mut writes = 0u64;
             self.for_each_op(&found, &mut buf, |fs, op| {
                 if matches!(op.kind, OpKind::Write { .. }) {
-                    writes = true;
+                    writes += 1;
                 } else {
                     replayed += fs.replay_op(op, &mut tails)?;
                 }
@@ -610,11 +610,16 @@ impl<D: Segments> Fs<D> {
             for (ino, mut tail) in tails {
                 replayed += self.replay_framed(ino, &mut tail, None).map_err(damage)?;
             }
-            if writes {
+            if writes > 0 {
                 // The log holds the data of the sectors the session forgot again, and the
-                // small writes take new space: what no entry named is forgotten first, so
-                // they find the room they found as they ran.
-                self.tree.store_mut().forget_free();
+                // small writes take new space: where the log is short of room for them,
+                // what no entry named is forgotten first, so they find the room they found
+                // as they ran. Otherwise that is left to the sweep (`sweep`): the look
+                // reads every map page holding data.
+                let store = self.tree.store_mut();
+                if !store.ftl.log().has_room(2 * writes) {
+                    store.forget_free();
+                }
                 let mut none = BTreeMap::new();
                 self.for_each_op(&found, &mut buf, |fs, op| {
                     if matches!(op.kind, OpKind::Write { .. }) {

@@ -2128,6 +2128,14 @@ impl<D: Segments> Log<D> {
         self.free
     }
 
+    /// Whether the owner can write `slots` slots, and a checkpoint the size of the newest
+    /// after them, into segments free now, without the cleaner: the free segments beyond
+    /// the cleaner's reserve hold them.
+    pub fn has_room(&self, slots: u64) -> bool {
+        let beyond = self.free.saturating_sub(self.config.reserve);
+        u64::from(beyond) * u64::from(self.geo.slots) >= slots + self.checkpoint_slots()
+    }
+
     /// Slots the newest checkpoint takes (its body and directory pages; 0 without one).
     pub fn checkpoint_slots(&self) -> u64 {
         self.anchors
