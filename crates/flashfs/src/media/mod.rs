@@ -1160,6 +1160,16 @@ impl<F: NandFlash> NandSegments<F> {
         Ok(true)
     }
 
+    /// Whether the first slot from `slot` on that counts towards [`WRITTEN_END_RUN`] reads as
+    /// erased whole (true past the segment's end): one page read.
+    fn erased_from(&mut self, seg: u32, slot: u32) -> Result<bool> {
+        let slots = self.geometry().slots;
+        let Some(slot) = (slot..slots).find(|&s| self.counts_in_run(s)) else {
+            return Ok(true);
+        };
+        Ok(self.tag_and_erased(seg, slot)? == (TagState::Erased, true))
+    }
+
     /// Whether an erased `slot` counts towards [`WRITTEN_END_RUN`]: not an MSB slot, which
     /// the log leaves erased where its LSB partner must not be put at risk.
     fn counts_in_run(&self, slot: u32) -> bool {
@@ -1293,9 +1303,28 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
-        // A binary search for the first slot that starts a run of erased slots (cut short
-        // by the segment's end): by the rule, every slot after such a run is erased too.
-        let (mut lo, mut hi) = (0, self.geometry().slots);
+        // First a binary search a read per probe, for the first slot that reads erased
+        // whole with the one before it written: where no slot before the end reads erased
+        // (no decayed page, no torn program left as erased), that is the end, and a run of
+        // erased slots from it says so. An anchor on a part of large segments is searched in
+        // half the reads this way.
+        let slots = self.geometry().slots;
+        let (mut lo, mut hi) = (0, slots);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.erased_from(seg, mid)? {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        if self.erased_run_at(seg, lo)? {
+            return Ok(Some(lo));
+        }
+        // Else a binary search for the first slot that starts a run of erased slots (cut
+        // short by the segment's end): by the rule, every slot after such a run is erased
+        // too.
+        let (mut lo, mut hi) = (0, slots);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.erased_run_at(seg, mid)? {
@@ -1920,6 +1949,29 @@ mod tests {
             assert!(
                 probes <= 8 * 2 * u64::from(WRITTEN_END_RUN),
                 "{probes} reads"
+            );
+        }
+    }
+
+    /// Where no slot before the end reads as erased, the end is found a read per probe of the
+    /// search, and a run of erased slots from it checked: about half the reads of a search
+    /// that reads a run at every probe.
+    #[test]
+    fn the_written_end_of_slots_written_in_a_row_takes_a_read_per_probe() {
+        let slots = nand("w25n01gv").geometry().slots;
+        let probes = u64::from(u32::BITS - slots.leading_zeros());
+        for end in [0, 1, 2, 7, 40, slots - 2, slots] {
+            let mut d = nand("w25n01gv");
+            for slot in 0..end {
+                d.write_slot(2, slot, &sector_tag(u64::from(slot) + 1), &[0x5A; 2048])
+                    .unwrap();
+            }
+            let before = d.flash().stats().reads;
+            assert_eq!(d.written_end(2).unwrap(), Some(end), "written up to {end}");
+            let reads = d.flash().stats().reads - before;
+            assert!(
+                reads <= probes + u64::from(WRITTEN_END_RUN),
+                "{reads} reads up to {end}"
             );
         }
     }
