@@ -128,7 +128,7 @@ fn a_sweep_cut_short_starts_again_and_an_unmount_or_idle_time_finishes_it() {
 fn a_replay_of_small_writes_with_room_leaves_the_look_to_the_sweep() {
     let (dev, _) = deleted_then_cut();
     let mut fs = Fs::mount(dev, config()).unwrap();
-    fs.sweep();
+    fs.sweep().unwrap();
     let f = fs.create(ROOT_INO, b"log", 0o644, 0, 0).unwrap().ino;
     fs.sync().unwrap();
     // Delete what takes space again, then append a few bytes and fsync: a journal entry.
@@ -159,6 +159,6 @@ fn a_replay_of_small_writes_with_room_leaves_the_look_to_the_sweep() {
     let mut back = vec![0; line.len()];
     fs.read(f, 0, &mut back).unwrap();
     assert_eq!(back, line);
-    fs.sweep();
+    fs.sweep().unwrap();
     assert_clean(&mut fs, "after the replay and the sweep");
 }

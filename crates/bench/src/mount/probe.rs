@@ -67,7 +67,7 @@ pub fn fs_mount(state: &Dev, scan: bool, pat: &Pattern, files: &[FileDone]) -> R
 
     let dev = fs.ftl().log().device();
     let (t2, r2) = (now(dev), reads(dev));
-    fs.sweep();
+    fs.sweep().context(|| "sweep".into())?;
     let dev = fs.ftl().log().device();
     let (sweep, sweep_reads) = (now(dev) - t2, reads(dev) - r2);
 

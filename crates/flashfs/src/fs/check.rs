@@ -608,7 +608,7 @@ impl<D: Segments> Fs<D> {
         }
         // What a power cut left of free blocks is forgotten by the sweep, as it goes: the
         // check finishes it first, so that any left after it is a fault.
-        self.tree.store_mut().sweep_all();
+        self.tree.store_mut().sweep_all()?;
         let mapped: BTreeSet<u64> = self
             .tree
             .store_mut()

@@ -618,7 +618,7 @@ impl<D: Segments> Fs<D> {
                 // reads every map page holding data.
                 let store = self.tree.store_mut();
                 if !store.ftl.log().has_room(2 * writes) {
-                    store.forget_free();
+                    store.forget_free()?;
                 }
                 let mut none = BTreeMap::new();
                 self.for_each_op(&found, &mut buf, |fs, op| {

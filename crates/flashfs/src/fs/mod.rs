@@ -464,7 +464,7 @@ impl<D: Segments> Fs<D> {
         self.closing = true;
         self.block0.rewrite_next();
         // The close's checkpoint of the block device must hold every forget (SPEC.md §3.5).
-        self.tree.store_mut().sweep_all();
+        self.tree.store_mut().sweep_all()?;
         self.checkpoint()?;
         let no_current_map =
             !matches!(self.sb.space, SpaceRef::Current { .. }) && self.space_map_blocks() > 0;
@@ -533,7 +533,7 @@ impl<D: Segments> Fs<D> {
         let start = store.ftl.log().device().now();
         let mut used = core::time::Duration::ZERO;
         while store.sweep.is_pending() && used < d {
-            store.sweep_step();
+            store.sweep_step()?;
             used = store.ftl.log().device().now().saturating_sub(start);
         }
         Ok(used + store.ftl.idle(d.saturating_sub(used))?)
@@ -548,8 +548,8 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Finishes the sweep ([`Fs::sweep_pending`]) now, instead of a map page per commit.
-    pub fn sweep(&mut self) {
-        self.tree.store_mut().sweep_all();
+    pub fn sweep(&mut self) -> Result<()> {
+        self.tree.store_mut().sweep_all()
     }
 
     /// Cleans every segment holding dead data (after a commit, so freed files count, and
@@ -557,7 +557,7 @@ impl<D: Segments> Fs<D> {
     pub fn gc(&mut self) -> Result<()> {
         self.checkpoint()?;
         let store = self.tree.store_mut();
-        store.sweep_all();
+        store.sweep_all()?;
         store.ftl.gc()
     }
 
@@ -584,8 +584,7 @@ impl<D: Segments> Fs<D> {
         match self.journal_commit() {
             Ok(true) => {
                 self.forget_released();
-                self.tree.store_mut().sweep_step();
-                Ok(())
+                self.tree.store_mut().sweep_step()
             }
             Ok(false) => self.checkpoint(),
             Err(e) => {
@@ -654,17 +653,14 @@ impl<D: Segments> Fs<D> {
             self.tree.store_mut().wb.clear();
             return Ok(());
         }
-        let result = self.write_commit();
-        if result.is_ok() {
-            self.tree.store_mut().sweep_step();
-        }
-        if result.is_err() {
+        if let Err(e) = self.write_commit() {
             // Whatever went wrong, RAM no longer matches a version on flash for sure:
             // return to the committed one, which mount would find.
             self.journal.require_checkpoint(true);
             self.reload()?;
+            return Err(e);
         }
-        result
+        self.tree.store_mut().sweep_step()
     }
 
     fn write_commit(&mut self) -> Result<()> {

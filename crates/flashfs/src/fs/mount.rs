@@ -361,7 +361,7 @@ impl<D: Segments> Fs<D> {
                 store.start_sweep();
             }
         } else {
-            store.forget_free();
+            store.forget_free()?;
         }
         for &(ino, first, e) in unwritten {
             // The blocks an extent of now still maps unwritten to the same sectors; both

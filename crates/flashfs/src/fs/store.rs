@@ -255,21 +255,22 @@ impl<D: Segments> Store<D> {
     }
 
     /// Takes one step of the sweep, if one is under way: one map page at most.
-    pub fn sweep_step(&mut self) {
-        self.sweep.step(&mut self.ftl, &self.space, &mut self.rc);
+    pub fn sweep_step(&mut self) -> Result<()> {
+        self.sweep.step(&mut self.ftl, &self.space, &mut self.rc)
     }
 
     /// Finishes the sweep.
-    pub fn sweep_all(&mut self) {
+    pub fn sweep_all(&mut self) -> Result<()> {
         while self.sweep.is_pending() {
-            self.sweep_step();
+            self.sweep_step()?;
         }
+        Ok(())
     }
 
     /// Sweeps the whole map now.
-    pub fn forget_free(&mut self) {
+    pub fn forget_free(&mut self) -> Result<()> {
         self.start_sweep();
-        self.sweep_all();
+        self.sweep_all()
     }
 
     /// Frees the pending sectors now that the commit is durable, and lets the log forget

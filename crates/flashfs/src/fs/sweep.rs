@@ -21,6 +21,7 @@
 
 use super::read_cache::ReadCache;
 use super::space::Space;
+use crate::error::{Error, Result};
 use crate::ftl::Ftl;
 use crate::media::Segments;
 
@@ -44,24 +45,35 @@ impl Sweep {
 
     /// Looks through one map page of `ftl`, the first from the sweep's place on that
     /// covers a block free in `space` and may hold data, forgetting the free blocks' data
-    /// (and dropping them from `rc`). A page that does not read ends the sweep: forgetting
-    /// only spares the cleaner copies, and the data the page maps stays live until the
-    /// next sweep.
-    pub fn step<D: Segments>(&mut self, ftl: &mut Ftl<D>, space: &Space, rc: &mut ReadCache) {
+    /// (and dropping them from `rc`). A page that does not read (damage) ends the sweep:
+    /// forgetting only spares the cleaner copies, and the data the page maps stays live
+    /// until the next sweep. Any other error (the device failed, the power went) is the
+    /// caller's, the sweep left where it was.
+    pub fn step<D: Segments>(
+        &mut self,
+        ftl: &mut Ftl<D>,
+        space: &Space,
+        rc: &mut ReadCache,
+    ) -> Result<()> {
         let Some(from) = self.next else {
-            return;
+            return Ok(());
         };
-        self.next = match space.next_free(from) {
-            None => None,
-            Some(k) => ftl
-                .forget_step(k, |s| {
-                    let free = space.is_free(s);
-                    if free {
-                        rc.invalidate(s, 1);
-                    }
-                    free
-                })
-                .unwrap_or(None),
+        let Some(k) = space.next_free(from) else {
+            self.next = None;
+            return Ok(());
         };
+        let step = ftl.forget_step(k, |s| {
+            let free = space.is_free(s);
+            if free {
+                rc.invalidate(s, 1);
+            }
+            free
+        });
+        self.next = match step {
+            Ok(next) => next,
+            Err(Error::Io | Error::Damaged(_) | Error::Corrupt(_)) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(())
     }
 }
