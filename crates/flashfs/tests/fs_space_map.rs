@@ -196,17 +196,6 @@ fn the_forgets_of_a_mount_after_a_cut_outlive_a_close_with_nothing_written() {
     assert_clean(&mut fs, "after the close");
 }
 
-/// NAND of 300 blocks of 64 pages of 512 bytes: a map of bits takes five blocks.
-fn nand_of_five_map_blocks() -> flashfs::NandSegments<flash::NandSim> {
-    let spec = flash::NandSpec {
-        blocks: 300,
-        pages_per_block: 64,
-        ..nand_spec()
-    };
-    let sim = flash::NandSim::new(spec, flash::ImageMeta::new("test-nand-300x64", 1)).unwrap();
-    flashfs::NandSegments::new(sim).unwrap()
-}
-
 /// Free space in a few runs is saved as the runs, in fewer blocks than the bits would
 /// take, and a mount reads those alone; as the runs grow many the map goes back to bits.
 /// (Where they take as many blocks, runs are saved: see the small volumes of the other
@@ -214,7 +203,7 @@ fn nand_of_five_map_blocks() -> flashfs::NandSegments<flash::NandSim> {
 /// Either way the mount after an unmount or a power cut agrees with the walk.
 #[test]
 fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {
-    let mut fs = Fs::format(nand_of_five_map_blocks(), config()).unwrap();
+    let mut fs = Fs::format(nand_of_300x64(), config()).unwrap();
     let bits = fs.space_map_blocks();
     assert_eq!(bits, 5);
     assert_eq!(
@@ -262,7 +251,7 @@ fn few_free_runs_are_saved_as_runs_in_fewer_blocks_than_bits() {
 /// `fsck` finds no free block still mapped.
 #[test]
 fn a_cut_mount_forgets_past_the_empty_chunks_of_the_map() {
-    let mut fs = Fs::format(nand_of_five_map_blocks(), config()).unwrap();
+    let mut fs = Fs::format(nand_of_300x64(), config()).unwrap();
     // 4 MiB of 512-byte blocks: the map's chunks (2,016 sectors each) 0 to 4.
     let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
     for i in 0..64u64 {

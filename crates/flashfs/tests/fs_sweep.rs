@@ -14,23 +14,11 @@ fn config() -> FsConfig {
     c
 }
 
-/// NAND of 300 blocks of 64 pages of 512 bytes: a map of five chunks, paged, with
-/// checkpoints.
-fn nand_of_five_map_chunks() -> flashfs::NandSegments<flash::NandSim> {
-    let spec = flash::NandSpec {
-        blocks: 300,
-        pages_per_block: 64,
-        ..nand_spec()
-    };
-    let sim = flash::NandSim::new(spec, flash::ImageMeta::new("test-nand-300x64", 1)).unwrap();
-    flashfs::NandSegments::new(sim).unwrap()
-}
-
 /// A volume holding a 4 MiB file across the map's chunks, closed, then mounted and the
 /// file deleted and synced, then cut: the block device's forgets of the file's blocks are
 /// lost. Returns the device and the blocks the file took.
 fn deleted_then_cut() -> (flashfs::NandSegments<flash::NandSim>, u64) {
-    let mut fs = Fs::format(nand_of_five_map_chunks(), config()).unwrap();
+    let mut fs = Fs::format(nand_of_300x64(), config()).unwrap();
     let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
     for i in 0..64u64 {
         fs.write(big, i * 65536, &pattern(i, 4, 65536)).unwrap();

@@ -26,7 +26,7 @@ use crate::ftl::Ftl;
 use crate::media::Segments;
 
 /// Where the sweep is. See the module documentation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct Sweep {
     /// The first block not looked at yet; `None` when nothing is left to look for.
     next: Option<u64>,

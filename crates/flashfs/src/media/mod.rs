@@ -1160,6 +1160,25 @@ impl<F: NandFlash> NandSegments<F> {
         Ok(true)
     }
 
+    /// The first slot of `seg` at which `holds`, by a binary search: `holds` must be false
+    /// up to some slot and true from there on (the segment's slot count if never).
+    fn first_slot(
+        &mut self,
+        seg: u32,
+        holds: fn(&mut Self, u32, u32) -> Result<bool>,
+    ) -> Result<u32> {
+        let (mut lo, mut hi) = (0, self.geometry().slots);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if holds(self, seg, mid)? {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
     /// Whether the first slot from `slot` on that counts towards [`WRITTEN_END_RUN`] reads as
     /// erased whole (true past the segment's end): one page read.
     fn erased_from(&mut self, seg: u32, slot: u32) -> Result<bool> {
@@ -1308,32 +1327,14 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         // (no decayed page, no torn program left as erased), that is the end, and a run of
         // erased slots from it says so. An anchor on a part of large segments is searched in
         // half the reads this way.
-        let slots = self.geometry().slots;
-        let (mut lo, mut hi) = (0, slots);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.erased_from(seg, mid)? {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        if self.erased_run_at(seg, lo)? {
-            return Ok(Some(lo));
+        let end = self.first_slot(seg, Self::erased_from)?;
+        if self.erased_run_at(seg, end)? {
+            return Ok(Some(end));
         }
         // Else a binary search for the first slot that starts a run of erased slots (cut
         // short by the segment's end): by the rule, every slot after such a run is erased
         // too.
-        let (mut lo, mut hi) = (0, slots);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.erased_run_at(seg, mid)? {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        Ok(Some(lo))
+        self.first_slot(seg, Self::erased_run_at).map(Some)
     }
 
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {

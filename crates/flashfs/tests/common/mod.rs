@@ -86,6 +86,18 @@ pub fn nand_checkpointed() -> NandSegments<NandSim> {
     NandSegments::new(sim).unwrap()
 }
 
+/// A NAND part of 300 blocks of 64 pages of 512 bytes: a free-space map of bits takes five
+/// blocks, the block device's map five chunks, paged under checkpoints.
+pub fn nand_of_300x64() -> NandSegments<NandSim> {
+    let spec = NandSpec {
+        blocks: 300,
+        pages_per_block: 64,
+        ..nand_spec()
+    };
+    let sim = NandSim::new(spec, ImageMeta::new("test-nand-300x64", 1)).unwrap();
+    NandSegments::new(sim).unwrap()
+}
+
 /// Deterministic sector content: sector number and version, repeated (the torture
 /// harness's, so the tests and the harness agree on what each write holds).
 pub use flashfs_bench::torture::pattern;
