@@ -405,6 +405,29 @@ fn replay_with_idle(
     });
 }
 
+/// The options of one case of the file system's torture: `flashfs torture --preset P
+/// --target fs --fault F --workload W --seed S --cut K [--torn]`.
+fn fs_case(
+    preset: &str,
+    fault: Fault,
+    workload: FsWorkload,
+    seed: u64,
+    cut: u64,
+    torn: bool,
+) -> TortureOptions {
+    TortureOptions {
+        presets: vec![preset.into()],
+        targets: vec![TargetKind::Fs],
+        faults: vec![fault],
+        fs_workloads: vec![workload],
+        cuts: 1,
+        seed,
+        cut: Some(cut),
+        torn,
+        ..TortureOptions::default()
+    }
+}
+
 /// Runs the one case `opts` names and fails on any violation.
 fn replay_case(opts: TortureOptions) {
     let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
@@ -591,16 +614,15 @@ fn replayed_small_writes_take_no_block_a_record_entry_names() {
         ("w25q64jv", 31, 68, true),
     ] {
         replay_case(TortureOptions {
-            presets: vec![preset.into()],
-            targets: vec![TargetKind::Fs],
-            faults: vec![Fault::PowerCut],
-            fs_workloads: vec![FsWorkload::Records],
-            cuts: 1,
-            seed,
-            cut: Some(cut),
-            torn,
             idle: false,
-            ..TortureOptions::default()
+            ..fs_case(
+                preset,
+                Fault::PowerCut,
+                FsWorkload::Records,
+                seed,
+                cut,
+                torn,
+            )
         });
     }
 }
@@ -612,16 +634,16 @@ fn replayed_small_writes_take_no_block_a_record_entry_names() {
 #[test]
 fn a_lost_checkpoints_journal_blocks_never_pass_for_a_later_ones() {
     replay_case(TortureOptions {
-        presets: vec!["w25n01gv".into()],
-        targets: vec![TargetKind::Fs],
-        faults: vec![Fault::EccBeyond],
-        fs_workloads: vec![FsWorkload::SmallWrites],
-        cuts: 1,
-        seed: 920219,
-        cut: Some(55),
         journal_blocks: Some(16),
         idle: false,
-        ..TortureOptions::default()
+        ..fs_case(
+            "w25n01gv",
+            Fault::EccBeyond,
+            FsWorkload::SmallWrites,
+            920219,
+            55,
+            false,
+        )
     });
 }
 
@@ -718,15 +740,12 @@ fn a_lost_checkpoint_page_leaves_the_checkpoint_before_its_slot_is_reused() {
 /// a page that does not read ends the sweep quietly now; any other error is the caller's.
 #[test]
 fn a_cut_during_a_step_of_the_sweep_fails_the_mount() {
-    replay_case(TortureOptions {
-        presets: vec!["28f008sa".into()],
-        targets: vec![TargetKind::Fs],
-        faults: vec![Fault::MountCut],
-        fs_workloads: vec![FsWorkload::SmallWrites],
-        cuts: 1,
-        seed: 1400,
-        cut: Some(391),
-        torn: true,
-        ..TortureOptions::default()
-    });
+    replay_case(fs_case(
+        "28f008sa",
+        Fault::MountCut,
+        FsWorkload::SmallWrites,
+        1400,
+        391,
+        true,
+    ));
 }

@@ -617,7 +617,7 @@ impl<D: Segments> Fs<D> {
                 // as they ran. Otherwise that is left to the sweep (`sweep`): the look
                 // reads every map page holding data.
                 let store = self.tree.store_mut();
-                if !store.ftl.log().has_room(2 * writes) {
+                if !store.ftl.log().has_room(writes.saturating_mul(2)) {
                     store.forget_free()?;
                 }
                 let mut none = BTreeMap::new();

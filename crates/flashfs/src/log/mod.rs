@@ -1051,9 +1051,7 @@ impl<D: Segments> Log<D> {
     pub(crate) fn drop_impossible_seqs(&self, newest_open: u64, tags: &mut [TagState]) {
         let limit = self.impossible_seq(newest_open);
         for t in tags.iter_mut() {
-            if matches!(t, TagState::Valid(tag) if tag.seq >= limit) {
-                *t = TagState::Garbage;
-            }
+            *t = possible(*t, limit);
         }
     }
 
@@ -2133,7 +2131,8 @@ impl<D: Segments> Log<D> {
     /// the cleaner's reserve hold them.
     pub fn has_room(&self, slots: u64) -> bool {
         let beyond = self.free.saturating_sub(self.config.reserve);
-        u64::from(beyond) * u64::from(self.geo.slots) >= slots + self.checkpoint_slots()
+        u64::from(beyond) * u64::from(self.geo.slots)
+            >= slots.saturating_add(self.checkpoint_slots())
     }
 
     /// Slots the newest checkpoint takes (its body and directory pages; 0 without one).
@@ -2269,5 +2268,14 @@ impl<D: Segments> Log<D> {
     /// Gives the device back.
     pub fn into_device(self) -> D {
         self.dev
+    }
+}
+
+/// `t`, or [`TagState::Garbage`] for a valid tag whose sequence number no slot can have: at
+/// or above `limit` ([`Log::impossible_seq`], [`Log::drop_impossible_seqs`]).
+pub(crate) fn possible(t: TagState, limit: u64) -> TagState {
+    match t {
+        TagState::Valid(tag) if tag.seq >= limit => TagState::Garbage,
+        t => t,
     }
 }

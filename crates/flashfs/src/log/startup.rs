@@ -185,10 +185,7 @@ impl<D: Segments> Log<D> {
     fn read_anchor_tags(&mut self, seg: u32, open_seq: u64) -> Result<Vec<(u32, TagState)>> {
         // Its records came after its header.
         let limit = self.impossible_seq(open_seq);
-        let checked = |t: TagState| match t {
-            TagState::Valid(tag) if tag.seq >= limit => TagState::Garbage,
-            t => t,
-        };
+        let checked = |t| possible(t, limit);
         let mut out = Vec::new();
         let Some(end) = self.dev.written_end(seg)? else {
             self.dev.visit_written_tags(seg, 0, &mut |slot, t| {
@@ -381,14 +378,14 @@ impl<D: Segments> Log<D> {
             // Tag by tag, as they are read: a buffer a segment long would be the largest
             // thing a mount holds on a part of large segments.
             let (mut used, mut min_seq) = (from, u64::MAX);
-            let visit = &mut |slot: u32, t: TagState| match t {
+            let visit = &mut |slot: u32, t| match possible(t, limit) {
                 TagState::Erased => {}
-                TagState::Valid(tag) if tag.seq < limit => {
+                TagState::Valid(tag) => {
                     used = slot + 1;
                     min_seq = min_seq.min(tag.seq);
                     found.push((SlotAddr { seg, slot }, tag));
                 }
-                _ => used = slot + 1,
+                TagState::Garbage => used = slot + 1,
             };
             match self.dev.visit_written_tags(seg, from, visit) {
                 Ok(()) => {}

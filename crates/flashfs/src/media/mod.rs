@@ -1338,7 +1338,10 @@ impl<F: NandFlash> Segments for NandSegments<F> {
     }
 
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
-        let end = out.len() as u32;
+        let end = self
+            .geometry()
+            .slots
+            .min(out.len().try_into().unwrap_or(u32::MAX));
         self.walk_written_tags(seg, first..end, &mut |slot, t| out[slot as usize] = t)
     }
 
@@ -1926,6 +1929,14 @@ mod tests {
         assert_eq!(seen, want);
     }
 
+    /// The page reads [`Segments::written_end`] takes on segment 2 of `d`, checking that it
+    /// finds `end`.
+    fn reads_to_find_end(d: &mut NandSegments<flash::NandSim>, end: u32) -> u64 {
+        let before = d.flash().stats().reads;
+        assert_eq!(d.written_end(2).unwrap(), Some(end), "written up to {end}");
+        d.flash().stats().reads - before
+    }
+
     #[test]
     fn the_written_end_is_found_by_a_search_past_single_erased_slots() {
         let mut d = nand("w25n01gv");
@@ -1944,9 +1955,7 @@ mod tests {
                         .unwrap();
                 }
             }
-            let before = d.flash().stats().reads;
-            assert_eq!(d.written_end(2).unwrap(), Some(end), "written up to {end}");
-            let probes = d.flash().stats().reads - before;
+            let probes = reads_to_find_end(&mut d, end);
             assert!(
                 probes <= 8 * 2 * u64::from(WRITTEN_END_RUN),
                 "{probes} reads"
@@ -1967,9 +1976,7 @@ mod tests {
                 d.write_slot(2, slot, &sector_tag(u64::from(slot) + 1), &[0x5A; 2048])
                     .unwrap();
             }
-            let before = d.flash().stats().reads;
-            assert_eq!(d.written_end(2).unwrap(), Some(end), "written up to {end}");
-            let reads = d.flash().stats().reads - before;
+            let reads = reads_to_find_end(&mut d, end);
             assert!(
                 reads <= probes + u64::from(WRITTEN_END_RUN),
                 "{reads} reads up to {end}"

@@ -77,24 +77,23 @@ pub fn nand() -> NandSegments<NandSim> {
 /// A NAND part large enough that its volumes keep checkpoints: 300 blocks of 8 pages of
 /// 512 bytes.
 pub fn nand_checkpointed() -> NandSegments<NandSim> {
-    let spec = NandSpec {
-        blocks: 300,
-        pages_per_block: 8,
-        ..nand_spec()
-    };
-    let sim = NandSim::new(spec, ImageMeta::new("test-nand-300", 1)).unwrap();
-    NandSegments::new(sim).unwrap()
+    nand_of(300, 8, "test-nand-300")
 }
 
 /// A NAND part of 300 blocks of 64 pages of 512 bytes: a free-space map of bits takes five
 /// blocks, the block device's map five chunks, paged under checkpoints.
 pub fn nand_of_300x64() -> NandSegments<NandSim> {
+    nand_of(300, 64, "test-nand-300x64")
+}
+
+/// The small NAND part's pages with `blocks` blocks of `pages_per_block` pages, named `name`.
+fn nand_of(blocks: u32, pages_per_block: u32, name: &str) -> NandSegments<NandSim> {
     let spec = NandSpec {
-        blocks: 300,
-        pages_per_block: 64,
+        blocks,
+        pages_per_block,
         ..nand_spec()
     };
-    let sim = NandSim::new(spec, ImageMeta::new("test-nand-300x64", 1)).unwrap();
+    let sim = NandSim::new(spec, ImageMeta::new(name, 1)).unwrap();
     NandSegments::new(sim).unwrap()
 }
 
