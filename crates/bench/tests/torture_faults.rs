@@ -368,16 +368,8 @@ fn factory_bad_blocks_are_never_touched() {
 /// after the first idle step falls elsewhere.
 fn replay(preset: &str, fault: Fault, workload: Workload, seed: u64, cut: u64, torn: bool) {
     replay_case(TortureOptions {
-        presets: vec![preset.into()],
-        targets: vec![TargetKind::Ftl],
-        faults: vec![fault],
-        workloads: vec![workload],
-        cuts: 1,
-        seed,
-        cut: Some(cut),
-        torn,
         idle: false,
-        ..TortureOptions::default()
+        ..ftl_case(preset, fault, workload, seed, cut, torn)
     });
 }
 
@@ -392,7 +384,20 @@ fn replay_with_idle(
     cut: u64,
     torn: bool,
 ) {
-    replay_case(TortureOptions {
+    replay_case(ftl_case(preset, fault, workload, seed, cut, torn));
+}
+
+/// The options of one case of the block device's torture: `flashfs torture --preset P
+/// --target ftl --fault F --workload W --seed S --cut K [--torn]`.
+fn ftl_case(
+    preset: &str,
+    fault: Fault,
+    workload: Workload,
+    seed: u64,
+    cut: u64,
+    torn: bool,
+) -> TortureOptions {
+    TortureOptions {
         presets: vec![preset.into()],
         targets: vec![TargetKind::Ftl],
         faults: vec![fault],
@@ -402,7 +407,7 @@ fn replay_with_idle(
         cut: Some(cut),
         torn,
         ..TortureOptions::default()
-    });
+    }
 }
 
 /// The options of one case of the file system's torture: `flashfs torture --preset P
@@ -654,18 +659,7 @@ fn a_lost_checkpoints_journal_blocks_never_pass_for_a_later_ones() {
 /// the live counts, by the check of them after every remount.
 #[test]
 fn a_counters_record_lost_with_its_tag_is_no_longer_named() {
-    replay_case(TortureOptions {
-        presets: vec!["w25n01gv".into()],
-        targets: vec![TargetKind::Ftl],
-        faults: vec![Fault::AtRest],
-        workloads: vec![Workload::Mixed],
-        cuts: 1,
-        seed: 5107,
-        cut: Some(477),
-        torn: true,
-        idle: false,
-        ..TortureOptions::default()
-    });
+    replay("w25n01gv", Fault::AtRest, Workload::Mixed, 5107, 477, true);
 }
 
 /// A checkpoint's map page damaged at rest (or beyond the ECC) fails every sector it maps
