@@ -38,6 +38,9 @@ impl<D: Segments> Segments for FailingSync<D> {
     fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
         self.dev.written_end(seg)
     }
+    fn unwritten(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.dev.unwritten(seg)
+    }
     fn read_written_tags(
         &mut self,
         seg: u32,

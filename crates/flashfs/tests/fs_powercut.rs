@@ -50,6 +50,9 @@ impl<D: Segments> Segments for Shared<D> {
     fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
         self.0.borrow_mut().written_end(seg)
     }
+    fn unwritten(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.0.borrow_mut().unwritten(seg)
+    }
     fn read_written_tags(
         &mut self,
         seg: u32,

@@ -253,6 +253,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
         self.access(|d| d.written_end(seg))
     }
+    fn unwritten(&mut self, seg: u32) -> flashfs::Result<bool> {
+        self.access(|d| d.unwritten(seg))
+    }
     fn read_written_tags(
         &mut self,
         seg: u32,

@@ -86,8 +86,13 @@ impl<D: Segments> Log<D> {
                 (None, HeaderState::Erased) => {
                     let mut empty = true;
                     let visit = &mut |_, t| empty &= t == TagState::Erased;
-                    match self.dev.visit_written_tags(seg, 0, visit) {
-                        Ok(()) => {}
+                    match self.dev.unwritten(seg) {
+                        Ok(true) => {}
+                        Ok(false) => match self.dev.visit_written_tags(seg, 0, visit) {
+                            Ok(()) => {}
+                            Err(Error::Io) => empty = false,
+                            Err(e) => return Err(e),
+                        },
                         Err(Error::Io) => empty = false,
                         Err(e) => return Err(e),
                     }

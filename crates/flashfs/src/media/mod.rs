@@ -184,6 +184,14 @@ pub trait Segments {
         let _ = seg;
         Ok(None)
     }
+    /// Whether the first [`WRITTEN_END_RUN`] slots of `seg` read as erased whole, so that by
+    /// the same rule no slot of it was written — where the medium tells that in fewer reads
+    /// than [`Segments::visit_written_tags`] would take; `false` where it does not, or when
+    /// a slot holds anything.
+    fn unwritten(&mut self, seg: u32) -> Result<bool> {
+        let _ = seg;
+        Ok(false)
+    }
     /// Whether programming `slot` can destroy what an earlier slot (or the header) of its
     /// segment holds if the power goes during the program: an MSB page of MLC NAND shares its
     /// cells with an LSB page written before it.
@@ -656,6 +664,9 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     }
     fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
         (**self).written_end(seg)
+    }
+    fn unwritten(&mut self, seg: u32) -> Result<bool> {
+        (**self).unwritten(seg)
     }
     fn risks_earlier_slot(&self, slot: u32) -> bool {
         (**self).risks_earlier_slot(slot)
@@ -1147,12 +1158,18 @@ impl<F: NandFlash> NandSegments<F> {
     /// Whether the slots from `first` (up to [`WRITTEN_END_RUN`] of them, fewer at the
     /// segment's end) all read as erased whole. Stops at the first written one.
     fn erased_run_at(&mut self, seg: u32, first: u32) -> Result<bool> {
+        self.erased_run_knowing(seg, first, None)
+    }
+
+    /// [`Self::erased_run_at`], with slot `known` already read as erased whole: not read
+    /// again.
+    fn erased_run_knowing(&mut self, seg: u32, first: u32, known: Option<u32>) -> Result<bool> {
         let mut counted = 0;
         for slot in first..self.geometry().slots {
             if counted == WRITTEN_END_RUN {
                 break;
             }
-            if self.tag_and_erased(seg, slot)? != (TagState::Erased, true) {
+            if Some(slot) != known && self.tag_and_erased(seg, slot)? != (TagState::Erased, true) {
                 return Ok(false);
             }
             counted += u32::from(self.counts_in_run(slot));
@@ -1182,11 +1199,15 @@ impl<F: NandFlash> NandSegments<F> {
     /// Whether the first slot from `slot` on that counts towards [`WRITTEN_END_RUN`] reads as
     /// erased whole (true past the segment's end): one page read.
     fn erased_from(&mut self, seg: u32, slot: u32) -> Result<bool> {
-        let slots = self.geometry().slots;
-        let Some(slot) = (slot..slots).find(|&s| self.counts_in_run(s)) else {
+        let Some(slot) = self.counting_from(slot) else {
             return Ok(true);
         };
         Ok(self.tag_and_erased(seg, slot)? == (TagState::Erased, true))
+    }
+
+    /// The first slot from `slot` on that counts towards [`WRITTEN_END_RUN`], if any.
+    fn counting_from(&self, slot: u32) -> Option<u32> {
+        (slot..self.geometry().slots).find(|&s| self.counts_in_run(s))
     }
 
     /// Whether an erased `slot` counts towards [`WRITTEN_END_RUN`]: not an MSB slot, which
@@ -1328,13 +1349,21 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         // erased slots from it says so. An anchor on a part of large segments is searched in
         // half the reads this way.
         let end = self.first_slot(seg, Self::erased_from)?;
-        if self.erased_run_at(seg, end)? {
+        // The search ended on a probe that read erased (unless at the segment's end): the
+        // run's check does not read that slot again.
+        let probed = self.counting_from(end);
+        if self.erased_run_knowing(seg, end, probed)? {
             return Ok(Some(end));
         }
         // Else a binary search for the first slot that starts a run of erased slots (cut
         // short by the segment's end): by the rule, every slot after such a run is erased
         // too.
         self.first_slot(seg, Self::erased_run_at).map(Some)
+    }
+
+    fn unwritten(&mut self, seg: u32) -> Result<bool> {
+        // A page read per slot, where the walk reads a slot's tag and then its page.
+        self.erased_run_at(seg, 0)
     }
 
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
@@ -1964,8 +1993,8 @@ mod tests {
     }
 
     /// Where no slot before the end reads as erased, the end is found a read per probe of the
-    /// search, and a run of erased slots from it checked: about half the reads of a search
-    /// that reads a run at every probe.
+    /// search, and a run of erased slots from it checked, but for its first slot, which the
+    /// search read: about half the reads of a search that reads a run at every probe.
     #[test]
     fn the_written_end_of_slots_written_in_a_row_takes_a_read_per_probe() {
         let slots = nand("w25n01gv").geometry().slots;
@@ -1978,10 +2007,28 @@ mod tests {
             }
             let reads = reads_to_find_end(&mut d, end);
             assert!(
-                reads <= probes + u64::from(WRITTEN_END_RUN),
+                reads < probes + u64::from(WRITTEN_END_RUN),
                 "{reads} reads up to {end}"
             );
         }
+    }
+
+    /// A segment whose first slots read as erased whole was never written, found in a page
+    /// read per slot of the run (a walk of its tags reads the first slot's tag, then its
+    /// page); one written slot, or a torn program left under an erased tag, says otherwise.
+    #[test]
+    fn an_unwritten_segment_is_told_in_a_run_of_page_reads() {
+        let mut d = nand("w25n01gv");
+        let before = d.flash().stats().reads;
+        assert!(d.unwritten(2).unwrap());
+        assert_eq!(d.flash().stats().reads - before, u64::from(WRITTEN_END_RUN));
+        d.write_slot(2, 1, &sector_tag(1), &[0x5A; 2048]).unwrap();
+        assert!(!d.unwritten(2).unwrap());
+        let mut d = nand("w25n01gv");
+        let at = d.slot_page(2, 2);
+        d.flash_mut().program_page(at, &[0x5A; 2048], &[]).unwrap();
+        assert!(!d.unwritten(2).unwrap(), "data under an erased tag");
+        assert!(d.unwritten(3).unwrap(), "another segment");
     }
 
     /// A segment in SLC mode on MLC NAND writes only its LSB slots, so every MSB slot reads
