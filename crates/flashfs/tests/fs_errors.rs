@@ -35,8 +35,8 @@ impl<D: Segments> Segments for FailingSync<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.dev.read_tags(seg, out)
     }
-    fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
-        self.dev.written_end(seg)
+    fn written_end(&mut self, seg: u32, slots: u32) -> flashfs::Result<Option<u32>> {
+        self.dev.written_end(seg, slots)
     }
     fn unwritten(&mut self, seg: u32) -> flashfs::Result<bool> {
         self.dev.unwritten(seg)

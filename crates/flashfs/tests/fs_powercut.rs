@@ -47,8 +47,8 @@ impl<D: Segments> Segments for Shared<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.0.borrow_mut().read_tags(seg, out)
     }
-    fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
-        self.0.borrow_mut().written_end(seg)
+    fn written_end(&mut self, seg: u32, slots: u32) -> flashfs::Result<Option<u32>> {
+        self.0.borrow_mut().written_end(seg, slots)
     }
     fn unwritten(&mut self, seg: u32) -> flashfs::Result<bool> {
         self.0.borrow_mut().unwritten(seg)

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{nand_checkpointed, nor};
+use common::{nand_checkpointed, nand_long_segments, nor};
 use flash::NandSim;
 use flashfs::ftl::Audit;
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, LogConfig, NandSegments, Segments};
@@ -454,6 +454,53 @@ fn a_newest_anchor_record_decayed_whole_sends_the_mount_to_the_scan() {
         &vers,
         "after the newest record decayed and read as erased",
     );
+}
+
+/// On segments longer than the slots an anchor gives records, the anchors take turns once
+/// those are used, so a mount searches as many slots for the newest record as on a part of
+/// short segments, and finds it.
+#[test]
+fn anchors_of_long_segments_take_turns_after_their_first_slots() {
+    let mut ftl = Ftl::format(nand_long_segments(), FtlConfig::default()).unwrap();
+    let sectors = ftl.sectors();
+    let slots = ftl.log().device().geometry().slots;
+    assert!(slots > 128, "segments of {slots} slots");
+    let ops = workload(31, sectors, 4000);
+    let vers = versions(&ops, sectors);
+    let mut model = Model::new(sectors);
+    // A checkpoint (a root, then a mark at the next program) every 20 operations: more
+    // records than an anchor's 128 slots hold.
+    for chunk in ops.chunks(20) {
+        for &op in chunk {
+            model.issue(op);
+            apply(&mut ftl, op).unwrap();
+        }
+        ftl.checkpoint().unwrap();
+    }
+    ftl.flush().unwrap();
+    model.flushed();
+    assert!(ftl.log().stats().anchor_records > 128, "too few records");
+    let mut dev = ftl.into_device();
+    let mut turns = 0;
+    for seg in 0..dev.geometry().segments {
+        let flashfs::media::HeaderState::Valid(h) = dev.read_header(seg).unwrap() else {
+            continue;
+        };
+        if h.head != 5 {
+            continue;
+        }
+        turns += 1;
+        for slot in 128..slots {
+            assert!(
+                dev.slot_erased(seg, slot).unwrap(),
+                "anchor {seg} wrote slot {slot}"
+            );
+        }
+    }
+    assert!(turns >= 2, "the anchors never took turns");
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    assert!(ftl.log().restored(), "the mount scanned");
+    check(&mut ftl, &model, &vers, "after the anchors took turns");
 }
 
 /// A volume flushed but not closed after its anchors took turns: the device, its model,

@@ -250,8 +250,8 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> flashfs::Result<()> {
         self.access(|d| d.read_tags(seg, out))
     }
-    fn written_end(&mut self, seg: u32) -> flashfs::Result<Option<u32>> {
-        self.access(|d| d.written_end(seg))
+    fn written_end(&mut self, seg: u32, slots: u32) -> flashfs::Result<Option<u32>> {
+        self.access(|d| d.written_end(seg, slots))
     }
     fn unwritten(&mut self, seg: u32) -> flashfs::Result<bool> {
         self.access(|d| d.unwritten(seg))

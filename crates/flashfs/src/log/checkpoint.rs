@@ -30,6 +30,11 @@ use crate::error::{Error, Result};
 /// Head code in the header of an anchor segment.
 pub(crate) const ANCHOR_HEAD: u8 = 5;
 
+/// Slots of an anchor that take records, at most: on a part of long segments an anchor takes
+/// its turn after as many records as on a part of short ones, so that a mount's search for
+/// its newest record takes as many reads whatever the segments' length (format 13).
+pub(crate) const ANCHOR_SLOTS: u32 = 128;
+
 /// A directory entry for a body page the checkpoint does not hold.
 pub(crate) const ABSENT: u32 = u32::MAX;
 

@@ -15,7 +15,7 @@ use crate::error::Damage;
 
 use super::checkpoint::{
     dir_entries, encode_dir, max_dir_pages, max_dirs, open_page, page_crc, payload, seal_page,
-    BodyPages,
+    BodyPages, ANCHOR_SLOTS,
 };
 use super::*;
 
@@ -163,13 +163,13 @@ impl<D: Segments> Log<D> {
         if let Some(i) = doubted {
             a.stale = true;
             a.pair.current = i;
-            a.pair.next = self.geo.slots;
+            a.pair.next = self.anchor_slots();
         } else if let Some((_, i, used)) = newest {
             a.pair.current = i;
             // A cut between a NOR slot's data and its tag leaves bytes under an erased tag:
             // records go on past them, as a resumed head does (SPEC §4.2).
             let mut next = used.max(self.dev.reserved_slots());
-            while next < self.geo.slots && !self.dev.slot_erased(segs[i], next)? {
+            while next < self.anchor_slots() && !self.dev.slot_erased(segs[i], next)? {
                 next += 1;
             }
             a.pair.next = next;
@@ -192,15 +192,16 @@ impl<D: Segments> Log<D> {
         let limit = self.impossible_seq(open_seq);
         let checked = |t| possible(t, limit);
         let mut out = Vec::new();
-        let Some(end) = self.dev.written_end(seg)? else {
+        let slots = self.anchor_slots();
+        let Some(end) = self.dev.written_end(seg, slots)? else {
             self.dev.visit_written_tags(seg, 0, &mut |slot, t| {
-                if t != TagState::Erased {
+                if slot < slots && t != TagState::Erased {
                     out.push((slot, checked(t)));
                 }
             })?;
             return Ok(out);
         };
-        for slot in (0..end.min(self.geo.slots)).rev() {
+        for slot in (0..end.min(slots)).rev() {
             let t = checked(self.dev.read_tag(seg, slot)?);
             if t != TagState::Erased {
                 out.push((slot, t));
@@ -311,13 +312,19 @@ impl<D: Segments> Log<D> {
 
     /// The first slot from `slot` on that an anchor record may take: one whose program
     /// cannot harm an earlier slot (on MLC a program may destroy the slot paired with it),
-    /// or the segment's slot count if none is left.
+    /// or [`Log::anchor_slots`] if none is left.
     fn record_slot_from(&self, slot: u32) -> u32 {
-        let mut next = slot.min(self.geo.slots);
-        while next < self.geo.slots && self.dev.risks_earlier_slot(next) {
+        let slots = self.anchor_slots();
+        let mut next = slot.min(slots);
+        while next < slots && self.dev.risks_earlier_slot(next) {
             next += 1;
         }
         next
+    }
+
+    /// Slots of an anchor that take records: the segment's first [`ANCHOR_SLOTS`].
+    fn anchor_slots(&self) -> u32 {
+        self.geo.slots.min(ANCHOR_SLOTS)
     }
 
     /// Loads the segment table of `root`, rolls forward through what was written after it
@@ -1116,7 +1123,7 @@ impl<D: Segments> Log<D> {
     /// log may have long left). Once the current anchor is full the other is erased and
     /// takes the records. False if the pair failed.
     fn put_record(&mut self, which: Which, data: &[u8], takes_seq: bool) -> Result<bool> {
-        let slots = self.geo.slots;
+        let slots = self.anchor_slots();
         for _ in 0..8 {
             let Some(pair) = self.anchors.as_ref().and_then(|a| a.pair(which)).copied() else {
                 return Ok(false);
@@ -1174,7 +1181,7 @@ impl<D: Segments> Log<D> {
             return Ok(None);
         };
         let first = self.record_slot_from(pair.next);
-        let full = self.record_slot_from(first.saturating_add(1)) >= self.geo.slots;
+        let full = self.record_slot_from(first.saturating_add(1)) >= self.anchor_slots();
         if !full || !self.anchor_worn(pair.segs[1 - pair.current]) {
             return Ok(None);
         }

@@ -175,13 +175,13 @@ pub trait Segments {
     }
     /// Whether a slot (data and tag) is entirely erased, so it can be written.
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool>;
-    /// A slot of `seg` from which on every slot reads as erased, found without reading every
-    /// tag, or `None` where the medium has no cheaper way than reading them all (its tags
-    /// come in one read). It rests on the rule that ends [`Segments::read_written_tags`]:
-    /// before the last written slot, never [`WRITTEN_END_RUN`] slots in a row read as
-    /// erased whole.
-    fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
-        let _ = seg;
+    /// A slot of `seg`, among its first `slots`, from which on every one of them reads as
+    /// erased, found without reading every tag, or `None` where the medium has no cheaper way
+    /// than reading them all (its tags come in one read). It rests on the rule that ends
+    /// [`Segments::read_written_tags`]: before the last written slot, never
+    /// [`WRITTEN_END_RUN`] slots in a row read as erased whole.
+    fn written_end(&mut self, seg: u32, slots: u32) -> Result<Option<u32>> {
+        let _ = (seg, slots);
         Ok(None)
     }
     /// Whether the first [`WRITTEN_END_RUN`] slots of `seg` read as erased whole, so that by
@@ -662,8 +662,8 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
         (**self).slot_erased(seg, slot)
     }
-    fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
-        (**self).written_end(seg)
+    fn written_end(&mut self, seg: u32, slots: u32) -> Result<Option<u32>> {
+        (**self).written_end(seg, slots)
     }
     fn unwritten(&mut self, seg: u32) -> Result<bool> {
         (**self).unwritten(seg)
@@ -1158,14 +1158,26 @@ impl<F: NandFlash> NandSegments<F> {
     /// Whether the slots from `first` (up to [`WRITTEN_END_RUN`] of them, fewer at the
     /// segment's end) all read as erased whole. Stops at the first written one.
     fn erased_run_at(&mut self, seg: u32, first: u32) -> Result<bool> {
-        self.erased_run_knowing(seg, first, None)
+        let end = self.geometry().slots;
+        self.erased_run_knowing(seg, first, end, None)
     }
 
-    /// [`Self::erased_run_at`], with slot `known` already read as erased whole: not read
+    /// [`Self::erased_run_at`] among the slots below `end`, the end of the run's check.
+    fn erased_run_below(&mut self, seg: u32, first: u32, end: u32) -> Result<bool> {
+        self.erased_run_knowing(seg, first, end, None)
+    }
+
+    /// [`Self::erased_run_below`], with slot `known` already read as erased whole: not read
     /// again.
-    fn erased_run_knowing(&mut self, seg: u32, first: u32, known: Option<u32>) -> Result<bool> {
+    fn erased_run_knowing(
+        &mut self,
+        seg: u32,
+        first: u32,
+        end: u32,
+        known: Option<u32>,
+    ) -> Result<bool> {
         let mut counted = 0;
-        for slot in first..self.geometry().slots {
+        for slot in first..end {
             if counted == WRITTEN_END_RUN {
                 break;
             }
@@ -1177,17 +1189,19 @@ impl<F: NandFlash> NandSegments<F> {
         Ok(true)
     }
 
-    /// The first slot of `seg` at which `holds`, by a binary search: `holds` must be false
-    /// up to some slot and true from there on (the segment's slot count if never).
+    /// The first slot of `seg` below `end` at which `holds` (given `end`), by a binary
+    /// search: `holds` must be false up to some slot and true from there on (`end` if
+    /// never).
     fn first_slot(
         &mut self,
         seg: u32,
-        holds: fn(&mut Self, u32, u32) -> Result<bool>,
+        end: u32,
+        holds: fn(&mut Self, u32, u32, u32) -> Result<bool>,
     ) -> Result<u32> {
-        let (mut lo, mut hi) = (0, self.geometry().slots);
+        let (mut lo, mut hi) = (0, end);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if holds(self, seg, mid)? {
+            if holds(self, seg, mid, end)? {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -1196,18 +1210,18 @@ impl<F: NandFlash> NandSegments<F> {
         Ok(lo)
     }
 
-    /// Whether the first slot from `slot` on that counts towards [`WRITTEN_END_RUN`] reads as
-    /// erased whole (true past the segment's end): one page read.
-    fn erased_from(&mut self, seg: u32, slot: u32) -> Result<bool> {
-        let Some(slot) = self.counting_from(slot) else {
+    /// Whether the first slot from `slot` on (below `end`) that counts towards
+    /// [`WRITTEN_END_RUN`] reads as erased whole (true if none): one page read.
+    fn erased_from(&mut self, seg: u32, slot: u32, end: u32) -> Result<bool> {
+        let Some(slot) = self.counting_from(slot, end) else {
             return Ok(true);
         };
         Ok(self.tag_and_erased(seg, slot)? == (TagState::Erased, true))
     }
 
-    /// The first slot from `slot` on that counts towards [`WRITTEN_END_RUN`], if any.
-    fn counting_from(&self, slot: u32) -> Option<u32> {
-        (slot..self.geometry().slots).find(|&s| self.counts_in_run(s))
+    /// The first slot from `slot` on, below `end`, that counts towards [`WRITTEN_END_RUN`].
+    fn counting_from(&self, slot: u32, end: u32) -> Option<u32> {
+        (slot..end).find(|&s| self.counts_in_run(s))
     }
 
     /// Whether an erased `slot` counts towards [`WRITTEN_END_RUN`]: not an MSB slot, which
@@ -1342,23 +1356,24 @@ impl<F: NandFlash> Segments for NandSegments<F> {
         Ok(())
     }
 
-    fn written_end(&mut self, seg: u32) -> Result<Option<u32>> {
+    fn written_end(&mut self, seg: u32, slots: u32) -> Result<Option<u32>> {
+        let slots = slots.min(self.geometry().slots);
         // First a binary search a read per probe, for the first slot that reads erased
         // whole with the one before it written: where no slot before the end reads erased
         // (no decayed page, no torn program left as erased), that is the end, and a run of
         // erased slots from it says so. An anchor on a part of large segments is searched in
         // half the reads this way.
-        let end = self.first_slot(seg, Self::erased_from)?;
-        // The search ended on a probe that read erased (unless at the segment's end): the
-        // run's check does not read that slot again.
-        let probed = self.counting_from(end);
-        if self.erased_run_knowing(seg, end, probed)? {
+        let end = self.first_slot(seg, slots, Self::erased_from)?;
+        // The search ended on a probe that read erased (unless at the end): the run's check
+        // does not read that slot again.
+        let probed = self.counting_from(end, slots);
+        if self.erased_run_knowing(seg, end, slots, probed)? {
             return Ok(Some(end));
         }
         // Else a binary search for the first slot that starts a run of erased slots (cut
-        // short by the segment's end): by the rule, every slot after such a run is erased
-        // too.
-        self.first_slot(seg, Self::erased_run_at).map(Some)
+        // short by the end): by the rule, every slot after such a run is erased too.
+        self.first_slot(seg, slots, Self::erased_run_below)
+            .map(Some)
     }
 
     fn unwritten(&mut self, seg: u32) -> Result<bool> {
@@ -1962,7 +1977,11 @@ mod tests {
     /// finds `end`.
     fn reads_to_find_end(d: &mut NandSegments<flash::NandSim>, end: u32) -> u64 {
         let before = d.flash().stats().reads;
-        assert_eq!(d.written_end(2).unwrap(), Some(end), "written up to {end}");
+        assert_eq!(
+            d.written_end(2, u32::MAX).unwrap(),
+            Some(end),
+            "written up to {end}"
+        );
         d.flash().stats().reads - before
     }
 
@@ -1970,7 +1989,11 @@ mod tests {
     fn the_written_end_is_found_by_a_search_past_single_erased_slots() {
         let mut d = nand("w25n01gv");
         let slots = d.geometry().slots;
-        assert_eq!(d.written_end(2).unwrap(), Some(0), "an erased segment");
+        assert_eq!(
+            d.written_end(2, u32::MAX).unwrap(),
+            Some(0),
+            "an erased segment"
+        );
         // Written slots with one erased slot after every other (MLC's skipped MSB pages),
         // then a page programmed short of its spare area.
         for end in [1, 2, 7, 40, slots - 2, slots] {
@@ -2011,6 +2034,24 @@ mod tests {
                 "{reads} reads up to {end}"
             );
         }
+    }
+
+    /// The search may be kept to a segment's first slots (an anchor's records take its
+    /// first 128): it finds the end among them, in a read per probe of that range, and
+    /// takes them all written for a run cut short by their end.
+    #[test]
+    fn the_written_end_is_searched_among_the_first_slots_asked() {
+        let mut d = nand("w25n01gv");
+        for slot in 0..20 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot) + 1), &[0x5A; 2048])
+                .unwrap();
+        }
+        let before = d.flash().stats().reads;
+        assert_eq!(d.written_end(2, 32).unwrap(), Some(20));
+        let reads = d.flash().stats().reads - before;
+        assert!(reads < 5 + u64::from(WRITTEN_END_RUN), "{reads} reads");
+        assert_eq!(d.written_end(2, 20).unwrap(), Some(20));
+        assert_eq!(d.written_end(2, 10).unwrap(), Some(10));
     }
 
     /// A segment whose first slots read as erased whole was never written, found in a page
@@ -2056,7 +2097,7 @@ mod tests {
                 TagState::Valid(sector_tag(u64::from(slot)))
             );
         }
-        assert_eq!(d.written_end(2).unwrap(), Some(20));
+        assert_eq!(d.written_end(2, u32::MAX).unwrap(), Some(20));
     }
 
     #[test]

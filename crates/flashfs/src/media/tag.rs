@@ -33,7 +33,7 @@ pub const FORMAT_FILE_SYSTEM: u8 = 2;
 /// pages, slot data starts on a program page; 5: every anchor record written twice; 4: checkpoint directory pages keyed
 /// from 0xF00000, which compact tags carry whole; 3: a checksum over every slot's data beside
 /// its tag; 2 had anchors and checkpoints and tags that checked only themselves).
-pub const FORMAT_VERSION: u8 = 12;
+pub const FORMAT_VERSION: u8 = 13;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);

@@ -86,6 +86,12 @@ pub fn nand_of_300x64() -> NandSegments<NandSim> {
     nand_of(300, 64, "test-nand-300x64")
 }
 
+/// A NAND part of 260 blocks of 256 pages of 512 bytes: segments of 255 slots, longer than
+/// the slots an anchor gives records.
+pub fn nand_long_segments() -> NandSegments<NandSim> {
+    nand_of(260, 256, "test-nand-260x256")
+}
+
 /// The small NAND part's pages with `blocks` blocks of `pages_per_block` pages, named `name`.
 fn nand_of(blocks: u32, pages_per_block: u32, name: &str) -> NandSegments<NandSim> {
     let spec = NandSpec {
