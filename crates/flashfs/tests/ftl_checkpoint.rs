@@ -307,19 +307,16 @@ fn power_cuts_around_checkpoints_on_nor_lose_nothing() {
 /// Formats `dev`, turns its anchors over with a few sessions, then cuts the power at every
 /// device operation of a checkpoint and of the writes after it.
 fn every_cut_around_a_checkpoint<D: SimSegments>(dev: D, config: FtlConfig, n: usize) {
-    let mut ftl = Ftl::format(dev, config).unwrap();
-    let sectors = ftl.sectors();
-    assert!(ftl.log().volume().anchors.is_some());
-    for round in 0..12 {
-        for op in workload(100 + round, sectors, 8) {
-            apply(&mut ftl, op).unwrap();
-        }
-        ftl.checkpoint().unwrap();
-    }
-    let base = ftl.close().unwrap();
+    every_cut_after_rounds(dev, config, n, 12);
+}
+
+/// [`every_cut_around_a_checkpoint`] after `rounds` sessions of a checkpoint each.
+fn every_cut_after_rounds<D: SimSegments>(dev: D, config: FtlConfig, n: usize, rounds: u64) {
+    let base = after_rounds(dev, config, rounds);
+    let sectors = Ftl::mount(base.clone(), config).unwrap().sectors();
     let ops = workload(11, sectors, n);
     let after = workload(12, sectors, 30);
-    let history: Vec<Op> = (0..12)
+    let history: Vec<Op> = (0..rounds)
         .flat_map(|r| workload(100 + r, sectors, 8))
         .collect();
     let mut all = history.clone();
@@ -363,6 +360,71 @@ fn every_cut_around_a_checkpoint<D: SimSegments>(dev: D, config: FtlConfig, n: u
     }
     assert!(cuts > 100, "only {cuts} cuts");
     assert!(restored > 0, "no cut left a checkpoint to mount from");
+}
+
+/// `dev` formatted, then `rounds` sessions of a few writes and a checkpoint, and closed.
+fn after_rounds<D: SimSegments>(dev: D, config: FtlConfig, rounds: u64) -> D {
+    let mut ftl = Ftl::format(dev, config).unwrap();
+    let sectors = ftl.sectors();
+    assert!(ftl.log().volume().anchors.is_some());
+    for round in 0..rounds {
+        for op in workload(100 + round, sectors, 8) {
+            apply(&mut ftl, op).unwrap();
+        }
+        ftl.checkpoint().unwrap();
+    }
+    ftl.close().unwrap()
+}
+
+/// Slots written in the anchor of `dev` begun last, and how many anchors are begun.
+fn anchor_use(dev: &mut NandSegments<NandSim>) -> (u32, u32) {
+    let (mut newest, mut used, mut begun) = (0, 0, 0);
+    for seg in 0..dev.geometry().segments {
+        let flashfs::media::HeaderState::Valid(h) = dev.read_header(seg).unwrap() else {
+            continue;
+        };
+        if h.head != 5 {
+            continue;
+        }
+        begun += 1;
+        if h.open_seq >= newest {
+            newest = h.open_seq;
+            used = (0..dev.geometry().slots)
+                .filter(|&s| !dev.slot_erased(seg, s).unwrap())
+                .count() as u32;
+        }
+    }
+    (used, begun)
+}
+
+/// A power cut at every device operation of a checkpoint whose records make the anchor take
+/// its turn at its 128th slot, on a part of longer segments, and of the writes after it.
+#[test]
+fn power_cuts_around_an_anchor_turn_on_long_segments_lose_nothing() {
+    let config = FtlConfig::default();
+    // The sessions that leave the one anchor begun one record short of its 128 slots: the
+    // checkpoint of the cut runs and the mark after it then turn it.
+    let rounds = (50..80)
+        .find(|&r| {
+            let (used, begun) = anchor_use(&mut after_rounds(nand_long_segments(), config, r));
+            begun == 1 && (126..128).contains(&used)
+        })
+        .expect("no session count leaves the anchor just short of its turn");
+    // Uncut, the checkpoint and the writes after it do turn it.
+    let (mut dev, _, cut) = {
+        let base = after_rounds(nand_long_segments(), config, rounds);
+        let sectors = Ftl::mount(base.clone(), config).unwrap().sectors();
+        let history: Vec<Op> = (0..rounds)
+            .flat_map(|r| workload(100 + r, sectors, 8))
+            .collect();
+        let ops = workload(11, sectors, 40);
+        let after = workload(12, sectors, 30);
+        cut_at(&base, config, &history, &ops, &after, 1 << 40, false)
+    };
+    assert!(!cut);
+    let u = anchor_use(&mut dev);
+    assert_eq!(u.1, 2, "the anchors did not turn: {u:?} after {rounds}");
+    every_cut_after_rounds(nand_long_segments(), config, 40, rounds);
 }
 
 /// A volume flushed but not closed: the device, its model, the versions written, and the
