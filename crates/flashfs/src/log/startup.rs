@@ -84,15 +84,17 @@ impl<D: Segments> Log<D> {
                 // unless slots behind it hold something: then the header decayed, and the
                 // anchor may hold the newest records.
                 (None, HeaderState::Erased) => {
+                    // A run of erased slots from the first says so in fewest reads; else
+                    // the tags up to where writing stopped.
                     let mut empty = true;
-                    let visit = &mut |_, t| empty &= t == TagState::Erased;
-                    match self.dev.unwritten(seg) {
-                        Ok(true) => {}
-                        Ok(false) => match self.dev.visit_written_tags(seg, 0, visit) {
-                            Ok(()) => {}
-                            Err(Error::Io) => empty = false,
-                            Err(e) => return Err(e),
-                        },
+                    let looked = match self.dev.unwritten(seg) {
+                        Ok(false) => self.dev.visit_written_tags(seg, 0, &mut |_, t| {
+                            empty &= t == TagState::Erased;
+                        }),
+                        other => other.map(|_| ()),
+                    };
+                    match looked {
+                        Ok(()) => {}
                         Err(Error::Io) => empty = false,
                         Err(e) => return Err(e),
                     }

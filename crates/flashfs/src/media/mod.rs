@@ -1155,14 +1155,8 @@ impl<F: NandFlash> NandSegments<F> {
         PageAddr::new(seg * self.units + n / ppb, n % ppb)
     }
 
-    /// Whether the slots from `first` (up to [`WRITTEN_END_RUN`] of them, fewer at the
-    /// segment's end) all read as erased whole. Stops at the first written one.
-    fn erased_run_at(&mut self, seg: u32, first: u32) -> Result<bool> {
-        let end = self.geometry().slots;
-        self.erased_run_knowing(seg, first, end, None)
-    }
-
-    /// [`Self::erased_run_at`] among the slots below `end`, the end of the run's check.
+    /// Whether the slots from `first` below `end` (up to [`WRITTEN_END_RUN`] of them, fewer
+    /// near `end`) all read as erased whole. Stops at the first written one.
     fn erased_run_below(&mut self, seg: u32, first: u32, end: u32) -> Result<bool> {
         self.erased_run_knowing(seg, first, end, None)
     }
@@ -1378,7 +1372,8 @@ impl<F: NandFlash> Segments for NandSegments<F> {
 
     fn unwritten(&mut self, seg: u32) -> Result<bool> {
         // A page read per slot, where the walk reads a slot's tag and then its page.
-        self.erased_run_at(seg, 0)
+        let slots = self.geometry().slots;
+        self.erased_run_below(seg, 0, slots)
     }
 
     fn read_written_tags(&mut self, seg: u32, first: u32, out: &mut [TagState]) -> Result<()> {
