@@ -586,3 +586,52 @@ fn a_quiet_mount_migrates_data_from_slc_to_mlc() {
     unmount(&mnt, pid);
     drop(guard);
 }
+
+/// A mount under a RAM budget (`--ram-budget`, in KiB) serves files whole: many small
+/// files and a large one written, read back through the kernel, then after an unmount
+/// checked by `fsck` and read again; a budget that is not a number is one line of error.
+#[test]
+fn a_mount_under_a_ram_budget_keeps_every_byte() {
+    require_fuse(&[]);
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args(["mkfs", "--preset", "nand-128m"])
+        .arg(&img));
+    let big = data(4 << 20, 5);
+    let pid = mount(&img, &mnt, &["--ram-budget", "32"]);
+    let guard = Mounted(&mnt);
+    for i in 0..200u32 {
+        std::fs::write(mnt.join(format!("f{i}")), data(700, i)).unwrap();
+    }
+    std::fs::write(mnt.join("big"), &big).unwrap();
+    assert!(std::fs::read(mnt.join("big")).unwrap() == big);
+    unmount(&mnt, pid);
+    drop(guard);
+    run(Command::new(flashfs_bin()).arg("fsck").arg(&img));
+    let pid = mount(&img, &mnt, &["--ram-budget", "32", "-o", "ro"]);
+    let guard = Mounted(&mnt);
+    for i in 0..200u32 {
+        assert_eq!(
+            std::fs::read(mnt.join(format!("f{i}"))).unwrap(),
+            data(700, i)
+        );
+    }
+    assert!(std::fs::read(mnt.join("big")).unwrap() == big);
+    unmount(&mnt, pid);
+    drop(guard);
+    let out = Command::new(flashfs_bin())
+        .arg("mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["--ram-budget", "lots"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim().lines().count(),
+        1
+    );
+}

@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{anyhow, Context};
 use flashfs::log::policy::Policy;
-use flashfs::{FtlConfig, LogConfig};
+use flashfs::{FsConfig, FtlConfig, LogConfig};
 
 use crate::device;
 use crate::native::AnyFs;
@@ -62,6 +62,11 @@ pub struct Args {
     /// The cleaner's victim choice: greedy, cost-benefit or adaptive.
     #[arg(long, value_name = "POLICY", default_value = "adaptive")]
     pub policy: String,
+    /// RAM for the volume's caches and buffers, in KiB, shared out over them (the native
+    /// file system: `FsConfig::ram_budget`; a block device: its sector-map cache). Default:
+    /// each cache's own setting.
+    #[arg(long, value_name = "KIB")]
+    pub ram_budget: Option<usize>,
     /// Where a background mount writes what happens after it is live (unmount, errors).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
@@ -193,6 +198,9 @@ fn spawn_background(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
         .arg("--notify-ready")
         .arg("--policy")
         .arg(&a.policy);
+    if let Some(kib) = a.ram_budget {
+        cmd.arg("--ram-budget").arg(kib.to_string());
+    }
     for o in &a.options {
         cmd.arg("-o").arg(o);
     }
@@ -324,18 +332,22 @@ fn serve(
             notify: None,
         }
     };
+    let budget = a.ram_budget.map(|kib| kib.saturating_mul(1024));
     match format {
         Format::Unformatted => Err(anyhow!(
             "{shown}: no flashfs volume on the image (`flashfs mkfs` formats one)"
         )),
         Format::BlockDevice { .. } => {
-            let config = FtlConfig {
+            let mut config = FtlConfig {
                 log: LogConfig {
                     policy,
                     ..LogConfig::default()
                 },
                 ..FtlConfig::default()
             };
+            if let Some(b) = budget {
+                config.map_cache = b;
+            }
             let ftl = AnyFtl::mount(media, config)
                 .with_context(|| format!("{shown}: cannot mount the block device"))?;
             let mtime = meta
@@ -346,7 +358,11 @@ fn serve(
             session(volume, a, options, messages, ready)
         }
         Format::Native { .. } => {
-            let fs = AnyFs::mount(media, crate::native::config(Some(policy), None))
+            let config = FsConfig {
+                ram_budget: budget,
+                ..crate::native::config(Some(policy), None)
+            };
+            let fs = AnyFs::mount(media, config)
                 .with_context(|| format!("{shown}: cannot mount the file system"))?;
             match fs {
                 AnyFs::Nor(fs) => session(

@@ -19,8 +19,10 @@ use super::layout::{Extent, Ino};
 
 /// Files whose maps are kept at most, by default.
 pub(super) const FILES: usize = 8;
-/// Extents kept at most, over all files (about 48 bytes of RAM each).
+/// Extents kept at most, over all files, by default.
 pub(super) const EXTENTS: usize = 1 << 16;
+/// Bytes of RAM an extent kept takes, about: its entry in a file's map.
+pub(super) const EXTENT_BYTES: usize = 48;
 
 /// One file's map.
 #[derive(Debug)]
@@ -44,6 +46,8 @@ pub(super) struct ExtentCache {
     files: BTreeMap<Ino, Entry>,
     /// Files whose maps are kept at most (0: none).
     max_files: usize,
+    /// Extents kept at most, over all files.
+    max_extents: usize,
     /// Extents held, over all files.
     extents: usize,
     clock: u64,
@@ -64,20 +68,27 @@ pub(super) enum Known<'a> {
 
 impl Default for ExtentCache {
     fn default() -> Self {
-        ExtentCache::new(FILES)
+        ExtentCache::new(FILES, EXTENTS)
     }
 }
 
 impl ExtentCache {
-    /// An empty cache that keeps the maps of up to `max_files` files (0: none).
-    pub fn new(max_files: usize) -> ExtentCache {
+    /// An empty cache that keeps the maps of up to `max_files` files (0: none), and up to
+    /// `max_extents` extents over all of them.
+    pub fn new(max_files: usize, max_extents: usize) -> ExtentCache {
         ExtentCache {
             files: BTreeMap::new(),
             max_files,
+            max_extents,
             extents: 0,
             clock: 0,
             bypass: false,
         }
+    }
+
+    /// Extents kept at most, over all files: a file with more is read through the index.
+    pub fn max_extents(&self) -> usize {
+        self.max_extents
     }
 
     /// What is known of `ino`'s extents, marked as just used.
@@ -107,7 +118,7 @@ impl ExtentCache {
         }
         let n = map.as_ref().map_or(0, BTreeMap::len);
         while !self.files.is_empty()
-            && (self.files.len() >= self.max_files || self.extents + n > EXTENTS)
+            && (self.files.len() >= self.max_files || self.extents + n > self.max_extents)
         {
             let oldest = self
                 .files
@@ -145,7 +156,7 @@ impl ExtentCache {
         {
             if m.insert(b, e).is_none() {
                 self.extents += 1;
-                if self.extents > EXTENTS {
+                if self.extents > self.max_extents {
                     self.forget(ino);
                 }
             }

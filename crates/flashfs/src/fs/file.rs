@@ -552,7 +552,7 @@ impl<D: Segments> Fs<D> {
         let mut fits = true;
         let (lo, hi) = (key(ino, item::EXTENT), key(ino, item::EXTENT + 1));
         for entry in self.tree.range(lo..hi) {
-            if map.len() == extents::EXTENTS {
+            if map.len() == self.extent_cache.max_extents() {
                 fits = false;
                 break;
             }

@@ -107,10 +107,13 @@ pub struct FsConfig {
     /// Transaction identifiers (SPEC.md §8.5a): how many transactions can be open at once,
     /// at most (at least 1).
     pub tid_window: u32,
-    /// Files whose extent maps are kept in RAM after a read (8 by default; at most 65,536
-    /// extents over all of them). 0 keeps none: every read finds its extents in the index,
-    /// for devices with little RAM.
+    /// Files whose extent maps are kept in RAM after a read (8 by default; at most
+    /// [`FsConfig::extent_map_extents`] extents over all of them). 0 keeps none: every read
+    /// finds its extents in the index, for devices with little RAM.
     pub extent_maps: usize,
+    /// Extents the kept extent maps hold at most, over all their files (65,536 by default;
+    /// about 48 bytes of RAM each): a file with more is read through the index.
+    pub extent_map_extents: usize,
     /// Blocks of the journal a format makes (SPEC.md §8.5b), where record operations and
     /// small writes commit without writing the index. `None`: where the device can program
     /// written bytes again (reprogrammable NOR), a 32nd of the volume, 8 to 256 blocks, its
@@ -148,6 +151,14 @@ pub struct FsConfig {
     /// there, never from the cache. RAM only: nothing of it reaches flash or outlives the
     /// mount. Each block held costs its size in heap ([`Fs::read_cache_stats`]).
     pub read_cache_bytes: usize,
+    /// One figure for the RAM of the caches and buffers, in bytes, shared out when the
+    /// volume is formatted or mounted ([`FsConfig::budgeted`]) over the block device's map
+    /// cache, the index's node cache, the dirty index nodes a commit waits for, the extent
+    /// maps, the write-back buffers and the read cache, whose own settings it then
+    /// replaces. `None` (the default) leaves those settings as they are. What a volume
+    /// keeps beside them does not grow with its data or files: the segment table (24 bytes
+    /// per segment, at most 4,096 on NAND) and the state of the operation under way.
+    pub ram_budget: Option<usize>,
 }
 
 impl Default for FsConfig {
@@ -167,11 +178,42 @@ impl Default for FsConfig {
             journal_blocks: None,
             write_buffer_bytes: 32 << 10,
             read_cache_bytes: 8 << 10,
+            extent_map_extents: extents::EXTENTS,
+            ram_budget: None,
         }
     }
 }
 
 impl FsConfig {
+    /// The settings [`FsConfig::ram_budget`] stands for on a volume of `block`-byte blocks
+    /// (these settings unchanged without a budget). Of the budget, in sixteenths: 5 for the
+    /// block device's map cache and 4 for the index's node cache (both unloaded least
+    /// recently used first); 3 for dirty index nodes, a block each, at least 8 (a commit
+    /// comes once they fill it: a smaller share writes the index more often); 2 for extent
+    /// maps (8 files' at most); 1 for the write-back buffers and 1 for the read cache, in
+    /// whole blocks. Where a share holds less than one of its unit (a block, an extent map
+    /// of a few extents) that cache keeps none.
+    pub fn budgeted(&self, block: usize) -> FsConfig {
+        let Some(bytes) = self.ram_budget else {
+            return *self;
+        };
+        let share = |n: usize| bytes / 16 * n;
+        let block = block.max(1);
+        let mut c = *self;
+        c.ftl.map_cache = share(5);
+        c.tree.cache_bytes = share(4);
+        c.dirty_limit = Some((share(3) / block).max(8));
+        c.extent_map_extents = share(2) / extents::EXTENT_BYTES;
+        c.extent_maps = if c.extent_map_extents < 16 {
+            0
+        } else {
+            extents::FILES
+        };
+        c.write_buffer_bytes = share(1);
+        c.read_cache_bytes = share(1);
+        c
+    }
+
     /// Settings for microcontrollers, which give the file system tens of kilobytes of RAM:
     /// one cached index node (`tree.cache_bytes` 0: only the path being changed is in
     /// RAM), a commit once 32 index nodes are dirty (each waits in RAM at its block's size;

@@ -120,6 +120,7 @@ impl<D: Segments> Fs<D> {
     /// Formats `dev` with an empty file system (just the root directory).
     pub fn format(dev: D, config: FsConfig) -> Result<Self> {
         let ss = dev.geometry().slot_size as usize;
+        let config = config.budgeted(ss);
         if ss < MIN_NODE_SIZE {
             return Err(Error::InvalidArgument(
                 "slots too small for the file system's index nodes",
@@ -196,7 +197,7 @@ impl<D: Segments> Fs<D> {
             reserve,
             dirty_limit,
             counts: Counts::new(&sb),
-            extent_cache: ExtentCache::new(config.extent_maps),
+            extent_cache: ExtentCache::new(config.extent_maps, config.extent_map_extents),
             block0: Default::default(),
             closing: false,
             buf: vec![0; ss],
@@ -225,6 +226,7 @@ impl<D: Segments> Fs<D> {
 
     /// Mounts the file system on `dev`.
     pub fn mount(dev: D, config: FsConfig) -> Result<Self> {
+        let config = config.budgeted(dev.geometry().slot_size as usize);
         let ftl = Ftl::mount_as(dev, config.ftl, FORMAT_FILE_SYSTEM)?;
         let ss = ftl.sector_size();
         let sectors = ftl.sectors();
@@ -269,7 +271,7 @@ impl<D: Segments> Fs<D> {
             reserve,
             dirty_limit,
             counts: Counts::new(&sb),
-            extent_cache: ExtentCache::new(config.extent_maps),
+            extent_cache: ExtentCache::new(config.extent_maps, config.extent_map_extents),
             block0: Default::default(),
             closing: false,
             buf,
