@@ -471,6 +471,12 @@ typedef struct flashfs_config {
    write programs its blocks at once). Each buffered block costs its size.
    */
   uint32_t write_buffer_bytes;
+  /*
+   RAM for every cache and buffer of the volume, in bytes, shared out over them
+   (`FsConfig::ram_budget`; the write buffer's share replaces `write_buffer_bytes`); 0:
+   the microcontroller profile's settings.
+   */
+  uint32_t ram_budget;
 } flashfs_config;
 
 /*

@@ -121,6 +121,10 @@ pub struct flashfs_config {
     /// RAM for file blocks that small writes leave there until a sync, in bytes (0: every
     /// write programs its blocks at once). Each buffered block costs its size.
     pub write_buffer_bytes: u32,
+    /// RAM for every cache and buffer of the volume, in bytes, shared out over them
+    /// (`FsConfig::ram_budget`; the write buffer's share replaces `write_buffer_bytes`); 0:
+    /// the microcontroller profile's settings.
+    pub ram_budget: u32,
 }
 
 /// The part a configuration describes.
@@ -207,10 +211,11 @@ impl flashfs_config {
     }
 
     /// The file system's settings: the microcontroller profile, with the caller's write
-    /// buffer.
+    /// buffer, or shared out of the caller's RAM budget.
     pub(crate) fn fs_config(&self) -> FsConfig {
         FsConfig {
             write_buffer_bytes: self.write_buffer_bytes as usize,
+            ram_budget: (self.ram_budget > 0).then_some(self.ram_budget as usize),
             ..FsConfig::small_ram()
         }
     }

@@ -54,8 +54,14 @@ fn compile(name: &str, sources: &[&str]) -> PathBuf {
 
 /// Runs a program; returns its standard output, panicking with both outputs if it fails.
 fn run(program: &Path, args: &[&str]) -> String {
+    run_with(program, args, &[])
+}
+
+/// [`run`] with environment variables set.
+fn run_with(program: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let r = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run the program");
     let (out, err) = (
@@ -89,11 +95,14 @@ fn the_example_formats_writes_remounts_and_lists() {
 /// Runs the power-cut program on `medium`: it cuts the power at every callback of its
 /// workload and says how many.
 fn power_cuts(medium: &str) {
-    let program = compile(
-        &format!("powercut-{medium}"),
-        &["tests/c/powercut.c", "tests/c/ramflash.c"],
-    );
-    let out = run(&program, &[medium]);
+    power_cuts_with(medium, &format!("powercut-{medium}"), &[]);
+}
+
+/// [`power_cuts`] with environment variables set for the program, compiled as `name` (each
+/// test its own: tests run side by side).
+fn power_cuts_with(medium: &str, name: &str, env: &[(&str, &str)]) {
+    let program = compile(name, &["tests/c/powercut.c", "tests/c/ramflash.c"]);
+    let out = run_with(&program, &[medium], env);
     println!("{out}");
     let cuts: u64 = out
         .split_whitespace()
@@ -112,4 +121,15 @@ fn a_power_cut_at_every_callback_of_a_nor_workload_loses_nothing_acknowledged() 
 #[test]
 fn a_power_cut_at_every_callback_of_a_nand_workload_loses_nothing_acknowledged() {
     power_cuts("nand");
+}
+
+/// The same on NOR with every cache and buffer shared out of an 8 KiB RAM budget
+/// (`flashfs_config::ram_budget`).
+#[test]
+fn a_power_cut_at_every_callback_under_a_ram_budget_loses_nothing_acknowledged() {
+    power_cuts_with(
+        "nor",
+        "powercut-nor-budget",
+        &[("POWERCUT_RAM_BUDGET", "8192")],
+    );
 }

@@ -334,6 +334,9 @@ int main(int argc, char **argv) {
         ramflash_nor(&rf, &cfg, 4096, 32);
     }
     cfg.write_buffer_bytes = 4096;
+    /* POWERCUT_RAM_BUDGET: every cache and buffer shared out of that many bytes. */
+    const char *budget = getenv("POWERCUT_RAM_BUDGET");
+    if (budget) cfg.ram_budget = (uint32_t)atol(budget);
     int32_t rc = flashfs_format(&cfg);
     if (rc < 0) {
         fprintf(stderr, "format: %s\n", flashfs_strerror(rc));
