@@ -33,6 +33,18 @@ fn mount(img: &Path, mnt: &Path, extra: &[&str]) -> u32 {
     mount_pid(&text)
 }
 
+/// A temporary directory holding an image formatted on `preset` and an empty mount point.
+fn formatted(preset: &str) -> (TempDir, PathBuf, PathBuf) {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args(["mkfs", "--preset", preset])
+        .arg(&img));
+    (dir, img, mnt)
+}
+
 fn unmount(mnt: &Path, pid: u32) {
     run(Command::new("fusermount3").arg("-u").arg(mnt));
     wait_gone(pid);
@@ -379,14 +391,8 @@ fn workload(mnt: &Path) -> Model {
 #[test]
 fn native_file_system_through_the_kernel_survives_unmount_fsck_and_remount() {
     require_fuse(&[]);
-    let dir = TempDir::new().unwrap();
-    let img = dir.path().join("dev.img");
-    let mnt = dir.path().join("mnt");
+    let (dir, img, mnt) = formatted("nand-128m");
     let log = dir.path().join("mount.log");
-    std::fs::create_dir(&mnt).unwrap();
-    run(Command::new(flashfs_bin())
-        .args(["mkfs", "--preset", "nand-128m"])
-        .arg(&img));
 
     let pid = mount(&img, &mnt, &["--log", log.to_str().unwrap()]);
     let guard = Mounted(&mnt);
@@ -593,13 +599,7 @@ fn a_quiet_mount_migrates_data_from_slc_to_mlc() {
 #[test]
 fn a_mount_under_a_ram_budget_keeps_every_byte() {
     require_fuse(&[]);
-    let dir = TempDir::new().unwrap();
-    let img = dir.path().join("dev.img");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    run(Command::new(flashfs_bin())
-        .args(["mkfs", "--preset", "nand-128m"])
-        .arg(&img));
+    let (_dir, img, mnt) = formatted("nand-128m");
     let big = data(4 << 20, 5);
     let pid = mount(&img, &mnt, &["--ram-budget", "32"]);
     let guard = Mounted(&mnt);

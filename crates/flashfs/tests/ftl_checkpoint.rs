@@ -376,19 +376,23 @@ fn after_rounds<D: SimSegments>(dev: D, config: FtlConfig, rounds: u64) -> D {
     ftl.close().unwrap()
 }
 
+/// The segments of `dev` with an anchor's header (head code 5), and when each was begun.
+fn anchors_begun(dev: &mut NandSegments<NandSim>) -> Vec<(u32, u64)> {
+    (0..dev.geometry().segments)
+        .filter_map(|seg| match dev.read_header(seg).unwrap() {
+            flashfs::media::HeaderState::Valid(h) if h.head == 5 => Some((seg, h.open_seq)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Slots written in the anchor of `dev` begun last, and how many anchors are begun.
 fn anchor_use(dev: &mut NandSegments<NandSim>) -> (u32, u32) {
     let (mut newest, mut used, mut begun) = (0, 0, 0);
-    for seg in 0..dev.geometry().segments {
-        let flashfs::media::HeaderState::Valid(h) = dev.read_header(seg).unwrap() else {
-            continue;
-        };
-        if h.head != 5 {
-            continue;
-        }
+    for (seg, open_seq) in anchors_begun(dev) {
         begun += 1;
-        if h.open_seq >= newest {
-            newest = h.open_seq;
+        if open_seq >= newest {
+            newest = open_seq;
             used = (0..dev.geometry().slots)
                 .filter(|&s| !dev.slot_erased(seg, s).unwrap())
                 .count() as u32;
@@ -544,13 +548,7 @@ fn anchors_of_long_segments_take_turns_after_their_first_slots() {
     assert!(ftl.log().stats().anchor_records > 128, "too few records");
     let mut dev = ftl.into_device();
     let mut turns = 0;
-    for seg in 0..dev.geometry().segments {
-        let flashfs::media::HeaderState::Valid(h) = dev.read_header(seg).unwrap() else {
-            continue;
-        };
-        if h.head != 5 {
-            continue;
-        }
+    for (seg, _) in anchors_begun(&mut dev) {
         turns += 1;
         for slot in 128..slots {
             assert!(
