@@ -387,8 +387,29 @@ fn replay_with_idle(
     replay_case(ftl_case(preset, fault, workload, seed, cut, torn));
 }
 
-/// The options of one case of the block device's torture: `flashfs torture --preset P
-/// --target ftl --fault F --workload W --seed S --cut K [--torn]`.
+/// The options of one case of the torture on `target`, its workload left to the caller:
+/// `flashfs torture --preset P --target T --fault F --seed S --cut K [--torn]`.
+fn case(
+    preset: &str,
+    target: TargetKind,
+    fault: Fault,
+    seed: u64,
+    cut: u64,
+    torn: bool,
+) -> TortureOptions {
+    TortureOptions {
+        presets: vec![preset.into()],
+        targets: vec![target],
+        faults: vec![fault],
+        cuts: 1,
+        seed,
+        cut: Some(cut),
+        torn,
+        ..TortureOptions::default()
+    }
+}
+
+/// One case of the block device's torture, running `workload`.
 fn ftl_case(
     preset: &str,
     fault: Fault,
@@ -398,20 +419,12 @@ fn ftl_case(
     torn: bool,
 ) -> TortureOptions {
     TortureOptions {
-        presets: vec![preset.into()],
-        targets: vec![TargetKind::Ftl],
-        faults: vec![fault],
         workloads: vec![workload],
-        cuts: 1,
-        seed,
-        cut: Some(cut),
-        torn,
-        ..TortureOptions::default()
+        ..case(preset, TargetKind::Ftl, fault, seed, cut, torn)
     }
 }
 
-/// The options of one case of the file system's torture: `flashfs torture --preset P
-/// --target fs --fault F --workload W --seed S --cut K [--torn]`.
+/// One case of the file system's torture, running `workload`.
 fn fs_case(
     preset: &str,
     fault: Fault,
@@ -421,15 +434,8 @@ fn fs_case(
     torn: bool,
 ) -> TortureOptions {
     TortureOptions {
-        presets: vec![preset.into()],
-        targets: vec![TargetKind::Fs],
-        faults: vec![fault],
         fs_workloads: vec![workload],
-        cuts: 1,
-        seed,
-        cut: Some(cut),
-        torn,
-        ..TortureOptions::default()
+        ..case(preset, TargetKind::Fs, fault, seed, cut, torn)
     }
 }
 

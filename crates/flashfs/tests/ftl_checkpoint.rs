@@ -533,18 +533,9 @@ fn anchors_of_long_segments_take_turns_after_their_first_slots() {
     assert!(slots > 128, "segments of {slots} slots");
     let ops = workload(31, sectors, 4000);
     let vers = versions(&ops, sectors);
-    let mut model = Model::new(sectors);
     // A checkpoint (a root, then a mark at the next program) every 20 operations: more
     // records than an anchor's 128 slots hold.
-    for chunk in ops.chunks(20) {
-        for &op in chunk {
-            model.issue(op);
-            apply(&mut ftl, op).unwrap();
-        }
-        ftl.checkpoint().unwrap();
-    }
-    ftl.flush().unwrap();
-    model.flushed();
+    let model = run_checkpointed(&mut ftl, &ops, 20);
     assert!(ftl.log().stats().anchor_records > 128, "too few records");
     let mut dev = ftl.into_device();
     let mut turns = 0;
@@ -563,6 +554,22 @@ fn anchors_of_long_segments_take_turns_after_their_first_slots() {
     check(&mut ftl, &model, &vers, "after the anchors took turns");
 }
 
+/// Applies `ops` with a checkpoint after every `every` of them, then flushes; the model of
+/// what each sector holds.
+fn run_checkpointed(ftl: &mut Ftl<NandSegments<NandSim>>, ops: &[Op], every: usize) -> Model {
+    let mut model = Model::new(ftl.sectors());
+    for chunk in ops.chunks(every) {
+        for &op in chunk {
+            model.issue(op);
+            apply(ftl, op).unwrap();
+        }
+        ftl.checkpoint().unwrap();
+    }
+    ftl.flush().unwrap();
+    model.flushed();
+    model
+}
+
 /// A volume flushed but not closed after its anchors took turns: the device, its model,
 /// the versions written, and the anchors, the one begun last first.
 fn turned_anchors() -> (NandSegments<NandSim>, Model, Vec<Vec<u32>>, [u32; 2]) {
@@ -574,16 +581,7 @@ fn turned_anchors() -> (NandSegments<NandSim>, Model, Vec<Vec<u32>>, [u32; 2]) {
         let sectors = ftl.sectors();
         let ops = workload(23, sectors, 3000);
         let vers = versions(&ops, sectors);
-        let mut model = Model::new(sectors);
-        for chunk in ops.chunks(every) {
-            for &op in chunk {
-                model.issue(op);
-                apply(&mut ftl, op).unwrap();
-            }
-            ftl.checkpoint().unwrap();
-        }
-        ftl.flush().unwrap();
-        model.flushed();
+        let model = run_checkpointed(&mut ftl, &ops, every);
         let anchors = ftl.log().volume().anchors.unwrap().map(u32::from);
         let mut dev = ftl.into_device();
         let opened = |dev: &mut NandSegments<NandSim>, seg| match dev.read_header(seg).unwrap() {
