@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use flash::{preset, DeviceSpec, ImageMeta, NandFlash, NandSim, NorFlash, NorSim};
 use flashfs::fs::ROOT_INO;
-use flashfs::media::tag::{Kind, TagLayout, TagState};
+use flashfs::media::tag::{Kind, TagLayout};
 use flashfs::{
     BlockDevice, Damage, Error, Fs, Ftl, FtlConfig, LogConfig, NandSegments, NorSegments, Segments,
 };
@@ -114,28 +114,6 @@ fn ftl_config() -> FtlConfig {
         },
         ..FtlConfig::default()
     }
-}
-
-/// Every valid tag on `dev`, with its segment and slot.
-fn valid_tags<D: Segments>(dev: &mut D) -> Vec<(u32, u32, flashfs::media::tag::Tag)> {
-    let geo = dev.geometry();
-    let mut tags = vec![TagState::Erased; geo.slots as usize];
-    let mut out = Vec::new();
-    for seg in 0..geo.segments {
-        if !matches!(
-            dev.read_header(seg),
-            Ok(flashfs::media::HeaderState::Valid(_))
-        ) {
-            continue;
-        }
-        dev.read_tags(seg, &mut tags).unwrap();
-        for (slot, t) in tags.iter().enumerate() {
-            if let TagState::Valid(t) = t {
-                out.push((seg, slot as u32, *t));
-            }
-        }
-    }
-    out
 }
 
 /// The slot holding the newest version of sector `key`.

@@ -571,7 +571,7 @@ impl<D: Segments> Fs<D> {
             match BlockHeader::decode(&buf) {
                 Some(h) if h.epoch == self.sb.commit => found.push((h.index, b)),
                 // An earlier epoch's, or a later one whose checkpoint was lost: dead, and
-                // trimmed so the cleaner does not copy it.
+                // let go so the cleaner does not copy it.
                 h => {
                     if let Some(h) = h.filter(|h| h.epoch > self.sb.commit) {
                         self.journal.lost_epoch = self.journal.lost_epoch.max(h.epoch);
@@ -580,7 +580,7 @@ impl<D: Segments> Fs<D> {
                 }
             }
         }
-        self.tree.store_mut().trim(&dead)?;
+        self.tree.store_mut().let_go(&dead)?;
         found.sort_unstable();
         if found.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(Error::Corrupt("two journal blocks with one place"));

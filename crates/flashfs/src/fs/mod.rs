@@ -777,12 +777,12 @@ impl<D: Segments> Fs<D> {
         self.sb = sb;
         let slots = self.programmed().slots;
         self.counts.committed(slots);
-        // The blocks of the epoch just ended hold nothing needed now: trimmed, they are
+        // The blocks of the epoch just ended hold nothing needed now: let go, they are
         // dead to the cleaner at once, rather than copied as live until the next epoch
-        // reuses them, and stay so after a power cut, since a mount reads every journal
-        // block (SPEC §8.5b).
+        // reuses them, and a power cut never brings one back as data lost, since a mount
+        // reads every journal block (SPEC §8.5b).
         let used: Vec<u64> = self.journal.blocks_in_epoch().collect();
-        self.tree.store_mut().trim(&used)?;
+        self.tree.store_mut().let_go(&used)?;
         self.journal.checkpointed(sb.commit, self.changes());
         self.tails.checkpointed();
         Ok(())

@@ -182,12 +182,10 @@ impl<D: Segments> Store<D> {
         self.ftl.forget(sector)
     }
 
-    /// Lets the block device forget the data of `sectors` for good: a trim, which a record
-    /// makes durable with the next flush, where a forget holds only until a power cut. For
-    /// blocks that a mount reads whatever they hold (the journal's): after a cut the map
-    /// goes back to the checkpoint's, and the version a forget let go may have been erased
-    /// by then, which would read as data lost rather than as a block without data.
-    pub fn trim(&mut self, sectors: &[u64]) -> Result<()> {
+    /// Lets the block device go of `sectors`, blocks that a mount reads whatever they hold
+    /// (the journal's), so that a power cut never brings one back as data lost
+    /// ([`Ftl::let_go`]).
+    pub fn let_go(&mut self, sectors: &[u64]) -> Result<()> {
         let mut ranges = Vec::new();
         let mut rest = sectors;
         while let Some(&first) = rest.first() {
@@ -200,7 +198,7 @@ impl<D: Segments> Store<D> {
             ranges.push((first, run as u64));
             rest = &rest[run..];
         }
-        self.ftl.trim_ranges(&ranges)
+        self.ftl.let_go(&ranges)
     }
 
     /// Keeps `data`, the whole block of file `ino` at `sector`, in RAM instead of

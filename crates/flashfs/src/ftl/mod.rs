@@ -813,6 +813,25 @@ impl<D: Segments> Ftl<D> {
         Ok(())
     }
 
+    /// Lets go of ranges of sectors (first, count) that a mount reads again whatever they
+    /// hold (the file system's journal blocks): after a power cut each must read as without
+    /// data or as an old version of itself, never as data lost. On a volume mounted by a
+    /// scan a forget ([`Ftl::forget`]) does that at no cost: a scan maps only versions it
+    /// reads. On one that keeps checkpoints a cut brings back the checkpoint's map, which
+    /// may name a version the cleaner erased after the forget let it go: there the ranges
+    /// are trimmed ([`Ftl::trim_ranges`]), a record that survives the cut.
+    pub(crate) fn let_go(&mut self, ranges: &[(u64, u64)]) -> Result<()> {
+        if self.log.keeps_checkpoints() {
+            return self.trim_ranges(ranges);
+        }
+        for &(sector, count) in ranges {
+            for k in sector..sector.saturating_add(count) {
+                self.forget(k)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Trims ranges of sectors (first, count) with as few trim records as they fit in
     /// ([`BlockDevice::trim`]); ranges without data take none.
     pub(crate) fn trim_ranges(&mut self, ranges: &[(u64, u64)]) -> Result<()> {

@@ -2,7 +2,8 @@
 #![allow(dead_code, unused_imports)]
 
 use flash::{Cells, EccSpec, ImageMeta, NandSim, NandSpec, NandTiming, NorSim, NorSpec, NorTiming};
-use flashfs::media::tag::Tag;
+use flashfs::media::tag::{Tag, TagState};
+use flashfs::media::HeaderState;
 use flashfs::{Liveness, NandSegments, NorSegments, Owner, PageSource, SlotAddr};
 
 /// A small NOR part: 16 units of 8 KiB in 2 banks, 4-byte words.
@@ -389,4 +390,23 @@ impl Owner for Latest {
         self.0.insert(tag.key, to);
         Ok(())
     }
+}
+
+/// Every valid tag on `dev`, with its segment and slot.
+pub fn valid_tags<D: Segments>(dev: &mut D) -> Vec<(u32, u32, Tag)> {
+    let geo = dev.geometry();
+    let mut tags = vec![TagState::Erased; geo.slots as usize];
+    let mut out = Vec::new();
+    for seg in 0..geo.segments {
+        if !matches!(dev.read_header(seg), Ok(HeaderState::Valid(_))) {
+            continue;
+        }
+        dev.read_tags(seg, &mut tags).unwrap();
+        for (slot, t) in tags.iter().enumerate() {
+            if let TagState::Valid(t) = t {
+                out.push((seg, slot as u32, *t));
+            }
+        }
+    }
+    out
 }
