@@ -692,6 +692,50 @@ fn bench_mount_refuses_a_full_volume_in_one_line() {
 }
 
 #[test]
+fn bench_mount_refuses_a_same_data_part_it_cannot_read_in_one_line() {
+    for bad in [
+        "nand-128m",
+        "nand-128m:many",
+        "no-such-part:64",
+        "w25q64jv:64",
+    ] {
+        fails(
+            flashfs().args(["bench", "mount", "--quick", "--same-data", bad]),
+            1,
+        );
+    }
+}
+
+/// `--same-data PRESET:BLOCKS` names the larger part that holds what the flat part of its
+/// preset holds; `none` runs none.
+#[test]
+fn bench_mount_runs_the_same_data_parts_named() {
+    let flat = |same: &[&str]| {
+        let mut cmd = flashfs();
+        cmd.args(["bench", "mount", "--quick", "--experiment", "flat"])
+            .args(["--mode", "ftl", "--cut-points", "1", "--json"]);
+        for s in same {
+            cmd.args(["--same-data", s]);
+        }
+        json_rows(&mut cmd)
+    };
+    let rows = flat(&["nand-128m:1536"]);
+    let big: Vec<_> = rows
+        .iter()
+        .filter(|r| r["same_data_as"] != serde_json::Value::Null)
+        .collect();
+    assert!(!big.is_empty());
+    for r in &big {
+        assert_eq!(r["blocks"], 1536, "{r}");
+        assert_eq!(r["same_data_as"], "nand-128m[1024 blocks]", "{r}");
+    }
+    let rows = flat(&["none"]);
+    assert!(rows
+        .iter()
+        .all(|r| r["same_data_as"] == serde_json::Value::Null));
+}
+
+#[test]
 fn bench_peers_refuses_zero_random_writes_in_one_line() {
     fails(
         flashfs().args(["bench", "peers", "--random-writes", "0"]),

@@ -14,8 +14,9 @@
 //!   (the part's pages and timing, that many blocks) holding 2 MiB, and full; milliseconds
 //!   per MiB of partition.
 //! - **flat**: the volume 90% full on parts of growing size (128 MiB, 1 GiB and, if the
-//!   host's RAM holds its image twice, a 4 GiB part of the 1 GiB part's family), and a
-//!   16 GiB part of that family holding the same data as the 1 GiB part.
+//!   host's RAM holds its image twice, a 4 GiB part of the 1 GiB part's family), and larger
+//!   parts of each family holding the same data: 512 MiB of the 128 MiB part's pages,
+//!   16 GiB of the 1 GiB part's.
 //! - **seek** (Ryu & Park's seek test, on Ryu & Park's part): one 321 MiB file, 1-byte
 //!   reads at 0, 90, 20, 70, 40, 50, 60, 30, 80, 10 and 100% of it, their device time
 //!   summed right after a mount (`unloaded`) and again (`loaded`).
@@ -155,9 +156,10 @@ pub struct MountOptions {
     pub flat_large: Option<Part>,
     /// The flat-cost rows' fill, percent.
     pub flat_pct: u32,
-    /// A part, larger still, holding the same data as the last of `flat_parts` (at
-    /// `flat_pct`), so that only the device grows; run only if the host's RAM holds it.
-    pub flat_same_data: Option<Part>,
+    /// Parts, larger still, each holding the same data as the last of `flat_parts` of its
+    /// preset (at `flat_pct`), so that only the device grows; each run only if the host's
+    /// RAM holds it.
+    pub flat_same_data: Vec<Part>,
     /// Cuts per power-cut measurement of the checkpoint mount, spread evenly over a
     /// checkpoint cycle, besides those around its end ([`cycle::walk`]; 1: one cut where
     /// the fill ended).
@@ -184,8 +186,14 @@ impl Default for MountOptions {
             // The 1 GiB part's pages and timing, four times the blocks: 4 GiB.
             flat_large: Some(Part::with_blocks("nand-1g", 4 * 8192)),
             flat_pct: 90,
-            // Sixteen times the blocks: 16 GiB, holding what the 1 GiB part holds at 90%.
-            flat_same_data: Some(Part::with_blocks("nand-1g", 16 * 8192)),
+            // Larger parts of each part's pages and timing, holding what the part holds at
+            // 90%: four times the 128 MiB part's blocks, 512 MiB (the largest part of
+            // 512-byte pages whose checkpoint root names its directory: SPEC.md §3.5), and
+            // sixteen times the 1 GiB part's, 16 GiB.
+            flat_same_data: vec![
+                Part::with_blocks("nand-128m", 4 * 8192),
+                Part::with_blocks("nand-1g", 16 * 8192),
+            ],
             cut_points: 8,
             seek_file_mib: 321,
             seed: 2006,
@@ -207,7 +215,7 @@ impl MountOptions {
                 Part::with_blocks("nand-128m", 1024),
             ],
             flat_large: None,
-            flat_same_data: Some(Part::with_blocks("nand-128m", 2048)),
+            flat_same_data: vec![Part::with_blocks("nand-128m", 2048)],
             cut_points: 3,
             seek_file_mib: 4,
             ..MountOptions::default()
@@ -422,16 +430,23 @@ pub fn run_mount(
             ended.push((part, mode, stored));
         }
         if exp == Experiment::Flat {
-            if let (Some(big), Some(like)) = (&opts.flat_same_data, opts.flat_parts.last()) {
-                report.rows.extend(run_same_data(
-                    opts,
-                    big,
-                    like,
-                    &ended,
-                    &pat,
-                    &mut report.notes,
-                    progress,
-                )?);
+            for big in &opts.flat_same_data {
+                let like = opts
+                    .flat_parts
+                    .iter()
+                    .rev()
+                    .find(|p| p.preset == big.preset);
+                if let Some(like) = like {
+                    report.rows.extend(run_same_data(
+                        opts,
+                        big,
+                        like,
+                        &ended,
+                        &pat,
+                        &mut report.notes,
+                        progress,
+                    )?);
+                }
             }
         }
     }
@@ -779,7 +794,7 @@ mod tests {
         MountOptions {
             frash_partitions_mib: vec![8],
             flat_parts: vec![Part::with_blocks("nand-128m", 512)],
-            flat_same_data: Some(Part::with_blocks("nand-128m", 1024)),
+            flat_same_data: vec![Part::with_blocks("nand-128m", 1024)],
             ..MountOptions::quick()
         }
     }

@@ -221,11 +221,12 @@ pub struct MountArgs {
     /// hold its image twice.
     #[arg(long, value_name = "BLOCKS")]
     large_blocks: Option<u32>,
-    /// Blocks of the part of the flat-cost rows that holds the same data as the 1 GiB
-    /// NAND (its pages and timing; default 131072, 16 GiB); 0 for none. Skipped with a
-    /// note if the host's RAM would not hold its image twice.
-    #[arg(long, value_name = "BLOCKS")]
-    same_data_blocks: Option<u32>,
+    /// A part of the flat-cost rows that holds the same data as the flat part of its preset,
+    /// as PRESET:BLOCKS (that preset's pages and timing, that many blocks; repeatable;
+    /// default nand-128m:32768 and nand-1g:131072, 512 MiB and 16 GiB), or `none`. Each
+    /// skipped with a note if the host's RAM would not hold its image twice.
+    #[arg(long, value_name = "PRESET:BLOCKS")]
+    same_data: Vec<String>,
     /// Cuts per power-cut row of the checkpoint mount, spread over one checkpoint cycle
     /// (default 8, or 3 with --quick; 1: one cut where the fill ended); the row is the
     /// worst, beside the mean.
@@ -612,8 +613,8 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     if let Some(b) = args.large_blocks {
         opts.flat_large = (b > 0).then(|| Part::with_blocks("nand-1g", b));
     }
-    if let Some(b) = args.same_data_blocks {
-        opts.flat_same_data = (b > 0).then(|| Part::with_blocks("nand-1g", b));
+    if !args.same_data.is_empty() {
+        opts.flat_same_data = same_data_parts(&args.same_data)?;
     }
     if let Some(n) = args.cut_points {
         opts.cut_points = n;
@@ -642,6 +643,26 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// The parts `--same-data` names: `none`, or PRESET:BLOCKS each.
+fn same_data_parts(args: &[String]) -> Result<Vec<Part>> {
+    if args.iter().any(|a| a == "none") {
+        return Ok(Vec::new());
+    }
+    args.iter()
+        .map(|a| {
+            let (preset, blocks) = a
+                .split_once(':')
+                .with_context(|| format!("--same-data {a:?}: PRESET:BLOCKS or none"))?;
+            let blocks: u32 = blocks
+                .parse()
+                .with_context(|| format!("--same-data {a:?}: blocks are a number"))?;
+            let part = Part::with_blocks(preset, blocks);
+            part.spec()?;
+            Ok(part)
+        })
+        .collect()
 }
 
 fn tffs_bench(args: &TffsArgs, global: Global, out: &mut dyn Write) -> Result<()> {
