@@ -38,6 +38,9 @@ pub struct ScaleOptions {
     pub frag_checkpoints: Vec<u64>,
     /// Lookups or reads per measurement.
     pub samples: u64,
+    /// Bytes of the block device's map pages kept in RAM ([`flashfs::FtlConfig::map_cache`]);
+    /// `None`: the default. A read of a block whose map page is not cached reads the page.
+    pub map_cache: Option<usize>,
     /// Seed of the random choices.
     pub seed: u64,
 }
@@ -51,6 +54,7 @@ impl Default for ScaleOptions {
             frag_file_mib: 64,
             frag_checkpoints: vec![1_000, 10_000, 50_000],
             samples: 500,
+            map_cache: None,
             seed: 7,
         }
     }
@@ -168,10 +172,13 @@ pub fn run_scale(
 /// index path to the inode, which then stays in RAM until the next commit and would hide
 /// the cold reads measured here.
 fn fs_on(opts: &ScaleOptions) -> Result<Fs<Dev>> {
-    let config = FsConfig {
+    let mut config = FsConfig {
         atime: Atime::Never,
         ..FsConfig::default()
     };
+    if let Some(bytes) = opts.map_cache {
+        config.ftl.map_cache = bytes;
+    }
     Fs::format(device(&opts.preset, opts.seed)?, config).context(|| "mkfs".into())
 }
 
@@ -380,4 +387,49 @@ pub fn table(rows: &[ScaleRow]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> ScaleOptions {
+        ScaleOptions {
+            preset: "nand-128m".into(),
+            dir_checkpoints: vec![20],
+            file_checkpoints_mib: vec![1],
+            frag_file_mib: 4,
+            frag_checkpoints: vec![300],
+            samples: 50,
+            ..ScaleOptions::default()
+        }
+    }
+
+    fn row<'a>(rows: &'a [ScaleRow], experiment: &str) -> &'a ScaleRow {
+        rows.iter().find(|r| r.experiment == experiment).unwrap()
+    }
+
+    /// Each experiment gives its row, and a block device's map held to one page in RAM
+    /// costs the fragmented file's reads map pages from flash that the default's cache
+    /// holds.
+    #[test]
+    fn a_map_page_not_in_ram_costs_the_reads_a_read() {
+        let rows = run_scale(&small(), &mut |_, _, _| {}).unwrap();
+        assert_eq!(rows.len(), 3);
+        let frag = row(&rows, "fragmented-file");
+        assert!(frag.extents > 1, "{frag:?}");
+        // A 4 KiB read of 2 KiB blocks reads two data pages, and index nodes.
+        assert!(frag.page_reads_per_op > 2.0, "{frag:?}");
+        let tight = ScaleOptions {
+            map_cache: Some(0),
+            ..small()
+        };
+        let tight_rows = run_scale(&tight, &mut |_, _, _| {}).unwrap();
+        let tight_frag = row(&tight_rows, "fragmented-file");
+        assert_eq!(tight_frag.extents, frag.extents);
+        assert!(
+            tight_frag.page_reads_per_op > frag.page_reads_per_op,
+            "{tight_frag:?} against {frag:?}"
+        );
+    }
 }

@@ -303,6 +303,10 @@ pub struct ScaleArgs {
     /// Cold operations measured per row.
     #[arg(long)]
     samples: Option<u64>,
+    /// KiB of the block device's map pages kept in RAM (default 256): a read whose block's
+    /// map page is not cached reads the page from flash.
+    #[arg(long, value_name = "KIB")]
+    map_cache_kib: Option<usize>,
 }
 
 /// Options of `flashfs bench tffs`.
@@ -552,6 +556,9 @@ fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         }
         opts.samples = n;
     }
+    if let Some(kib) = args.map_cache_kib {
+        opts.map_cache = Some(kib.saturating_mul(1024));
+    }
     let rows = with_progress(global, "{msg:>16} [{bar:40}] {pos}/{len} {eta}", |p| {
         run_scale(&opts, p)
     })?;
@@ -562,9 +569,14 @@ fn scale(args: &ScaleArgs, global: Global, out: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(
             out,
-            "preset {}, native file system, default configuration but access times off; {} cold \
-             operations per row (index cache emptied before each); device time",
-            opts.preset, opts.samples
+            "preset {}, native file system, default configuration but access times off{}; {} \
+             cold operations per row (index cache emptied before each); device time",
+            opts.preset,
+            match opts.map_cache {
+                Some(b) => format!(", block device's map cache {} KiB", b / 1024),
+                None => String::new(),
+            },
+            opts.samples
         )?;
         out.write_all(flashfs_bench::scale::table(&rows).as_bytes())?;
     }
