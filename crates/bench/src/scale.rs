@@ -409,11 +409,10 @@ mod tests {
         rows.iter().find(|r| r.experiment == experiment).unwrap()
     }
 
-    /// Each experiment gives its row, and a block device's map held to one page in RAM
-    /// costs the fragmented file's reads map pages from flash that the default's cache
-    /// holds.
+    /// Each experiment gives its row; with the block device's map held to one page in RAM,
+    /// the fragmented file's reads read map pages from flash that the default keeps.
     #[test]
-    fn a_map_page_not_in_ram_costs_the_reads_a_read() {
+    fn a_map_held_to_one_page_costs_the_fragmented_file_map_page_reads() {
         let rows = run_scale(&small(), &mut |_, _, _| {}).unwrap();
         assert_eq!(rows.len(), 3);
         let frag = row(&rows, "fragmented-file");

@@ -187,9 +187,9 @@ impl Default for MountOptions {
             flat_large: Some(Part::with_blocks("nand-1g", 4 * 8192)),
             flat_pct: 90,
             // Larger parts of each part's pages and timing, holding what the part holds at
-            // 90%: four times the 128 MiB part's blocks, 512 MiB (the largest part of
-            // 512-byte pages whose checkpoint root names its directory: SPEC.md §3.5), and
-            // sixteen times the 1 GiB part's, 16 GiB.
+            // 90%: four times the 128 MiB part's blocks, 512 MiB (a part of 512-byte pages
+            // twice that size keeps no checkpoint: its root cannot name the directory,
+            // SPEC.md §3.5), and sixteen times the 1 GiB part's, 16 GiB.
             flat_same_data: vec![
                 Part::with_blocks("nand-128m", 4 * 8192),
                 Part::with_blocks("nand-1g", 16 * 8192),

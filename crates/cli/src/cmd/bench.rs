@@ -303,7 +303,7 @@ pub struct ScaleArgs {
     /// Cold operations measured per row.
     #[arg(long)]
     samples: Option<u64>,
-    /// KiB of the block device's map pages kept in RAM (default 256): a read whose block's
+    /// KiB of the block device's map pages kept in RAM (default 512): a read whose block's
     /// map page is not cached reads the page from flash.
     #[arg(long, value_name = "KIB")]
     map_cache_kib: Option<usize>,

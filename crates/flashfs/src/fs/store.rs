@@ -182,7 +182,7 @@ impl<D: Segments> Store<D> {
         self.ftl.forget(sector)
     }
 
-    /// Lets the block device go of `sectors`, blocks that a mount reads whatever they hold
+    /// Has the block device let go of `sectors`, blocks that a mount reads whatever they hold
     /// (the journal's), so that a power cut never brings one back as data lost
     /// ([`Ftl::let_go`]).
     pub fn let_go(&mut self, sectors: &[u64]) -> Result<()> {

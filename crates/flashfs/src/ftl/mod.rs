@@ -67,9 +67,9 @@ pub struct FtlConfig {
 }
 
 /// The default [`FtlConfig::map_cache`]: the map pages of 256 MiB of 2 KiB sectors written at
-/// random, and the run lists of several GiB written in order. Half of it took the reads of a
-/// file fragmented over the 1 GiB NAND a map page in four (`flashfs bench scale`); a mount
-/// takes none of it.
+/// random, and the run lists of several GiB written in order. With half of it, random reads
+/// of a file fragmented over the 1 GiB NAND read a map page once in four (`flashfs bench
+/// scale`); a mount and its first write touch a few pages.
 pub const DEFAULT_MAP_CACHE: usize = 512 * 1024;
 
 impl Default for FtlConfig {
