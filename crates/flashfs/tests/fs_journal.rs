@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use common::*;
-use flashfs::fs::{Atime, RecordFormat, Timespec, ROOT_INO};
+use flashfs::fs::{Atime, Ino, RecordFormat, Timespec, ROOT_INO};
 use flashfs::media::tag::Kind;
 use flashfs::{Fs, FsConfig, Segments};
 
@@ -387,28 +387,10 @@ fn an_ended_epochs_journal_blocks_stay_without_data_after_a_power_cut() {
         ..config()
     };
     let mut fs = Fs::format(nand_checkpointed(), config).unwrap();
-    let log = record_file(&mut fs, b"log", RecordFormat::variable());
-    fs.sync().unwrap();
-    for i in 0..4u8 {
-        fs.record_add(log, &[i; 40]).unwrap();
-        fs.sync().unwrap();
-    }
-    assert!(fs.stats().journal_entries >= 4);
+    let (log, used) = records_in_the_journal(&mut fs);
     // A checkpoint of the block device: its map names the journal's blocks.
     fs.ftl_mut().checkpoint().unwrap();
-    let used: Vec<u64> = (1..=8u64)
-        .filter(|&k| fs.ftl_mut().is_mapped(k).unwrap())
-        .collect();
-    assert!(!used.is_empty(), "no journal block holds entries");
-    // A change that is no record: a checkpoint of the file system ends the epoch.
-    fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
-    fs.sync().unwrap();
-    for &k in &used {
-        assert!(
-            !fs.ftl_mut().is_mapped(k).unwrap(),
-            "block {k} after the checkpoint"
-        );
-    }
+    end_the_epoch(&mut fs, &used);
     // The power goes before the block device's next checkpoint; the cleaner had erased
     // what the blocks held (dead to it), as it may.
     let mut dev = fs.into_device();
@@ -430,22 +412,8 @@ fn an_ended_epochs_journal_blocks_stay_without_data_after_a_power_cut() {
 fn a_scanned_volume_lets_an_ended_epochs_journal_blocks_go_without_a_record() {
     let mut fs = Fs::format(nor(true), config()).unwrap();
     assert!(!fs.ftl().log().keeps_checkpoints());
-    let log = record_file(&mut fs, b"log", RecordFormat::variable());
-    fs.sync().unwrap();
-    for i in 0..4u8 {
-        fs.record_add(log, &[i; 40]).unwrap();
-        fs.sync().unwrap();
-    }
-    let used: Vec<u64> = (1..=fs.stats().journal_blocks)
-        .filter(|&k| fs.ftl_mut().is_mapped(k).unwrap())
-        .collect();
-    assert!(!used.is_empty(), "no journal block holds entries");
-    // A checkpoint of the file system ends the epoch.
-    fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
-    fs.sync().unwrap();
-    for &k in &used {
-        assert!(!fs.ftl_mut().is_mapped(k).unwrap(), "block {k}");
-    }
+    let (log, used) = records_in_the_journal(&mut fs);
+    end_the_epoch(&mut fs, &used);
     let mut dev = fs.into_device();
     let trims = valid_tags(&mut dev)
         .into_iter()
@@ -457,4 +425,37 @@ fn a_scanned_volume_lets_an_ended_epochs_journal_blocks_go_without_a_record() {
     let mut fs = Fs::mount(dev, config()).unwrap();
     assert_eq!(fs.record_list(log).unwrap().len(), 4);
     assert!(fs.check(false).unwrap().is_clean());
+}
+
+/// A record file given four records, each synced alone: journal entries or self-committing
+/// frames, in journal blocks. Returns the file
+/// and the journal blocks the block device maps.
+fn records_in_the_journal<D: Segments>(fs: &mut Fs<D>) -> (Ino, Vec<u64>) {
+    let log = record_file(fs, b"log", RecordFormat::variable());
+    fs.sync().unwrap();
+    for i in 0..4u8 {
+        fs.record_add(log, &[i; 40]).unwrap();
+        fs.sync().unwrap();
+    }
+    let st = fs.stats();
+    // Entries, or on reprogrammable NOR frames that commit themselves in append blocks.
+    assert!(st.journal_entries + st.frame_commits >= 4, "{st:?}");
+    let used: Vec<u64> = (1..=st.journal_blocks)
+        .filter(|&k| fs.ftl_mut().is_mapped(k).unwrap())
+        .collect();
+    assert!(!used.is_empty(), "no journal block holds entries");
+    (log, used)
+}
+
+/// A change that is no record: a checkpoint of the file system ends the epoch, and the block
+/// device lets the journal blocks it `used` go.
+fn end_the_epoch<D: Segments>(fs: &mut Fs<D>, used: &[u64]) {
+    fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.sync().unwrap();
+    for &k in used {
+        assert!(
+            !fs.ftl_mut().is_mapped(k).unwrap(),
+            "block {k} after the checkpoint"
+        );
+    }
 }
