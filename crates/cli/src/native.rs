@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::device;
 use crate::units::count;
-use crate::volume::{log_usage, LogUsage, Media, Space};
+use crate::volume::{ftl_log_usage, LogUsage, Media, Space};
 
 /// A medium the native file system runs on, able to give its image back.
 pub trait Medium: Segments + Send + 'static {
@@ -168,8 +168,7 @@ pub fn usage<D: Segments>(fs: &mut Fs<D>) -> anyhow::Result<(Space, LogUsage, Na
         mounted_from_map: fs.stats().mounted_from_map,
         space_map_blocks: fs.space_map_blocks(),
     };
-    let mut log = log_usage(fs.ftl().log());
-    log.map_cache_bytes = fs.ftl().map_cache_stats().0 as u64;
+    let mut log = ftl_log_usage(fs.ftl());
     if let Some(r) = &mut log.regions {
         r.record(Some(&fs.lifetime()));
     }

@@ -341,6 +341,11 @@ pub struct LogUsage {
     /// How the mount found the log: `checkpoint` (read from the newest checkpoint, SPEC
     /// §3.5) or `scan` (every header and tag read).
     pub mounted_from: &'static str,
+    /// Whether the volume keeps checkpoints: `kept`, `none` (a device of fewer than 256
+    /// segments, one too small for them beside the volume, or anchors that failed) or
+    /// `too-large` (no checkpoint root can name this map's directory: every mount scans,
+    /// SPEC.md §3.5).
+    pub checkpoints: &'static str,
     /// Bytes of the block device's sector map in RAM after the mount (its pages and run
     /// lists, under `FtlConfig::map_cache`).
     pub map_cache_bytes: u64,
@@ -425,12 +430,27 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
         live_slots: live,
         checkpoint_slots: log.checkpoint_slots(),
         mounted_from: if log.restored() { "checkpoint" } else { "scan" },
+        checkpoints: if log.keeps_checkpoints() {
+            "kept"
+        } else {
+            "none"
+        },
         map_cache_bytes: 0,
         mount_heap_bytes: None,
         reclaimable_slots: reclaimable,
         newest_sequence: log.last_seq(),
         utilization_histogram: hist,
     }
+}
+
+/// The log's usage under a block device: with its map in RAM and whether its checkpoints fit.
+pub fn ftl_log_usage<D: Segments>(ftl: &Ftl<D>) -> LogUsage {
+    let mut log = log_usage(ftl.log());
+    log.map_cache_bytes = ftl.map_cache_stats().0 as u64;
+    if log.checkpoints == "kept" && !ftl.checkpoints_fit() {
+        log.checkpoints = "too-large";
+    }
+    log
 }
 
 fn ftl_usage<D: Segments>(ftl: &Ftl<D>) -> (Space, LogUsage) {
@@ -447,8 +467,7 @@ fn ftl_usage<D: Segments>(ftl: &Ftl<D>) -> (Space, LogUsage) {
             units::count(ss)
         ),
     };
-    let mut log = log_usage(ftl.log());
-    log.map_cache_bytes = ftl.map_cache_stats().0 as u64;
+    let mut log = ftl_log_usage(ftl);
     if let Some(r) = &mut log.regions {
         r.record(ftl.lifetime().as_ref());
     }

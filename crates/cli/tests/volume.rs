@@ -543,3 +543,29 @@ fn mkfs_takes_a_custom_geometry() {
     assert!(line.contains("geometry"), "{line}");
     assert!(!bad.exists());
 }
+
+/// `info` says why a mount scans: a device too small to keep checkpoints, or one whose map
+/// is too large for a checkpoint root to name its directory (1 GiB of 512-byte pages,
+/// SPEC.md §3.5), beside one that keeps them.
+#[test]
+fn info_says_whether_the_volume_keeps_checkpoints() {
+    let dir = TempDir::new().unwrap();
+    for (preset, extra, kept) in [
+        ("nand-128m", &[][..], "kept"),
+        ("28f008sa", &[][..], "none"),
+        ("nand-128m", &["--blocks", "65536"][..], "too-large"),
+    ] {
+        let img = dir.path().join(format!("{kept}.img"));
+        mkfs(&img, preset, extra);
+        let j = info_json(&img);
+        assert_eq!(j["log"]["checkpoints"], kept, "{preset} {extra:?}");
+        let text = flashfs().arg("info").arg(&img).assert().success();
+        let out = String::from_utf8(text.get_output().stdout.clone()).unwrap();
+        let want = match kept {
+            "kept" => "from the checkpoint",
+            "none" => "keeps no checkpoints",
+            _ => "no checkpoint root can name",
+        };
+        assert!(out.contains(want), "{preset} {extra:?}: {out}");
+    }
+}

@@ -335,7 +335,13 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                     "from the checkpoint written at the last close ({} slots)",
                     count(l.checkpoint_slots)
                 ),
-                _ => "by a scan of every segment (no current checkpoint)".into(),
+                _ => match l.checkpoints {
+                    "none" => "by a scan of every segment (the volume keeps no checkpoints)".into(),
+                    "too-large" => "by a scan of every segment (no checkpoint root can name this \
+                                    map's directory: SPEC.md §3.5)"
+                        .into(),
+                    _ => "by a scan of every segment (no current checkpoint)".into(),
+                },
             },
         ]);
         if let Some(heap) = l.mount_heap_bytes {

@@ -737,6 +737,12 @@ impl<D: Segments> Ftl<D> {
         self.log.checkpoint(&mut self.map)
     }
 
+    /// Whether the volume keeps checkpoints and one of this map fits a root
+    /// ([`Log::checkpoints_fit`]): if not, every mount scans.
+    pub fn checkpoints_fit(&self) -> bool {
+        self.log.checkpoints_fit(self.map.pages())
+    }
+
     /// Bytes of the sector map's pages in RAM now, and pages read back from the checkpoint
     /// since mount (the map cache's misses).
     pub fn map_cache_stats(&self) -> (usize, u64) {

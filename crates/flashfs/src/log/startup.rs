@@ -718,6 +718,44 @@ impl<D: Segments> Log<D> {
         self.checkpoint_as(owner, true)
     }
 
+    /// Whether the volume keeps checkpoints and a root can name one of an owner of
+    /// `owner_pages` pages; if not, every mount scans (SPEC.md §3.5: a root's room).
+    pub fn checkpoints_fit(&self, owner_pages: u32) -> bool {
+        self.anchors.is_some() && self.checkpoint_room(owner_pages).is_some()
+    }
+
+    /// What a checkpoint of an owner of `owner_pages` pages takes in its root: `None` when
+    /// no root can name it, and the volume is mounted by a scan.
+    fn checkpoint_room(&self, owner_pages: u32) -> Option<RootRoom> {
+        let slot = self.geo.slot_size as usize;
+        let log_pages = self.table_pages();
+        let total = log_pages as usize + owner_pages as usize;
+        // The directory lists the pages on flash once they are written (`encode_dir`): the
+        // root is made room for as many pages as it may take.
+        let dirs = max_dir_pages(total, slot);
+        if total >= DIR_KEY as usize
+            || DIR_KEY as u64 + dirs as u64 > u64::from(self.dev.tag_layout().max_key())
+        {
+            // Page keys that would reach the directory's, or directory keys its tags cannot
+            // carry.
+            return None;
+        }
+        // Each segment the table and the directory may open goes in the root too.
+        let usable = self
+            .geo
+            .slots
+            .saturating_sub(self.dev.reserved_slots())
+            .max(1) as usize;
+        // The root names the directory, the late segments and the set: the set gives way.
+        let named = dirs + (log_pages as usize + dirs).div_ceil(usable) + 2;
+        let set = max_dirs(slot).saturating_sub(named);
+        (set >= 2).then_some(RootRoom {
+            log_pages,
+            dirs,
+            set,
+        })
+    }
+
     fn checkpoint_as(&mut self, owner: &mut dyn Owner, closing: bool) -> Result<()> {
         let Some(a) = &self.anchors else {
             return Ok(());
@@ -737,28 +775,12 @@ impl<D: Segments> Log<D> {
         if a.current_root && (a.closed_root || !closing) {
             return Ok(());
         }
-        let slot = self.geo.slot_size as usize;
-        let log_pages = self.table_pages();
         let owner_pages = owner.pages();
-        let total = log_pages as usize + owner_pages as usize;
-        // The directory lists the pages on flash once they are written (`encode_dir`): the
-        // root is made room for as many pages as it may take.
-        let ndirs = max_dir_pages(total, slot);
-        if total >= DIR_KEY as usize
-            || DIR_KEY as u64 + ndirs as u64 > u64::from(self.dev.tag_layout().max_key())
-        {
-            // Page keys that would reach the directory's, or directory keys its tags cannot
-            // carry: the volume is mounted by a scan.
+        let Some(room) = self.checkpoint_room(owner_pages) else {
             return Ok(());
-        }
-        // Each segment the table and the directory may open goes in the root too.
-        let usable = self
-            .geo
-            .slots
-            .saturating_sub(self.dev.reserved_slots())
-            .max(1) as usize;
-        // The root names the directory, the late segments and the set: the set gives way.
-        let named = ndirs + (log_pages as usize + ndirs).div_ceil(usable) + 2;
+        };
+        let (log_pages, ndirs) = (room.log_pages, room.dirs);
+        let total = log_pages as usize + owner_pages as usize;
         // A close's root names a quarter of the set: the mount after it reads every
         // header of the set to roll forward, and a session that writes enough to use
         // half of it checkpoints with a whole set soon enough.
@@ -766,9 +788,8 @@ impl<D: Segments> Log<D> {
             true => (self.set_segments() / 4).max(CLOSE_SET_MIN),
             false => self.set_segments(),
         };
-        let set = (wanted as usize).min(max_dirs(slot).saturating_sub(named));
+        let set = (wanted as usize).min(room.set);
         if set < 2 {
-            // No root can name this checkpoint: the volume is mounted by a scan.
             return Ok(());
         }
         let Some(a) = &mut self.anchors else {
@@ -1467,4 +1488,14 @@ impl<D: Segments> PageSource for CheckpointPages<'_, D> {
             }
         }
     }
+}
+
+/// What a checkpoint takes in its root ([`Log::checkpoints_fit`]).
+struct RootRoom {
+    /// Pages of the segment table.
+    log_pages: u32,
+    /// Directory pages at most.
+    dirs: usize,
+    /// Set segments the root has room for beside the directory and the late segments.
+    set: usize,
 }
