@@ -373,20 +373,6 @@ fn replay(preset: &str, fault: Fault, workload: Workload, seed: u64, cut: u64, t
     });
 }
 
-/// Replays one case of the block device's torture as the campaign ran it, idle steps
-/// included: `flashfs torture --preset P --target ftl --fault F --workload W --seed S --cut
-/// K [--torn]`.
-fn replay_with_idle(
-    preset: &str,
-    fault: Fault,
-    workload: Workload,
-    seed: u64,
-    cut: u64,
-    torn: bool,
-) {
-    replay_case(ftl_case(preset, fault, workload, seed, cut, torn));
-}
-
 /// The options of one case of the torture on `target`, its workload left to the caller:
 /// `flashfs torture --preset P --target T --fault F --seed S --cut K [--torn]`.
 fn case(
@@ -409,7 +395,9 @@ fn case(
     }
 }
 
-/// One case of the block device's torture, running `workload`.
+/// One case of the block device's torture, running `workload`, as the campaign ran it
+/// (idle steps included): `flashfs torture --preset P --target ftl --fault F --workload W
+/// --seed S --cut K [--torn]`.
 fn ftl_case(
     preset: &str,
     fault: Fault,
@@ -717,7 +705,14 @@ fn slots_written_into_a_segment_whose_header_decayed_are_damage_up_to_the_remoun
 /// is cleaned.
 #[test]
 fn a_released_trim_record_lets_go_of_each_copy_with_its_own_segment() {
-    replay_with_idle("w25n01gv", Fault::Silent, Workload::Mixed, 89, 553, false);
+    replay_case(ftl_case(
+        "w25n01gv",
+        Fault::Silent,
+        Workload::Mixed,
+        89,
+        553,
+        false,
+    ));
 }
 
 /// A checkpoint page whose tag and data no longer read (damage) is known to the cleaner by
@@ -729,7 +724,14 @@ fn a_released_trim_record_lets_go_of_each_copy_with_its_own_segment() {
 #[test]
 fn a_lost_checkpoint_page_leaves_the_checkpoint_before_its_slot_is_reused() {
     for (fault, seed, cut) in [(Fault::EccBeyond, 328, 329), (Fault::AtRest, 702, 542)] {
-        replay_with_idle("mlc-flexfs", fault, Workload::Mixed, seed, cut, true);
+        replay_case(ftl_case(
+            "mlc-flexfs",
+            fault,
+            Workload::Mixed,
+            seed,
+            cut,
+            true,
+        ));
     }
 }
 

@@ -341,11 +341,8 @@ pub struct LogUsage {
     /// How the mount found the log: `checkpoint` (read from the newest checkpoint, SPEC
     /// §3.5) or `scan` (every header and tag read).
     pub mounted_from: &'static str,
-    /// Whether the volume keeps checkpoints: `kept`, `none` (a device of fewer than 256
-    /// segments, one too small for them beside the volume, or anchors that failed) or
-    /// `too-large` (no checkpoint root can name this map's directory: every mount scans,
-    /// SPEC.md §3.5).
-    pub checkpoints: &'static str,
+    /// Whether the volume keeps checkpoints.
+    pub checkpoints: Checkpoints,
     /// Bytes of the block device's sector map in RAM after the mount (its pages and run
     /// lists, under `FtlConfig::map_cache`).
     pub map_cache_bytes: u64,
@@ -431,9 +428,9 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
         checkpoint_slots: log.checkpoint_slots(),
         mounted_from: if log.restored() { "checkpoint" } else { "scan" },
         checkpoints: if log.keeps_checkpoints() {
-            "kept"
+            Checkpoints::Kept
         } else {
-            "none"
+            Checkpoints::None
         },
         map_cache_bytes: 0,
         mount_heap_bytes: None,
@@ -443,12 +440,26 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
     }
 }
 
+/// Whether a volume keeps checkpoints (JSON: `kept`, `none`, `too-large`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Checkpoints {
+    /// It does (a mount scans only where none is current).
+    Kept,
+    /// It does not: a device of fewer than 256 segments, one too small for them beside the
+    /// volume, or anchors that failed.
+    None,
+    /// It would, but no checkpoint root can name this map's directory: every mount scans
+    /// (SPEC.md §3.5).
+    TooLarge,
+}
+
 /// The log's usage under a block device: with its map in RAM and whether its checkpoints fit.
 pub fn ftl_log_usage<D: Segments>(ftl: &Ftl<D>) -> LogUsage {
     let mut log = log_usage(ftl.log());
     log.map_cache_bytes = ftl.map_cache_stats().0 as u64;
-    if log.checkpoints == "kept" && !ftl.checkpoints_fit() {
-        log.checkpoints = "too-large";
+    if log.checkpoints == Checkpoints::Kept && !ftl.checkpoints_fit() {
+        log.checkpoints = Checkpoints::TooLarge;
     }
     log
 }

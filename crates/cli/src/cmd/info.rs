@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::device::{self, AtPath, Spread};
 use crate::native::{AnyFs, NativeInfo};
 use crate::units::{self, bytes, count};
-use crate::volume::{AnyFtl, Format, ImageStore, LogUsage, Media, Space};
+use crate::volume::{AnyFtl, Checkpoints, Format, ImageStore, LogUsage, Media, Space};
 
 /// Examples shown by `flashfs info --help`.
 pub const EXAMPLES: &str = "\
@@ -336,11 +336,15 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                     count(l.checkpoint_slots)
                 ),
                 _ => match l.checkpoints {
-                    "none" => "by a scan of every segment (the volume keeps no checkpoints)".into(),
-                    "too-large" => "by a scan of every segment (no checkpoint root can name this \
-                                    map's directory: SPEC.md §3.5)"
+                    Checkpoints::None => {
+                        "by a scan of every segment (the volume keeps no checkpoints)".into()
+                    }
+                    Checkpoints::TooLarge => "by a scan of every segment (no checkpoint root \
+                                              can name this map's directory: SPEC.md §3.5)"
                         .into(),
-                    _ => "by a scan of every segment (no current checkpoint)".into(),
+                    Checkpoints::Kept => {
+                        "by a scan of every segment (no current checkpoint)".into()
+                    }
                 },
             },
         ]);
