@@ -693,11 +693,14 @@ fn bench_mount_refuses_a_full_volume_in_one_line() {
 
 #[test]
 fn bench_mount_refuses_a_same_data_part_it_cannot_read_in_one_line() {
+    // The last is NAND, but the quick run's flat parts are of nand-128m: it would hold
+    // nothing to compare.
     for bad in [
         "nand-128m",
         "nand-128m:many",
         "no-such-part:64",
         "w25q64jv:64",
+        "w25n01gv:2048",
     ] {
         fails(
             flashfs().args(["bench", "mount", "--quick", "--same-data", bad]),

@@ -431,6 +431,7 @@ pub fn run_mount(
         }
         if exp == Experiment::Flat {
             for big in &opts.flat_same_data {
+                // `validate` saw that every such part has a flat part of its preset.
                 let like = opts
                     .flat_parts
                     .iter()
@@ -512,6 +513,19 @@ fn validate(opts: &MountOptions) -> Result<()> {
     }
     if opts.cut_points == 0 {
         return bad("at least one cut per cycle");
+    }
+    // A part holds the data of the flat part of its preset: without one it would hold
+    // nothing to compare.
+    if let Some(big) = opts
+        .flat_same_data
+        .iter()
+        .find(|b| !opts.flat_parts.iter().any(|p| p.preset == b.preset))
+    {
+        return Err(BenchError::InvalidOptions(format!(
+            "{} holds the same data as a flat part of {}, and the flat rows have none",
+            big.label(),
+            big.preset
+        )));
     }
     Ok(())
 }
