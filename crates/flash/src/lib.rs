@@ -33,6 +33,7 @@ mod error;
 pub mod fault;
 pub mod image;
 mod medium;
+pub mod nvram_nor;
 pub mod preset;
 pub mod sim;
 pub mod spec;
@@ -45,6 +46,7 @@ pub use image::ImageMeta;
 pub use medium::{
     CellMode, DeviceClock, MlcNand, NandFlash, NorFlash, Nvram, PageAddr, ReadStatus,
 };
+pub use nvram_nor::NvramNor;
 pub use sim::nand::NandSim;
 pub use sim::nor::NorSim;
 pub use sim::nvram::NvramSim;
