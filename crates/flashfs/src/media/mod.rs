@@ -19,11 +19,7 @@ use core::time::Duration;
 use flash::{CellMode, FlashError, NandFlash, NorFlash, PageAddr};
 
 use crate::error::{Error, Result};
-use tag::{written_len, SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN, TAG_LEN};
-
-/// Bytes a tag entry carries beyond the tag and data CRC on reprogrammable NOR (SPEC.md
-/// §2.2): the written length (3) and the in-place mark (1).
-const WRITTEN_LEN: usize = 4;
+use tag::{NorEntry, SegHeader, Tag, TagLayout, TagState, ENTRY_LEN, HEADER_LEN};
 
 /// Slots in a row that read as erased whole (tag and data) and end what a segment holds,
 /// for a reader going a tag at a time ([`Segments::read_written_tags`]). Only slots an SLC
@@ -355,8 +351,8 @@ impl<F: NorFlash> NorSegments<F> {
         // The entry: tag, CRC-32C of the data and, where erased bytes of a written slot
         // may be programmed later, the length of the data the CRC covers.
         let patchable = s.reprogrammable;
-        let entry = ENTRY_LEN + if patchable { WRITTEN_LEN } else { 0 };
-        let tag_stride = round_up(entry as u32, word);
+        let layout = NorEntry::new(patchable);
+        let tag_stride = round_up(layout.entry_len() as u32, word);
         let head = round_up(HEADER_LEN as u32, word);
         let mut slots = size.saturating_sub(head) / (slot_size + tag_stride);
         // Where slots are whole program pages (SPI NOR), the data area starts on a page:
@@ -494,37 +490,24 @@ impl<F: NorFlash> NorSegments<F> {
         Ok(())
     }
 
+    /// How this part's tag entries are laid out.
+    fn layout(&self) -> NorEntry {
+        NorEntry::new(self.patchable)
+    }
+
     /// The tag entry of a slot holding `data` (the whole slot), one stride long.
     fn entry(&self, tag: &Tag, data: &[u8]) -> alloc::vec::Vec<u8> {
         let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
-        if self.patchable {
-            // Up to the last programmed byte: the erased rest may be programmed in place.
-            let len = data.iter().rposition(|&b| b != 0xFF).map_or(0, |i| i + 1);
-            TagLayout::Wide.encode(tag, &data[..len], &mut t);
-            tag::set_written_len(&mut t, len);
-        } else {
-            TagLayout::Wide.encode(tag, data, &mut t);
-        }
+        self.layout().encode(tag, data, &mut t);
         t
     }
 
-    /// Whether a slot's data matches the checksum of its entry.
+    /// Whether a slot's data matches the checksum of its entry. Where the entry is marked
+    /// (programmed in place inside what the checksum covers) the owner's own checks (an
+    /// appended superblock's or journal fragment's CRC, an append block's commit bits) are
+    /// all that is left.
     fn data_ok(&self, entry: &[u8], data: &[u8]) -> bool {
-        if entry[..TAG_LEN].iter().all(|&b| b == 0xFF) {
-            // Erased where the caller expects data.
-            return false;
-        }
-        if !self.patchable {
-            return TagLayout::Wide.data_ok(entry, data);
-        }
-        if entry[ENTRY_LEN + 3] != 0xFF {
-            // Programmed in place inside what the checksum covers: the owner's own checks
-            // (an appended superblock's or journal fragment's CRC, an append block's commit
-            // bits) are all that is left.
-            return true;
-        }
-        let len = written_len(entry);
-        len <= data.len() && TagLayout::Wide.data_ok(entry, &data[..len])
+        self.layout().data_ok(entry, data)
     }
 
     /// Address on the part of a slot's data (for tools and tests that look at the medium).
@@ -771,8 +754,9 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let mut raw = alloc::vec![0u8; self.slots as usize * stride];
         let at = self.base(seg) + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
         self.read_entries(at, &mut raw)?;
+        let layout = self.layout();
         for (o, chunk) in out.iter_mut().zip(raw.chunks_exact(stride)) {
-            *o = Tag::decode(chunk);
+            *o = layout.decode(chunk);
         }
         Ok(())
     }
@@ -784,7 +768,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64
             + slot as u64 * stride as u64;
         self.read_entries(at, &mut raw)?;
-        Ok(Tag::decode(&raw))
+        Ok(self.layout().decode(&raw))
     }
 
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
@@ -806,7 +790,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             self.data_ok(&entry, &whole)
         };
         if ok {
-            Ok(Tag::decode(&entry))
+            Ok(self.layout().decode(&entry))
         } else {
             Err(Error::Io)
         }
@@ -845,7 +829,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         self.program(at, &t)?;
         let mut back = alloc::vec![0u8; t.len()];
         self.read_at(at, &mut back)?;
-        if back != t || Tag::decode(&back) != TagState::Valid(*tag) {
+        if back != t || self.layout().decode(&back) != TagState::Valid(*tag) {
             return Err(failed);
         }
         Ok(())
@@ -901,17 +885,19 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let mut entry = alloc::vec![0u8; self.tag_stride as usize];
         let e = self.entry_at(seg, slot);
         self.read_at(e, &mut entry)?;
+        let layout = self.layout();
         let first_change = bytes.iter().zip(&old).position(|(n, o)| n != o);
-        let inside = first_change.is_some_and(|i| offset + i < written_len(&entry));
-        if inside && entry[ENTRY_LEN + 3] == 0xFF {
-            let mut mark = [0u8; WRITTEN_LEN];
-            mark.copy_from_slice(&entry[ENTRY_LEN..ENTRY_LEN + WRITTEN_LEN]);
-            mark[3] = 0;
-            let at_mark = e + ENTRY_LEN as u64;
+        let inside = first_change.is_some_and(|i| offset + i < layout.written_len(&entry));
+        if inside && !layout.marked(&entry) {
+            // The mark with the rest of its word as it is (programmed again unchanged).
+            let from = NorEntry::MARK / word * word;
+            let mut mark = entry[from..from + word].to_vec();
+            mark[NorEntry::MARK - from] = 0;
+            let at_mark = e + from as u64;
             self.program(at_mark, &mark)?;
-            let mut back = [0u8; WRITTEN_LEN];
+            let mut back = alloc::vec![0u8; word];
             self.read_at(at_mark, &mut back)?;
-            if back[3] != 0 {
+            if back[NorEntry::MARK - from] != 0 {
                 return Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
             }
         }
@@ -1668,12 +1654,15 @@ mod tests {
         assert_eq!(d.flash().stats().programs - before, 25);
         let at = d.entry_at(2, 10);
         d.flash_mut().read(at, &mut raw).unwrap();
-        assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
+        assert!(matches!(
+            NorEntry::new(true).decode(&raw),
+            TagState::Valid(_)
+        ));
         // Slot 11's entry is half on flash: torn, as a cut inside its program leaves it.
         let mut raw11 = [0u8; 20];
         let at = d.entry_at(2, 11);
         d.flash_mut().read(at, &mut raw11).unwrap();
-        assert_eq!(Tag::decode(&raw11), TagState::Garbage);
+        assert_eq!(NorEntry::new(true).decode(&raw11), TagState::Garbage);
         assert!(matches!(d.read_tag(2, 11).unwrap(), TagState::Valid(_)));
         // The segment's last slot puts down the rest of its run.
         for slot in 12..15 {
@@ -1699,7 +1688,10 @@ mod tests {
         let mut raw = [0u8; 20];
         let at = d.entry_at(3, 0);
         d.flash_mut().read(at, &mut raw).unwrap();
-        assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
+        assert!(matches!(
+            NorEntry::new(true).decode(&raw),
+            TagState::Valid(_)
+        ));
         // A program in place is a commit point: what was written before it goes down too.
         let mut half = [0xFFu8; 512];
         half[..256].fill(0x11);
@@ -1709,7 +1701,10 @@ mod tests {
         assert!(d.pending.is_empty());
         let at = d.entry_at(2, 2);
         d.flash_mut().read(at, &mut raw).unwrap();
-        assert!(matches!(Tag::decode(&raw), TagState::Valid(_)));
+        assert!(matches!(
+            NorEntry::new(true).decode(&raw),
+            TagState::Valid(_)
+        ));
         // A cut loses what waits: the slots' data is there, their tags read erased.
         d.write_slot(2, 3, &sector_tag(4), &data).unwrap();
         d.write_slot(2, 4, &sector_tag(5), &[0xFF; 512]).unwrap();
@@ -1763,7 +1758,7 @@ mod tests {
         d.mark_bad(7).unwrap();
         let at = d.entry_at(4, 0);
         d.flash_mut().read(at, &mut e).unwrap();
-        assert!(matches!(Tag::decode(&e), TagState::Valid(_)));
+        assert!(matches!(NorEntry::new(true).decode(&e), TagState::Valid(_)));
         // Once the segment is erased (its live slots moved), syncs succeed again.
         d.flash_mut().set_faults(FaultConfig::default());
         d.write_slot(3, 0, &sector_tag(9), &data).unwrap();

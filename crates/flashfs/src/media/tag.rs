@@ -23,7 +23,11 @@ pub const FORMAT_BLOCK_DEVICE: u8 = 1;
 /// Volume format of the native file system.
 pub const FORMAT_FILE_SYSTEM: u8 = 2;
 
-/// Version of the log format these structures belong to (11: the anchors' records move to
+/// Version of the log format these structures belong to (14: a NOR tag entry's check comes
+/// last and covers the data checksum and the written length, so a program stopped part-way
+/// leaves a torn entry, not a valid tag over an unfinished checksum; 13: the anchors' records
+/// take the first 128 slots of their segments; 12: a checkpoint keeps no page for a chunk of
+/// the map with nothing mapped; 11: the anchors' records move to
 /// less worn segments, and the pair the headers name records where; 10: the block device's counters
 /// record counts what migration moved and holds FlexFS's shares; 9: a segment header and a
 /// checkpoint's segment-table entry say whether the segment is in SLC mode; 8: a root says
@@ -33,7 +37,7 @@ pub const FORMAT_FILE_SYSTEM: u8 = 2;
 /// pages, slot data starts on a program page; 5: every anchor record written twice; 4: checkpoint directory pages keyed
 /// from 0xF00000, which compact tags carry whole; 3: a checksum over every slot's data beside
 /// its tag; 2 had anchors and checkpoints and tags that checked only themselves).
-pub const FORMAT_VERSION: u8 = 13;
+pub const FORMAT_VERSION: u8 = 14;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_SDLC);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
@@ -137,6 +141,11 @@ impl Tag {
         if CRC16.checksum(&b[..10]) != u16::from_le_bytes([b[10], b[11]]) {
             return TagState::Garbage;
         }
+        Tag::from_fields(b)
+    }
+
+    /// The tag in the first 10 bytes of `b` (key, sequence number, kind), already checked.
+    fn from_fields(b: &[u8]) -> TagState {
         let mut seq = [0u8; 8];
         seq[..5].copy_from_slice(&b[4..9]);
         match Kind::from_code(b[9] & !COPY_FLAG) {
@@ -262,20 +271,126 @@ impl SegHeader {
 pub const DATA_CRC_LEN: usize = 4;
 /// Bytes of a wide tag entry: the tag, then the CRC-32C of the slot's data.
 pub const ENTRY_LEN: usize = TAG_LEN + DATA_CRC_LEN;
-/// Records in a reprogrammable NOR part's tag entry, after the wide entry, how many bytes
-/// of the slot were programmed (24 bits): the erased rest may be programmed in place.
-pub fn set_written_len(entry: &mut [u8], len: usize) {
-    entry[ENTRY_LEN..ENTRY_LEN + 3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+
+/// A NOR part's tag entry (SPEC.md §2.2): the tag's key, sequence number and kind, the
+/// CRC-32C of the slot's data, on reprogrammable parts the written length `W`, then one
+/// CRC-16 over all of them, and on reprogrammable parts the in-place mark.
+///
+/// The entry's own check comes last and covers the data checksum and `W`, because a NOR
+/// program may stop part-way (a power cut) having written a prefix: parallel NOR and NVRAM
+/// program word after word. A check over the tag alone, ahead of the data checksum, would
+/// then vouch for a checksum never finished, and the slot's data read as damage instead
+/// of the slot as torn (never acknowledged, skipped). The mark stays outside the check: it
+/// is the one byte programmed later, in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NorEntry {
+    /// Whether the part may program a written word again (`W` and the mark are kept).
+    patchable: bool,
 }
 
-/// The written length a reprogrammable NOR part's tag entry records ([`set_written_len`]).
-pub fn written_len(entry: &[u8]) -> usize {
-    u32::from_le_bytes([
-        entry[ENTRY_LEN],
-        entry[ENTRY_LEN + 1],
-        entry[ENTRY_LEN + 2],
-        0,
-    ]) as usize
+/// Offset of the data's CRC-32C in a NOR entry.
+const NOR_DATA_CRC: usize = 10;
+/// Offset of the written length in a reprogrammable NOR part's entry.
+const NOR_WRITTEN: usize = 14;
+
+impl NorEntry {
+    /// Offset of the in-place mark in a reprogrammable NOR part's entry: `0xFF`, programmed
+    /// to `0x00` before a program in place changes a byte below the written length.
+    pub const MARK: usize = 19;
+
+    /// The entry of a part that may (`patchable`) or may not program a word twice.
+    pub const fn new(patchable: bool) -> Self {
+        NorEntry { patchable }
+    }
+
+    /// Bytes of the entry: 20 with the written length and the mark, 16 without.
+    pub const fn entry_len(self) -> usize {
+        if self.patchable {
+            20
+        } else {
+            16
+        }
+    }
+
+    /// Offset of the CRC-16 that checks the entry.
+    const fn check_at(self) -> usize {
+        if self.patchable {
+            17
+        } else {
+            14
+        }
+    }
+
+    /// Encodes the entry of a slot holding `data` (the whole slot, as programmed) into the
+    /// front of `out` (at least [`NorEntry::entry_len`] bytes, erased). On a reprogrammable part
+    /// the checksum covers the data up to its last byte that is not `0xFF`: the erased rest
+    /// may be programmed in place later without failing it.
+    pub fn encode(self, tag: &Tag, data: &[u8], out: &mut [u8]) {
+        out[..NOR_DATA_CRC].copy_from_slice(&tag.encode()[..NOR_DATA_CRC]);
+        let covered = if self.patchable {
+            let len = data.iter().rposition(|&b| b != 0xFF).map_or(0, |i| i + 1);
+            out[NOR_WRITTEN..NOR_WRITTEN + 3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+            &data[..len]
+        } else {
+            data
+        };
+        out[NOR_DATA_CRC..NOR_DATA_CRC + DATA_CRC_LEN]
+            .copy_from_slice(&data_crc32(covered).to_le_bytes());
+        let at = self.check_at();
+        let crc = CRC16.checksum(&out[..at]);
+        out[at..at + 2].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Decodes the tag of an entry (its own check only, not the data's).
+    pub fn decode(self, b: &[u8]) -> TagState {
+        let Some(b) = b.get(..self.entry_len()) else {
+            return TagState::Garbage;
+        };
+        if b.iter().all(|&x| x == 0xFF) {
+            return TagState::Erased;
+        }
+        let at = self.check_at();
+        if CRC16.checksum(&b[..at]) != u16::from_le_bytes([b[at], b[at + 1]]) {
+            return TagState::Garbage;
+        }
+        Tag::from_fields(b)
+    }
+
+    /// The written length a reprogrammable part's entry records.
+    pub fn written_len(self, b: &[u8]) -> usize {
+        match b.get(NOR_WRITTEN..NOR_WRITTEN + 3) {
+            Some(w) if self.patchable => u32::from_le_bytes([w[0], w[1], w[2], 0]) as usize,
+            _ => 0,
+        }
+    }
+
+    /// Whether a program in place changed bytes below the written length (the mark is
+    /// cleared): the data checksum no longer holds, and the owner's own checks are all
+    /// that is left.
+    pub fn marked(self, b: &[u8]) -> bool {
+        self.patchable && b.get(Self::MARK).is_some_and(|&m| m != 0xFF)
+    }
+
+    /// Whether `data` (the whole slot as read) matches the checksum of the entry `b`; an
+    /// entry that is not a valid tag never does (erased where the caller expects data, or
+    /// torn: its checksum may be unfinished).
+    pub fn data_ok(self, b: &[u8], data: &[u8]) -> bool {
+        if !matches!(self.decode(b), TagState::Valid(_)) {
+            return false;
+        }
+        if self.marked(b) {
+            return true;
+        }
+        let covered = if self.patchable {
+            match data.get(..self.written_len(b)) {
+                Some(d) => d,
+                None => return false,
+            }
+        } else {
+            data
+        };
+        b[NOR_DATA_CRC..NOR_DATA_CRC + DATA_CRC_LEN] == data_crc32(covered).to_le_bytes()
+    }
 }
 
 /// Largest sequence number a compact tag entry can carry (36 bits).
@@ -440,6 +555,51 @@ mod tests {
             seq,
             kind: Kind::Page,
             copy: true,
+        }
+    }
+
+    /// A NOR program stopped part-way leaves a prefix of the entry (word by word on
+    /// parallel NOR and NVRAM): no prefix short of the whole entry is a valid tag, so a
+    /// torn entry is a torn slot, never a tag over an unfinished data checksum.
+    #[test]
+    fn no_prefix_of_a_nor_entry_is_a_valid_tag() {
+        let mut data = [0x5Au8; 512];
+        data[300..].fill(0xFF);
+        for patchable in [false, true] {
+            let layout = NorEntry::new(patchable);
+            let mut entry = [0xFFu8; 20];
+            layout.encode(&sample(77), &data, &mut entry);
+            assert_eq!(layout.decode(&entry), TagState::Valid(sample(77)));
+            assert!(layout.data_ok(&entry, &data));
+            assert_eq!(layout.written_len(&entry), if patchable { 300 } else { 0 });
+            let checked = layout.entry_len() - usize::from(patchable);
+            for n in 0..checked {
+                let mut torn = [0xFFu8; 20];
+                torn[..n].copy_from_slice(&entry[..n]);
+                let want = if n == 0 {
+                    TagState::Erased
+                } else {
+                    TagState::Garbage
+                };
+                assert_eq!(layout.decode(&torn), want, "prefix of {n} bytes");
+                assert!(!layout.data_ok(&torn, &data), "prefix of {n} bytes");
+            }
+            // Damage to the data fails its checksum; the tag stays valid.
+            let mut bad = data;
+            bad[7] ^= 1;
+            assert!(!layout.data_ok(&entry, &bad));
+            if patchable {
+                // Bytes past the written length may be programmed in place; below it, the
+                // mark says the owner's checks are all that is left.
+                let mut filled = data;
+                filled[400] = 0;
+                assert!(layout.data_ok(&entry, &filled));
+                assert!(!layout.data_ok(&entry, &bad));
+                entry[NorEntry::MARK] = 0;
+                assert!(layout.marked(&entry));
+                assert!(layout.data_ok(&entry, &bad));
+                assert_eq!(layout.decode(&entry), TagState::Valid(sample(77)));
+            }
         }
     }
 
