@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use flash::{
     AgeReport, DeviceSpec, FaultConfig, FlashError, ImageMeta, NandFlash, NandSim, NandSpec,
-    NorSim, NorSpec, Timebomb,
+    NorSim, NorSpec, NvramNor, NvramSim, NvramSpec, Timebomb,
 };
 use flashfs::media::tag::{Kind, TagState};
 use flashfs::media::HeaderState;
@@ -1621,10 +1621,14 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
             };
             (DeviceSpec::Nand(d), d != s)
         }
-        DeviceSpec::Nvram(_) => {
-            return Err(BenchError::InvalidOptions(format!(
-                "{preset} is NVRAM: the block device needs NOR or NAND flash"
-            )))
+        DeviceSpec::Nvram(s) => {
+            // As many segments as a NOR torture device keeps, of the smallest unit.
+            let most = u64::from(MAX_SEGMENTS) * u64::from(flash::nvram_nor::MIN_UNIT);
+            let d = NvramSpec {
+                size: s.size.min(most),
+                ..s
+            };
+            (DeviceSpec::Nvram(d), d != s)
         }
     };
     spec.validate()
@@ -1667,7 +1671,12 @@ impl TortureDevice {
                     n => format!(", {n} blocks per segment"),
                 }
             ),
-            DeviceSpec::Nvram(s) => format!("NVRAM {} B", s.size),
+            DeviceSpec::Nvram(s) => format!(
+                "NVRAM {} KiB as {} units x {} KiB",
+                s.size / 1024,
+                s.size / u64::from(flash::nvram_nor::unit_size(s.size)),
+                flash::nvram_nor::unit_size(s.size) / 1024
+            ),
         }
     }
 }
@@ -1743,8 +1752,8 @@ pub struct TortureOptions {
 /// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND.
 pub const DEFAULT_PRESETS: [&str; 4] = ["28f008sa", "nand-128m", "w25q64jv", "mlc-flexfs"];
 
-/// Every NOR and NAND preset: what the campaign covers.
-pub const ALL_PRESETS: [&str; 8] = [
+/// Every NOR, NAND and NVRAM preset: what the campaign covers.
+pub const ALL_PRESETS: [&str; 10] = [
     "28f008sa",
     "m29dw640d",
     "st10f280",
@@ -1753,6 +1762,8 @@ pub const ALL_PRESETS: [&str; 8] = [
     "nand-1g",
     "w25n01gv",
     "mlc-flexfs",
+    "cy15b102q",
+    "fram-8m",
 ];
 
 /// Operations per workload unless told otherwise.
@@ -1960,6 +1971,20 @@ pub fn nor_part(dev: &TortureDevice) -> Result<NorSegments<NorSim>> {
     let what = || format!("the NOR part of {}", dev.preset);
     let sim = NorSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
     NorSegments::new(sim, NOR_SECTOR).context(what)
+}
+
+/// The simulated NVRAM part of a torture device, laid out as NOR ([`NvramNor`]), as segments
+/// of [`NOR_SECTOR`] bytes.
+pub fn nvram_part(dev: &TortureDevice) -> Result<NorSegments<NvramNor<NvramSim>>> {
+    let DeviceSpec::Nvram(spec) = dev.spec else {
+        return Err(BenchError::InvalidOptions(format!(
+            "{} is not NVRAM",
+            dev.preset
+        )));
+    };
+    let what = || format!("the NVRAM part of {}", dev.preset);
+    let sim = NvramSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
+    NorSegments::new(NvramNor::new(sim).context(what)?, NOR_SECTOR).context(what)
 }
 
 /// The simulated NAND part of a torture device, its factory bad blocks (if its spec has
@@ -2375,6 +2400,13 @@ fn run_preset(
     let target = dev.target;
     let mut nor_base = None;
     let mut nand_base = None;
+    let mut nvram_base = None;
+    let formatted_nvram = |seg| -> Result<_> {
+        match target {
+            TargetKind::Ftl => format_ftl(dev, seg),
+            TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
+        }
+    };
     let formatted = |seg| -> Result<_> {
         match target {
             TargetKind::Ftl => format_ftl(dev, seg),
@@ -2446,7 +2478,23 @@ fn run_preset(
                         }
                     }
                 }
-                DeviceSpec::Nvram(_) => continue,
+                DeviceSpec::Nvram(_) => {
+                    if nvram_base.is_none() {
+                        nvram_base = Some(formatted_nvram(nvram_part(dev)?)?);
+                    }
+                    let base = nvram_base.clone().expect("formatted above");
+                    let base = move |_| Ok(base.clone());
+                    match target {
+                        TargetKind::Ftl => {
+                            let w = Workload::from_name(&name).expect("a block-device workload");
+                            run_ftl(&base, dev, fault, w, opts, &mut tick)?
+                        }
+                        TargetKind::Fs => {
+                            let w = FsWorkload::from_name(&name).expect("a file-system workload");
+                            run_fs(&base, dev, fault, w, opts, &mut tick)?
+                        }
+                    }
+                }
             };
             outcome.reports.push(report);
             outcome.violations.extend(violations);

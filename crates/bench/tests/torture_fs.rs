@@ -89,6 +89,7 @@ fn every_preset_gets_a_geometry_the_file_system_fits_on() {
                 a.units > b.units || a.unit_size > b.unit_size
             }
             (flash::DeviceSpec::Nand(a), flash::DeviceSpec::Nand(b)) => a.blocks > b.blocks,
+            (flash::DeviceSpec::Nvram(a), flash::DeviceSpec::Nvram(b)) => a.size > b.size,
             _ => panic!("{preset}: the medium changed"),
         };
         // Enlarged exactly when the note says so, and modestly.

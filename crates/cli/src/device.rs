@@ -7,9 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use flash::preset::{self, Preset};
+use flash::spec::NorSpec;
 use flash::spec::{Cells, DeviceSpec};
 use flash::store::Store;
-use flash::{FlashError, ImageMeta, IoErrorKind, NandFlash, NandSim, NorSim, NvramSim, Simulated};
+use flash::{
+    DeviceClock, FlashError, ImageMeta, IoErrorKind, NandFlash, NandSim, NorFlash, NorSim,
+    NvramNor, NvramSim, Simulated,
+};
 
 use crate::units;
 
@@ -189,6 +193,116 @@ impl Store for ReadOnlyFile {
 
     fn zero(&mut self, _: u64, _: u64) -> flash::Result<()> {
         Err(FlashError::Io(IoErrorKind::PermissionDenied))
+    }
+}
+
+/// A part the log sees as NOR flash: NOR itself, or NVRAM cut into erase units
+/// ([`NvramNor`]: a volume on NVRAM is laid out as on reprogrammable NOR, SPEC.md §2.2b).
+pub enum NorPart<S: Store> {
+    /// NOR flash.
+    Flash(NorSim<S>),
+    /// NVRAM.
+    Nvram(NvramNor<NvramSim<S>>),
+}
+
+/// Calls `$f` with the simulator inside a [`NorPart`].
+macro_rules! with_part {
+    ($part:expr, $f:ident => $body:expr) => {
+        match $part {
+            NorPart::Flash($f) => $body,
+            NorPart::Nvram($f) => $body,
+        }
+    };
+}
+
+impl<S: Store> NorPart<S> {
+    /// Opens the NOR or NVRAM image in `store`.
+    pub fn open(store: S) -> flash::Result<Self> {
+        let (spec, _) = flash::image::read_header(&store)?;
+        Ok(match spec {
+            DeviceSpec::Nvram(_) => NorPart::Nvram(NvramNor::new(NvramSim::open(store)?)?),
+            _ => NorPart::Flash(NorSim::open(store)?),
+        })
+    }
+
+    /// Gives the image's store back.
+    pub fn into_store(self) -> S {
+        match self {
+            NorPart::Flash(f) => f.into_store(),
+            NorPart::Nvram(n) => n.into_inner().into_store(),
+        }
+    }
+}
+
+impl<S: Store> Simulated for NorPart<S> {
+    fn stats(&self) -> &flash::stats::Stats {
+        with_part!(self, f => f.stats())
+    }
+    fn ops(&self) -> u64 {
+        with_part!(self, f => f.ops())
+    }
+    fn faults(&self) -> &flash::FaultConfig {
+        with_part!(self, f => f.faults())
+    }
+    fn set_faults(&mut self, config: flash::FaultConfig) {
+        with_part!(self, f => f.set_faults(config))
+    }
+    fn schedule_cut(&mut self, ops: u64, torn: bool) {
+        with_part!(self, f => f.schedule_cut(ops, torn))
+    }
+    fn power_cut(&mut self) -> flash::Result<()> {
+        with_part!(self, f => f.power_cut())
+    }
+    fn is_powered(&self) -> bool {
+        with_part!(self, f => f.is_powered())
+    }
+    fn reboot(&mut self) {
+        with_part!(self, f => f.reboot())
+    }
+    fn erase_counts(&self) -> Vec<u32> {
+        with_part!(self, f => f.erase_counts())
+    }
+    fn meta(&self) -> &ImageMeta {
+        with_part!(self, f => f.meta())
+    }
+    fn flush(&mut self) -> flash::Result<()> {
+        with_part!(self, f => Simulated::flush(f))
+    }
+}
+
+impl<S: Store> DeviceClock for NorPart<S> {
+    fn now(&self) -> std::time::Duration {
+        with_part!(self, f => f.now())
+    }
+
+    fn idle(&mut self, d: std::time::Duration) {
+        with_part!(self, f => f.idle(d))
+    }
+}
+
+impl<S: Store> NorFlash for NorPart<S> {
+    fn spec(&self) -> &NorSpec {
+        with_part!(self, f => f.spec())
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> flash::Result<()> {
+        with_part!(self, f => f.read(addr, buf))
+    }
+
+    fn program(&mut self, addr: u64, data: &[u8]) -> flash::Result<()> {
+        with_part!(self, f => f.program(addr, data))
+    }
+
+    fn erase(&mut self, unit: u32) -> flash::Result<()> {
+        with_part!(self, f => f.erase(unit))
+    }
+
+    fn start_erase(&mut self, unit: u32) -> flash::Result<()> {
+        with_part!(self, f => f.start_erase(unit))
+    }
+
+    fn sync(&mut self) -> flash::Result<()> {
+        with_part!(self, f => NorFlash::sync(f))
     }
 }
 

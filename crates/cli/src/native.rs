@@ -1,15 +1,14 @@
 //! The native file system on an image: formatted or mounted on either kind of flash, its
 //! figures for `info`, and the image given back, flushed, when it closes.
 
-use anyhow::anyhow;
 use flash::store::Store;
-use flash::{NandSim, NorSim, Simulated};
+use flash::{NandSim, Simulated};
 use flashfs::fs::{Attr, FileType, Timespec};
 use flashfs::log::policy::Policy;
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
-use crate::device;
+use crate::device::{self, NorPart};
 use crate::units::count;
 use crate::volume::{ftl_log_usage, LogUsage, Media, Space};
 
@@ -23,7 +22,7 @@ pub trait Medium: Segments + Send + 'static {
     fn into_store(self) -> Self::Store;
 }
 
-impl<S: Store + Send + 'static> Medium for NorSegments<NorSim<S>> {
+impl<S: Store + Send + 'static> Medium for NorSegments<NorPart<S>> {
     type Store = S;
     fn sync_image(&mut self) -> flash::Result<()> {
         Simulated::flush(self.flash_mut())
@@ -46,7 +45,7 @@ impl<S: Store + Send + 'static> Medium for NandSegments<NandSim<S>> {
 /// The native file system on either kind of flash.
 pub enum AnyFs<S: Store> {
     /// On NOR flash.
-    Nor(Fs<NorSegments<NorSim<S>>>),
+    Nor(Fs<NorSegments<NorPart<S>>>),
     /// On NAND flash.
     Nand(Fs<NandSegments<NandSim<S>>>),
 }
@@ -109,7 +108,6 @@ impl<S: Store + Send + 'static> AnyFs<S> {
         Ok(match media {
             Media::Nor(s) => AnyFs::Nor(Fs::format(s, config)?),
             Media::Nand(s) => AnyFs::Nand(Fs::format(s, config)?),
-            Media::Nvram(_) => return Err(nvram()),
         })
     }
 
@@ -118,7 +116,6 @@ impl<S: Store + Send + 'static> AnyFs<S> {
         Ok(match media {
             Media::Nor(s) => AnyFs::Nor(Fs::mount(s, config)?),
             Media::Nand(s) => AnyFs::Nand(Fs::mount(s, config)?),
-            Media::Nvram(_) => return Err(nvram()),
         })
     }
 
@@ -182,10 +179,6 @@ pub fn close<D: Medium>(fs: Fs<D>) -> anyhow::Result<D::Store> {
     let mut store = dev.into_store();
     store.flush().map_err(device::explain)?;
     Ok(store)
-}
-
-fn nvram() -> anyhow::Error {
-    anyhow!("the device is NVRAM: the native file system needs NOR or NAND flash")
 }
 
 /// A file-system time as the host's.

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context};
 use flash::spec::DeviceSpec;
 use flash::store::Store;
-use flash::{NandSim, NorSim, NvramSim, Simulated};
+use flash::{NandSim, Simulated};
 use flashfs::ftl::Audit;
 use flashfs::log::segment::SegState;
 use flashfs::media::tag::FORMAT_BLOCK_DEVICE;
@@ -17,7 +17,7 @@ use flashfs::media::HeaderState;
 use flashfs::{BlockDevice, Ftl, FtlConfig, Log, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
-use crate::device::{self, AtPath};
+use crate::device::{self, AtPath, NorPart};
 use crate::units;
 
 /// Sector size of the block device on NOR flash unless `mkfs --sector-size` says otherwise
@@ -54,15 +54,12 @@ impl Format {
     }
 }
 
-/// The medium of an image seen the way the log sees it: segments of slots. NVRAM has no
-/// segments (the log runs on NOR and NAND flash).
+/// The medium of an image seen the way the log sees it: segments of slots.
 pub enum Media<S: Store> {
-    /// NOR flash, with slots of a chosen size.
-    Nor(NorSegments<NorSim<S>>),
+    /// NOR flash, or NVRAM laid out as NOR, with slots of a chosen size.
+    Nor(NorSegments<NorPart<S>>),
     /// NAND flash, SLC or MLC: a slot is a page.
     Nand(NandSegments<NandSim<S>>),
-    /// NVRAM.
-    Nvram(NvramSim<S>),
 }
 
 impl<S: Store> Media<S> {
@@ -71,15 +68,14 @@ impl<S: Store> Media<S> {
         let (spec, _) = flash::image::read_header(&store).map_err(device::explain)?;
         device::check_ram(&spec)?;
         Ok(match spec {
-            DeviceSpec::Nor(_) => {
-                let sim = NorSim::open(store).map_err(device::explain)?;
-                Media::Nor(NorSegments::new(sim, nor_slot).map_err(anyhow::Error::new)?)
+            DeviceSpec::Nor(_) | DeviceSpec::Nvram(_) => {
+                let part = NorPart::open(store).map_err(device::explain)?;
+                Media::Nor(NorSegments::new(part, nor_slot).map_err(anyhow::Error::new)?)
             }
             DeviceSpec::Nand(_) => {
                 let sim = NandSim::open(store).map_err(device::explain)?;
                 Media::Nand(NandSegments::new(sim).map_err(anyhow::Error::new)?)
             }
-            DeviceSpec::Nvram(_) => Media::Nvram(NvramSim::open(store).map_err(device::explain)?),
         })
     }
 
@@ -115,7 +111,6 @@ impl<S: Store> Media<S> {
         let newest = match self {
             Media::Nor(s) => newest_volume(s)?,
             Media::Nand(s) => newest_volume(s)?,
-            Media::Nvram(_) => None,
         };
         Ok(match newest {
             None => Format::Unformatted,
@@ -143,7 +138,6 @@ impl<S: Store> Media<S> {
         match self {
             Media::Nor(s) => s.flash(),
             Media::Nand(s) => s.flash(),
-            Media::Nvram(s) => s,
         }
     }
 
@@ -179,7 +173,7 @@ fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<flashfs::med
 /// The block device on either kind of flash.
 pub enum AnyFtl<S: Store> {
     /// On NOR flash.
-    Nor(Ftl<NorSegments<NorSim<S>>>),
+    Nor(Ftl<NorSegments<NorPart<S>>>),
     /// On NAND flash.
     Nand(Ftl<NandSegments<NandSim<S>>>),
 }
@@ -200,7 +194,6 @@ impl<S: Store> AnyFtl<S> {
         Ok(match media {
             Media::Nor(s) => AnyFtl::Nor(Ftl::format(s, config)?),
             Media::Nand(s) => AnyFtl::Nand(Ftl::format(s, config)?),
-            Media::Nvram(_) => return Err(nvram()),
         })
     }
 
@@ -209,7 +202,6 @@ impl<S: Store> AnyFtl<S> {
         Ok(match media {
             Media::Nor(s) => AnyFtl::Nor(Ftl::mount(s, config)?),
             Media::Nand(s) => AnyFtl::Nand(Ftl::mount(s, config)?),
-            Media::Nvram(_) => return Err(nvram()),
         })
     }
 
@@ -295,10 +287,6 @@ impl<S: Store> BlockDevice for AnyFtl<S> {
     fn trim(&mut self, sector: u64, count: u64) -> flashfs::Result<()> {
         with_ftl!(self, f => f.trim(sector, count))
     }
-}
-
-fn nvram() -> anyhow::Error {
-    anyhow!("the device is NVRAM: the block device needs NOR or NAND flash")
 }
 
 /// A volume's space as its user sees it.

@@ -134,17 +134,24 @@ fn mkfs_makes_a_native_volume_that_info_and_fsck_describe() {
     assert_eq!(digest(&img), before, "info and fsck only read");
     let text = ok(flashfs().args(["fsck", "--repair"]).arg(&img));
     assert!(text.contains("clean"), "{text}");
-    // NOR too, and NVRAM is refused.
-    mkfs(&dir.path().join("nor.img"), "w25q64jv");
-    ok(flashfs().arg("fsck").arg(dir.path().join("nor.img")));
-    let line = fails(
-        flashfs()
-            .args(["mkfs", "--preset", "fram-8m"])
-            .arg(dir.path().join("fram.img")),
-        1,
-    );
-    assert!(line.contains("needs NOR or NAND"), "{line}");
-    assert!(!dir.path().join("fram.img").exists());
+    // NOR too, and NVRAM (laid out as NOR).
+    for (name, preset) in [("nor.img", "w25q64jv"), ("fram.img", "cy15b102q")] {
+        let img = dir.path().join(name);
+        mkfs(&img, preset);
+        let file = dir.path().join("note.txt");
+        std::fs::write(&file, b"kept on the part").unwrap();
+        ok(flashfs().arg("put").arg(&img).arg(&file).arg("/note.txt"));
+        let text = ok(flashfs().arg("fsck").arg(&img));
+        assert!(text.contains("clean, 2 inodes"), "{preset}: {text}");
+        let back = dir.path().join("back.txt");
+        ok(flashfs().arg("get").arg(&img).arg("/note.txt").arg(&back));
+        assert_eq!(
+            std::fs::read(&back).unwrap(),
+            b"kept on the part",
+            "{preset}"
+        );
+        std::fs::remove_file(&back).unwrap();
+    }
 }
 
 #[test]

@@ -320,7 +320,14 @@ fn mkfs_refuses_bad_options_in_one_line_and_writes_nothing() {
             &["--ftl", "--preset", "nand-2g"][..],
             "unknown preset 'nand-2g'",
         ),
-        (&["--ftl", "--preset", "fram-8m"][..], "NVRAM"),
+        (
+            &["--ftl", "--preset", "fram-8m", "--blocks", "4"][..],
+            "apply to flash, not NVRAM",
+        ),
+        (
+            &["--ftl", "--preset", "fram-8m", "--sector-size", "100"][..],
+            "power of two",
+        ),
         (
             &["--ftl", "--preset", "nand-128m", "--sector-size", "4096"][..],
             "a sector is a page",
@@ -344,10 +351,6 @@ fn mkfs_refuses_bad_options_in_one_line_and_writes_nothing() {
         (
             &["--preset", "w25q64jv", "--sectors", "10"][..],
             "add --ftl",
-        ),
-        (
-            &["--preset", "fram-8m"][..],
-            "native file system needs NOR or NAND",
         ),
     ] {
         let line = fails(flashfs().arg("mkfs").args(args).arg(&img), 1);

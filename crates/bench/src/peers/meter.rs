@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use flash::stats::{Histogram, Stats};
-use flash::{DeviceClock, NandSim, NorSim, Simulated};
+use flash::{DeviceClock, NandSim, NorSim, NvramNor, NvramSim, Simulated};
 use flashfs::{Fs, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
@@ -42,6 +42,13 @@ impl SimSegments for NorSegments<Uncounted<NorSim>> {
     type Sim = NorSim;
     fn sim(&self) -> &NorSim {
         self.flash().inner()
+    }
+}
+
+impl SimSegments for NorSegments<Uncounted<NvramNor<NvramSim>>> {
+    type Sim = NvramSim;
+    fn sim(&self) -> &NvramSim {
+        self.flash().inner().nvram()
     }
 }
 

@@ -17,8 +17,8 @@
 //! - [`cuts`]: littlefs under the torture's power cuts (clean and torn).
 //! - [`half`]: mount and first write on a half-full part, beside the floor.
 //!
-//! flashfs's native file system runs on NOR and NAND only; on the FRAM part only littlefs
-//! runs.
+//! On the FRAM part flashfs's native file system is laid out as on reprogrammable NOR
+//! ([`flash::NvramNor`]), littlefs as its benchmarks configure it for FRAM.
 
 pub mod cuts;
 pub mod flashfs_run;
@@ -30,7 +30,7 @@ pub mod plan;
 pub mod plot;
 pub mod table;
 
-use flash::{DeviceSpec, ImageMeta, NandSim, NorSim, NvramSim};
+use flash::{DeviceSpec, ImageMeta, NandSim, NorSim, NvramNor, NvramSim};
 use flashfs::{NandSegments, NorSegments};
 
 use crate::error::{BenchError, Context, Result};
@@ -310,8 +310,12 @@ fn run_flashfs(
             let segs = NandSegments::new(sim).context(what)?;
             flashfs_run::run(segs, plan, key, rows)
         }
-        // flashfs's native file system has no NVRAM media: littlefs runs alone there.
-        DeviceSpec::Nvram(_) => Ok(()),
+        DeviceSpec::Nvram(s) => {
+            let sim = NvramSim::new(s, meta(dev, seed)).context(what)?;
+            let part = Uncounted(NvramNor::new(sim).context(what)?);
+            let segs = NorSegments::new(part, NOR_BLOCK_BYTES).context(what)?;
+            flashfs_run::run(segs, plan, key, rows)
+        }
     }
 }
 

@@ -173,8 +173,7 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
             ),
             true => writeln!(
                 out,
-                "{name}: flashfs's native file system does not run on this kind of part (NVRAM); \
-                 littlefs alone (buffers {} B)",
+                "{name}: no flashfs rows; littlefs alone (buffers {} B)",
                 group(dev.littlefs_buffers())
             ),
         }

@@ -94,7 +94,16 @@ impl Fault {
                 Some("NOR has no ECC: the simulator models no bit errors it would correct")
             }
             (Fault::BadBlocks, DeviceSpec::Nor(_)) => Some("NOR has no factory bad blocks"),
-            (_, DeviceSpec::Nvram(_)) => Some("NVRAM carries no block device"),
+            (Fault::EccWithin | Fault::EccBeyond, DeviceSpec::Nvram(_)) => {
+                Some("NVRAM has no ECC: the simulator models no bit errors it would correct")
+            }
+            (Fault::BadBlocks, DeviceSpec::Nvram(_)) => Some("NVRAM has no bad blocks"),
+            (Fault::WearOut, DeviceSpec::Nvram(_)) => {
+                Some("NVRAM is rated for 10^14 writes or more: nothing wears out in a run")
+            }
+            (Fault::AtRest, DeviceSpec::Nvram(_)) => {
+                Some("the simulator models no damage at rest on NVRAM")
+            }
             _ => None,
         }
     }

@@ -7,13 +7,13 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use flash::{DeviceSpec, FlashError, NandSpec, NorSpec};
+use flash::{DeviceSpec, FlashError, NandSpec, NorSpec, NvramSpec};
 use flashfs::fs::Timespec;
 use flashfs::{BlockDevice, Error, Fs, FsConfig, Segments};
 
 use super::{
-    nand_part, nor_part, torture_device, Failure, Fault, Interruptible, Oracle, SimSegments,
-    Striker, Target, TargetKind, Tolerated, TortureDevice,
+    nand_part, nor_part, nvram_part, torture_device, Failure, Fault, Interruptible, Oracle,
+    SimSegments, Striker, Target, TargetKind, Tolerated, TortureDevice,
 };
 use crate::error::{BenchError, Context, Result};
 use crate::fswork::{
@@ -77,7 +77,11 @@ fn free_blocks_of(dev: &TortureDevice) -> std::result::Result<u64, Error> {
             let seg = nor_part(dev).map_err(|_| Error::InvalidArgument("no NOR part"))?;
             Fs::format(seg, config)?.statfs().blocks_free
         }
-        _ => {
+        DeviceSpec::Nvram(_) => {
+            let seg = nvram_part(dev).map_err(|_| Error::InvalidArgument("no NVRAM part"))?;
+            Fs::format(seg, config)?.statfs().blocks_free
+        }
+        DeviceSpec::Nand(_) => {
             let seg = nand_part(dev, 1).map_err(|_| Error::InvalidArgument("no NAND part"))?;
             Fs::format(seg, config)?.statfs().blocks_free
         }
@@ -118,6 +122,12 @@ pub fn fs_torture_device(preset: &str) -> Result<TortureDevice> {
             (DeviceSpec::Nor(s), DeviceSpec::Nor(f)) if s.unit_size < f.unit_size => {
                 DeviceSpec::Nor(NorSpec {
                     unit_size: (s.unit_size * 2).min(f.unit_size),
+                    ..s
+                })
+            }
+            (DeviceSpec::Nvram(s), DeviceSpec::Nvram(f)) if s.size < f.size => {
+                DeviceSpec::Nvram(NvramSpec {
+                    size: (s.size * 2).min(f.size),
                     ..s
                 })
             }

@@ -1,7 +1,7 @@
 //! Segments on a simulated part, with the fault control the torture and the file-system
 //! workloads under cuts need ([`SimSegments`]).
 
-use flash::{AgeReport, AtRest, NandFlash, NandSim, NorSim, Simulated};
+use flash::{AgeReport, AtRest, NandFlash, NandSim, NorSim, NvramNor, NvramSim, Simulated};
 use flashfs::{NandSegments, NorSegments, Segments};
 
 /// Segments on a simulated part: what [`super::FtlTarget`] needs for fault control.
@@ -57,6 +57,17 @@ impl SimSegments for NorSegments<NorSim> {
             miscorrection: 0.0,
             erased: 0.005,
         }
+    }
+}
+
+/// NVRAM laid out as NOR: no damage at rest (FRAM keeps its bits for its rated retention
+/// whatever its use; its writes are not worn by reads), so the at-rest kind leaves it as is.
+impl SimSegments for NorSegments<NvramNor<NvramSim>> {
+    fn sim(&self) -> &dyn Simulated {
+        self.flash()
+    }
+    fn sim_mut(&mut self) -> &mut dyn Simulated {
+        self.flash_mut()
     }
 }
 

@@ -26,10 +26,11 @@ Examples:
   flashfs mkfs dev.img --preset nand-128m --ftl --sectors 20000 --force
   flashfs mkfs nor.img --preset 28f008sa --ftl --sector-size 4096 --reserve 4
   flashfs mkfs small.img --preset nand-1g --blocks 512        a custom geometry: 512 blocks of nand-1g
+  flashfs mkfs fram.img --preset cy15b102q                   the native file system on 256 KiB of FRAM
 
 Without --ftl the image holds the native file system (blocks of a NAND page, or 512 bytes
-on NOR): mount it with `flashfs mount`, or use `flashfs ls/put/get` on the image directly.
-The block device exports fixed-size sectors (on NAND a page, on NOR 512 bytes unless
+on NOR and NVRAM, which is laid out as NOR of 8 KiB units or more): mount it with `flashfs mount`, or use `flashfs ls/put/get` on the image directly.
+The block device exports fixed-size sectors (on NAND a page, elsewhere 512 bytes unless
 --sector-size says otherwise); `flashfs mount` shows it as one file that any file system
 can be made on. The cleaning policy is chosen when mounting (`flashfs mount --policy`).";
 
@@ -53,8 +54,8 @@ pub struct Args {
     /// Sectors the block device exports [default: all the flash can hold].
     #[arg(long, value_name = "N")]
     pub sectors: Option<u32>,
-    /// Bytes per sector on NOR flash: a power of two, at least 64 [default: 512]. On NAND a
-    /// sector is a page.
+    /// Bytes per sector on NOR flash and NVRAM: a power of two, at least 64 [default: 512].
+    /// On NAND a sector is a page.
     #[arg(long, value_name = "BYTES")]
     pub sector_size: Option<u32>,
     /// A custom geometry: this many erase blocks (NAND) or units (NOR) instead of the
@@ -157,8 +158,8 @@ fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
     }
     if let Some(n) = a.sector_size {
         match preset.spec {
-            DeviceSpec::Nor(_) if n.is_power_of_two() && n >= 64 => {}
-            DeviceSpec::Nor(_) => {
+            DeviceSpec::Nor(_) | DeviceSpec::Nvram(_) if n.is_power_of_two() && n >= 64 => {}
+            DeviceSpec::Nor(_) | DeviceSpec::Nvram(_) => {
                 return Err(anyhow!(
                     "--sector-size {n}: a sector is a power of two of at least 64 bytes"
                 ))
@@ -170,7 +171,6 @@ fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
                     preset.name
                 ))
             }
-            DeviceSpec::Nvram(_) => {}
         }
     }
     let mlc = matches!(preset.spec, DeviceSpec::Nand(s) if s.is_mlc());
@@ -191,17 +191,6 @@ fn check_options(a: &Args, preset: &Preset) -> anyhow::Result<()> {
     if !a.ftl && (a.sectors.is_some() || a.sector_size.is_some()) {
         return Err(anyhow!(
             "--sectors and --sector-size size the block device: add --ftl"
-        ));
-    }
-    if matches!(preset.spec, DeviceSpec::Nvram(_)) {
-        return Err(anyhow!(
-            "{} is NVRAM: the {} needs NOR or NAND flash",
-            preset.name,
-            if a.ftl {
-                "block device"
-            } else {
-                "native file system"
-            }
         ));
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use flash::preset::{Preset, DEFAULT_PRESET};
-use flash::{DeviceSpec, ImageMeta, NandSim, NorSim};
+use flash::{DeviceSpec, ImageMeta, NandSim, NorSim, NvramNor, NvramSim};
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments};
 use flashfs_bench::fs_cuts::{self, CutPlan};
 use flashfs_bench::fswork::{self, FsOp, FsWorkload, Node, Tree};
@@ -69,10 +69,12 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<(
             let dev = NandSegments::new(sim).map_err(anyhow::Error::new)?;
             demo(dev, &preset, args, global, out)
         }
-        DeviceSpec::Nvram(_) => bail!(
-            "{} is NVRAM: the file system runs on NOR or NAND flash",
-            preset.name
-        ),
+        DeviceSpec::Nvram(spec) => {
+            let sim = NvramSim::new(spec, meta).map_err(device::explain)?;
+            let part = NvramNor::new(sim).map_err(device::explain)?;
+            let dev = NorSegments::new(part, 512).map_err(anyhow::Error::new)?;
+            demo(dev, &preset, args, global, out)
+        }
     }
 }
 
