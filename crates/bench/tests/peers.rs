@@ -195,3 +195,16 @@ fn littlefs_cuts_count_every_cut_once() {
         assert!(!reports[0].torn && reports[1].torn);
     }
 }
+
+/// The plan fits the part: the linear file and the small files take at most an eighth of it
+/// each (the small files a 512-byte block apiece), so both systems fit on the 256 KiB FRAM.
+#[test]
+fn the_plan_scales_to_small_parts() {
+    use flashfs_bench::peers::PeersOptions;
+    let opts = PeersOptions::default();
+    let fram = opts.plan(256 << 10, false);
+    assert_eq!((fram.linear_bytes, fram.small_files), (32 << 10, 64));
+    let nor = opts.plan(8 << 20, true);
+    assert_eq!((nor.linear_bytes, nor.small_files), (1 << 20, 128));
+    assert!(nor.sync && !fram.sync);
+}

@@ -123,7 +123,7 @@ pub struct PeersOptions {
     pub random_file: u64,
     /// Random writes.
     pub random_writes: u64,
-    /// Small files.
+    /// Small files (at most as many as 512-byte blocks make an eighth of the device).
     pub small_files: u32,
     /// Bytes per small file.
     pub small_bytes: usize,
@@ -180,7 +180,13 @@ impl PeersOptions {
             linear_bytes: linear,
             random_file: self.random_file,
             random_offsets: Plan::offsets(self.random_file, self.random_writes, self.seed),
-            small_files: self.small_files,
+            // A block each at least (512 bytes on NOR and NVRAM): on the 256 KiB FRAM
+            // 128 of them and their metadata would fill flashfs's room beside the other
+            // files; an eighth of the part, as for the linear file.
+            small_files: self
+                .small_files
+                .min(u32::try_from(capacity / 8 / 512).unwrap_or(u32::MAX))
+                .max(1),
             small_bytes: self.small_bytes,
             tiny_read_bytes: self.tiny_read_bytes.min(linear) / plan::TINY_READ as u64
                 * plan::TINY_READ as u64,

@@ -58,7 +58,8 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
         out,
         "flashfs and littlefs on the same simulated parts; device time. Per run: a {} KiB file \
          in 64 B writes (at most an eighth of the part), {} random 64 B writes in a {} KiB file, \
-         {} files of {} B, the same read back (checked), then flashfs-hostile tiny-read: {} KiB \
+         {} files of {} B (at most as many as 512 B blocks make an eighth of the part), the \
+         same read back (checked), then flashfs-hostile tiny-read: {} KiB \
          of the first file in 16 B reads, littlefs-hostile head-overwrite: {} 64 B overwrites \
          at its start, a mount, a mount and one durable 64 B write.",
         opts.linear_bytes >> 10,
@@ -72,7 +73,7 @@ pub fn table(opts: &PeersOptions, rows: &[PeerRow]) -> Result<String> {
     .map_err(w)?;
     writeln!(
         out,
-        "flashfs: native file system, access times off, {} B blocks on NOR, in the \
+        "flashfs: native file system, access times off, {} B blocks on NOR and NVRAM, in the \
          configuration each table names (default: FsConfig::default; small-ram: \
          FsConfig::small_ram, the microcontroller profile). x: littlefs's figure / flashfs's \
          (above 1: flashfs ahead, below 1: behind).",
