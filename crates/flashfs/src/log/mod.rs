@@ -630,7 +630,7 @@ impl<D: Segments> Log<D> {
             }
             r => r?,
         };
-        if log.volume.size > log.dev.tag_layout().max_key() {
+        if log.volume.size > log.dev.max_key() {
             return Err(Error::InvalidArgument(
                 "volume too large for the keys this medium's tags carry",
             ));
@@ -1005,7 +1005,7 @@ impl<D: Segments> Log<D> {
         if data.len() > self.geo.slot_size as usize {
             return Err(Error::InvalidArgument("data longer than a slot"));
         }
-        if key > self.dev.tag_layout().max_key() {
+        if key > self.dev.max_key() {
             return Err(Error::InvalidArgument(
                 "key beyond what this medium's tags carry",
             ));
@@ -1019,7 +1019,7 @@ impl<D: Segments> Log<D> {
             Err(Error::NoSpace) if kind == Kind::Lost && self.head_room(head) > 0 => {}
             Err(e) => return Err(e),
         }
-        if self.seq > MAX_SEQ.min(self.dev.tag_layout().max_seq()) {
+        if self.seq > MAX_SEQ.min(self.dev.max_seq()) {
             return Err(Error::ReadOnly);
         }
         let tag = Tag {

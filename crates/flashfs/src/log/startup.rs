@@ -733,8 +733,7 @@ impl<D: Segments> Log<D> {
         // The directory lists the pages on flash once they are written (`encode_dir`): the
         // root is made room for as many pages as it may take.
         let dirs = max_dir_pages(total, slot);
-        if total >= DIR_KEY as usize
-            || DIR_KEY as u64 + dirs as u64 > u64::from(self.dev.tag_layout().max_key())
+        if total >= DIR_KEY as usize || DIR_KEY as u64 + dirs as u64 > u64::from(self.dev.max_key())
         {
             // Page keys that would reach the directory's, or directory keys its tags cannot
             // carry.

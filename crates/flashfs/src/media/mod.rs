@@ -147,6 +147,14 @@ pub trait Segments {
     fn tag_layout(&self) -> TagLayout {
         TagLayout::Wide
     }
+    /// Largest key a slot's tag carries on this medium.
+    fn max_key(&self) -> u32 {
+        self.tag_layout().max_key()
+    }
+    /// Largest sequence number a slot's tag carries on this medium.
+    fn max_seq(&self) -> u64 {
+        self.tag_layout().max_seq()
+    }
     /// Writes a slot: data, then tag (atomically on NAND).
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()>;
     /// Writes a slot and reads it back: a slot that does not read back as written is a
@@ -351,6 +359,11 @@ impl<F: NorFlash> NorSegments<F> {
         // The entry: tag, CRC-32C of the data and, where erased bytes of a written slot
         // may be programmed later, the length of the data the CRC covers.
         let patchable = s.reprogrammable;
+        if patchable && slot_size > NorEntry::MAX_PATCHABLE_SLOT {
+            return Err(Error::InvalidArgument(
+                "slots of reprogrammable NOR are at most 16 KiB (the written length's field)",
+            ));
+        }
         let layout = NorEntry::new(patchable);
         let tag_stride = round_up(layout.entry_len() as u32, word);
         let head = round_up(HEADER_LEN as u32, word);
@@ -636,6 +649,12 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     fn tag_layout(&self) -> TagLayout {
         (**self).tag_layout()
     }
+    fn max_key(&self) -> u32 {
+        (**self).max_key()
+    }
+    fn max_seq(&self) -> u64 {
+        (**self).max_seq()
+    }
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
         (**self).write_slot(seg, slot, tag, data)
     }
@@ -835,6 +854,14 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         Ok(())
     }
 
+    fn max_key(&self) -> u32 {
+        NorEntry::MAX_KEY
+    }
+
+    fn max_seq(&self) -> u64 {
+        NorEntry::MAX_SEQ
+    }
+
     fn can_patch(&self) -> bool {
         self.flash.spec().reprogrammable
     }
@@ -889,15 +916,15 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let first_change = bytes.iter().zip(&old).position(|(n, o)| n != o);
         let inside = first_change.is_some_and(|i| offset + i < layout.written_len(&entry));
         if inside && !layout.marked(&entry) {
-            // The mark with the rest of its word as it is (programmed again unchanged).
+            // The mark's bit cleared, the rest of its word programmed again as it is.
             let from = NorEntry::MARK / word * word;
             let mut mark = entry[from..from + word].to_vec();
-            mark[NorEntry::MARK - from] = 0;
+            mark[NorEntry::MARK - from] &= !NorEntry::MARK_BIT;
             let at_mark = e + from as u64;
             self.program(at_mark, &mark)?;
             let mut back = alloc::vec![0u8; word];
             self.read_at(at_mark, &mut back)?;
-            if back[NorEntry::MARK - from] != 0 {
+            if back[NorEntry::MARK - from] & NorEntry::MARK_BIT != 0 {
                 return Err(Error::Flash(FlashError::ProgramFailed { block: seg }));
             }
         }
@@ -1588,11 +1615,11 @@ mod tests {
 
     #[test]
     fn small_units_are_taken_several_to_a_segment() {
-        // (preset, units per segment, segments, slots per segment): entries of 20 bytes on these
-        // reprogrammable parts (tag, data CRC, patch-area CRC: SPEC.md §2.2).
+        // (preset, units per segment, segments, slots per segment): entries of 16 bytes on these
+        // reprogrammable parts (SPEC.md §2.2).
         for (name, units, segments, slots) in [
-            ("m29dw640d", 1, 126, 123),
-            ("st10f280", 1, 7, 123),
+            ("m29dw640d", 1, 126, 124),
+            ("st10f280", 1, 7, 124),
             ("st10f280/2", 4, 56, 15),
             ("st10f280/8", 1, 56, 15),
             ("w25q64jv", 2, 1024, 15),
@@ -1604,7 +1631,7 @@ mod tests {
     #[test]
     fn nor_slot_data_starts_on_a_program_page_at_no_cost_in_slots() {
         let mut d = part("w25q64jv");
-        // 32 + 15 × 20 bytes of header and entries, then the data from 512 (not 332): the
+        // 32 + 15 × 16 bytes of header and entries, then the data from 512 (not 272): the
         // 15 slots of 512 bytes still fill the 8 KiB segment exactly.
         assert_eq!((d.data_off, d.geometry().slots), (512, 15));
         let data = [0x5Au8; 512];
@@ -1624,7 +1651,7 @@ mod tests {
         d.read_slot(3, 4, &mut back).unwrap();
         assert_eq!(back, data);
         // Parts without program pages keep the data right after the entries.
-        assert_eq!(part("m29dw640d").data_off, 32 + 123 * 20);
+        assert_eq!(part("m29dw640d").data_off, 32 + 124 * 16);
     }
 
     #[test]
@@ -1632,43 +1659,35 @@ mod tests {
         let mut d = part("w25q64jv");
         let data = [0x5Au8; 512];
         let before = d.flash().stats().programs;
-        // Entries of slots 0–10 end at byte 252 of the segment; slot 11's crosses into the
-        // second program page.
-        for slot in 0..11 {
+        // The header and the entries of slots 0–13 fill the first program page.
+        for slot in 0..13 {
             d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
                 .unwrap();
         }
-        assert_eq!(d.flash().stats().programs - before, 22, "data only");
+        assert_eq!(d.flash().stats().programs - before, 26, "data only");
         // Waiting entries read as written, for the tags and for the data's checksum.
-        assert!(matches!(d.read_tag(2, 10).unwrap(), TagState::Valid(_)));
+        assert!(matches!(d.read_tag(2, 12).unwrap(), TagState::Valid(_)));
         let mut back = [0u8; 512];
-        d.read_slot(2, 10, &mut back).unwrap();
-        assert!(!d.slot_erased(2, 10).unwrap());
-        // On flash, though, slot 10 has no entry: a cut now loses slots 0–10.
-        let mut raw = [0u8; 20];
-        let at = d.entry_at(2, 10);
+        d.read_slot(2, 12, &mut back).unwrap();
+        assert!(!d.slot_erased(2, 12).unwrap());
+        // On flash, though, slot 12 has no entry: a cut now loses slots 0–12.
+        let mut raw = [0u8; 16];
+        let at = d.entry_at(2, 12);
         d.flash_mut().read(at, &mut raw).unwrap();
         assert!(raw.iter().all(|&b| b == 0xFF));
-        d.write_slot(2, 11, &sector_tag(11), &data).unwrap();
-        // Slot 11's data, and the first page of entries in one command.
-        assert_eq!(d.flash().stats().programs - before, 25);
-        let at = d.entry_at(2, 10);
+        d.write_slot(2, 13, &sector_tag(13), &data).unwrap();
+        // Slot 13's data, and the first page of entries in one command.
+        assert_eq!(d.flash().stats().programs - before, 29);
         d.flash_mut().read(at, &mut raw).unwrap();
         assert!(matches!(
             NorEntry::new(true).decode(&raw),
             TagState::Valid(_)
         ));
-        // Slot 11's entry is half on flash: torn, as a cut inside its program leaves it.
-        let mut raw11 = [0u8; 20];
-        let at = d.entry_at(2, 11);
-        d.flash_mut().read(at, &mut raw11).unwrap();
-        assert_eq!(NorEntry::new(true).decode(&raw11), TagState::Garbage);
-        assert!(matches!(d.read_tag(2, 11).unwrap(), TagState::Valid(_)));
+        let at = d.entry_at(2, 14);
+        d.flash_mut().read(at, &mut raw).unwrap();
+        assert!(raw.iter().all(|&b| b == 0xFF));
         // The segment's last slot puts down the rest of its run.
-        for slot in 12..15 {
-            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
-                .unwrap();
-        }
+        d.write_slot(2, 14, &sector_tag(14), &data).unwrap();
         assert_eq!(d.flash().stats().programs - before, 32);
         assert!(d.pending.is_empty());
         let mut tags = [TagState::Erased; 15];
@@ -1754,7 +1773,7 @@ mod tests {
         // Retiring a segment puts the copies of its live slots down first.
         d.write_slot(4, 0, &sector_tag(8), &data).unwrap();
         d.flash_mut().set_faults(FaultConfig::default());
-        let mut e = alloc::vec![0u8; 20];
+        let mut e = alloc::vec![0u8; 16];
         d.mark_bad(7).unwrap();
         let at = d.entry_at(4, 0);
         d.flash_mut().read(at, &mut e).unwrap();
