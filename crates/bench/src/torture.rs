@@ -2390,6 +2390,44 @@ pub fn run(opts: &TortureOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> R
     Ok(outcome)
 }
 
+/// `seg` formatted for the device's target: the block device, or the file system.
+fn format_for<D: Segments>(dev: &TortureDevice, opts: &TortureOptions, seg: D) -> Result<D> {
+    match dev.target {
+        TargetKind::Ftl => format_ftl(dev, seg),
+        TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
+    }
+}
+
+/// A copy of the formatted part kept in `base`, formatted by `format` the first time: every
+/// case of a preset starts from the same image.
+fn formatted_once<D: Clone>(base: &mut Option<D>, format: impl FnOnce() -> Result<D>) -> Result<D> {
+    if base.is_none() {
+        *base = Some(format()?);
+    }
+    Ok(base.clone().expect("formatted above"))
+}
+
+/// Runs the workload called `name` (the target's kind of workload) under `fault`.
+fn run_named<D: SimSegments>(
+    base: &dyn Fn(u64) -> Result<D>,
+    dev: &TortureDevice,
+    fault: Fault,
+    name: &str,
+    opts: &TortureOptions,
+    tick: &mut dyn FnMut(u64, u64),
+) -> Result<(Report, Vec<Violation>)> {
+    match dev.target {
+        TargetKind::Ftl => {
+            let w = Workload::from_name(name).expect("a block-device workload");
+            run_ftl(base, dev, fault, w, opts, tick)
+        }
+        TargetKind::Fs => {
+            let w = FsWorkload::from_name(name).expect("a file-system workload");
+            run_fs(base, dev, fault, w, opts, tick)
+        }
+    }
+}
+
 /// Runs every fault kind and workload of `opts` on one torture device (one target).
 fn run_preset(
     dev: &TortureDevice,
@@ -2401,24 +2439,7 @@ fn run_preset(
     let mut nor_base = None;
     let mut nand_base = None;
     let mut nvram_base = None;
-    let formatted_nvram = |seg| -> Result<_> {
-        match target {
-            TargetKind::Ftl => format_ftl(dev, seg),
-            TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
-        }
-    };
-    let formatted = |seg| -> Result<_> {
-        match target {
-            TargetKind::Ftl => format_ftl(dev, seg),
-            TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
-        }
-    };
-    let formatted_nand = |seg| -> Result<_> {
-        match target {
-            TargetKind::Ftl => format_ftl(dev, seg),
-            TargetKind::Fs => fs::format_fs(dev, seg, opts.journal_blocks),
-        }
-    };
+    let formatted_nand = |seg| format_for(dev, opts, seg);
     for &fault in &opts.faults {
         if let Some(why) = fault.not_applicable(&dev.spec) {
             let s = Skipped {
@@ -2440,60 +2461,45 @@ fn run_preset(
             let mut tick = |done, total| progress(&label, done, total);
             let (report, violations) = match dev.spec {
                 DeviceSpec::Nor(_) => {
-                    if nor_base.is_none() {
-                        nor_base = Some(formatted(nor_part(dev)?)?);
-                    }
-                    let base = nor_base.clone().expect("formatted above");
-                    let base = move |_| Ok(base.clone());
-                    match target {
-                        TargetKind::Ftl => {
-                            let w = Workload::from_name(&name).expect("a block-device workload");
-                            run_ftl(&base, dev, fault, w, opts, &mut tick)?
-                        }
-                        TargetKind::Fs => {
-                            let w = FsWorkload::from_name(&name).expect("a file-system workload");
-                            run_fs(&base, dev, fault, w, opts, &mut tick)?
-                        }
-                    }
+                    let base =
+                        formatted_once(&mut nor_base, || format_for(dev, opts, nor_part(dev)?))?;
+                    run_named(
+                        &move |_| Ok(base.clone()),
+                        dev,
+                        fault,
+                        &name,
+                        opts,
+                        &mut tick,
+                    )?
+                }
+                DeviceSpec::Nand(_) if fault == Fault::BadBlocks => {
+                    let base = |seed| formatted_bad_block_part(dev, seed, &formatted_nand);
+                    run_named(&base, dev, fault, &name, opts, &mut tick)?
                 }
                 DeviceSpec::Nand(_) => {
-                    let base: Box<dyn Fn(u64) -> Result<NandSegments<NandSim>>> =
-                        if fault == Fault::BadBlocks {
-                            Box::new(|seed| formatted_bad_block_part(dev, seed, &formatted_nand))
-                        } else {
-                            if nand_base.is_none() {
-                                nand_base = Some(formatted_nand(nand_part(dev, 1)?)?);
-                            }
-                            let base = nand_base.clone().expect("formatted above");
-                            Box::new(move |_| Ok(base.clone()))
-                        };
-                    match target {
-                        TargetKind::Ftl => {
-                            let w = Workload::from_name(&name).expect("a block-device workload");
-                            run_ftl(&*base, dev, fault, w, opts, &mut tick)?
-                        }
-                        TargetKind::Fs => {
-                            let w = FsWorkload::from_name(&name).expect("a file-system workload");
-                            run_fs(&*base, dev, fault, w, opts, &mut tick)?
-                        }
-                    }
+                    let base =
+                        formatted_once(&mut nand_base, || formatted_nand(nand_part(dev, 1)?))?;
+                    run_named(
+                        &move |_| Ok(base.clone()),
+                        dev,
+                        fault,
+                        &name,
+                        opts,
+                        &mut tick,
+                    )?
                 }
                 DeviceSpec::Nvram(_) => {
-                    if nvram_base.is_none() {
-                        nvram_base = Some(formatted_nvram(nvram_part(dev)?)?);
-                    }
-                    let base = nvram_base.clone().expect("formatted above");
-                    let base = move |_| Ok(base.clone());
-                    match target {
-                        TargetKind::Ftl => {
-                            let w = Workload::from_name(&name).expect("a block-device workload");
-                            run_ftl(&base, dev, fault, w, opts, &mut tick)?
-                        }
-                        TargetKind::Fs => {
-                            let w = FsWorkload::from_name(&name).expect("a file-system workload");
-                            run_fs(&base, dev, fault, w, opts, &mut tick)?
-                        }
-                    }
+                    let base = formatted_once(&mut nvram_base, || {
+                        format_for(dev, opts, nvram_part(dev)?)
+                    })?;
+                    run_named(
+                        &move |_| Ok(base.clone()),
+                        dev,
+                        fault,
+                        &name,
+                        opts,
+                        &mut tick,
+                    )?
                 }
             };
             outcome.reports.push(report);
