@@ -1613,6 +1613,24 @@ mod tests {
         .unwrap()
     }
 
+    /// `W`'s 15 bits cover slots of up to 16 KiB on reprogrammable NOR: larger ones are
+    /// refused, not laid out with a written length that wraps.
+    #[test]
+    fn reprogrammable_nor_slots_are_at_most_16_kib() {
+        let sim = |name| NorSim::new(spec(name), ImageMeta::new(name, 1)).unwrap();
+        assert_eq!(
+            NorSegments::new(sim("28f008sa"), 16 * 1024)
+                .unwrap()
+                .geometry()
+                .slots,
+            15
+        );
+        assert!(matches!(
+            NorSegments::new(sim("28f008sa"), 32 * 1024),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
     #[test]
     fn small_units_are_taken_several_to_a_segment() {
         // (preset, units per segment, segments, slots per segment): entries of 16 bytes on these
