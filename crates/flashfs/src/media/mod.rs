@@ -143,7 +143,9 @@ pub trait Segments {
     fn ecc_strength(&self) -> u32 {
         0
     }
-    /// How tags and data checksums are laid out on this medium (SPEC.md §2.4).
+    /// How tags and data checksums are laid out in a NAND page's spare area (SPEC.md §2.4);
+    /// NOR lays its entries out as [`tag::NorEntry`] (§2.2), and says its limits through
+    /// [`Segments::max_key`] and [`Segments::max_seq`].
     fn tag_layout(&self) -> TagLayout {
         TagLayout::Wide
     }
