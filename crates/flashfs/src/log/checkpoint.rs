@@ -164,7 +164,9 @@ pub(crate) struct Root {
     /// their headers to find what was written since ("rolls forward").
     pub set: Vec<u32>,
     /// Whether the volume was closed with this root: the owner forgot nothing after it
-    /// unless something was programmed after it too.
+    /// unless something was programmed after it too. On a volume on two devices nothing
+    /// was: the first program after a close appends the root again, not closed, so a
+    /// mount that finds a closed root newest rolls nothing forward (SPEC.md §3.5).
     pub closed: bool,
 }
 
@@ -508,6 +510,10 @@ pub(crate) struct Anchors {
     /// Whether, besides, the newest root was written by a close and no slot died since: a
     /// close now would say nothing new either.
     pub closed_root: bool,
+    /// The newest root, once this session mounted from one or wrote one: on a volume on
+    /// two devices it is appended again, not closed, before the first program after a
+    /// close ([`Root::closed`]).
+    pub root: Option<Root>,
     /// Where the newest root's body pages are (segment table, then the owner's pages).
     pub pages: BodyPages,
     /// Where its directory pages are.
@@ -537,6 +543,7 @@ impl Anchors {
             stale: false,
             current_root: false,
             closed_root: false,
+            root: None,
             pages: BodyPages::default(),
             dirs: Vec::new(),
             log_pages: 0,

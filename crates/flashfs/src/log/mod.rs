@@ -21,7 +21,7 @@ use flash::FlashError;
 
 use crate::error::{Error, Result};
 use crate::media::tag::{Kind, SegHeader, Tag, TagState, Volume, MAX_SEQ};
-use crate::media::{HeaderState, SegGeometry, Segments};
+use crate::media::{HeaderState, SegGeometry, Segments, Tier};
 pub use checkpoint::CHECKPOINT_MIN_SEGMENTS;
 use checkpoint::{
     AnchorPair, Anchors, Record, Root, SegEntry, Which, ANCHOR_HEAD, DIR_KEY, SEG_ENTRY,
@@ -849,11 +849,19 @@ impl<D: Segments> Log<D> {
         let Some(used) = self.dev.resume_slot(seg, self.segs[seg as usize].used())? else {
             return Ok(());
         };
+        self.resume_at(head, seg, used);
+        Ok(())
+    }
+
+    /// Resumes `head` in `seg` at slot `used`, known to be erased from there on.
+    fn resume_at(&mut self, head: usize, seg: u32, used: u32) {
+        if used >= self.geo.slots {
+            return;
+        }
         self.segs[seg as usize].set_used(used);
         self.set_state(seg, SegState::Open);
         self.heads[head] = Some(seg);
         self.seal(seg);
-        Ok(())
     }
 
     /// Whether version `a` of a slot beats version `b` at mount: the higher sequence number;
@@ -1370,6 +1378,14 @@ impl<D: Segments> Log<D> {
     /// segment filled) the open head with the most room — a copy is identical to its
     /// original, so only the separation of cold data suffers, and only until the next victim.
     fn survivor_head(&self) -> (Head, usize) {
+        // On two devices, what the fast tier held (metadata) stays there.
+        let victim_fast = self
+            .victim
+            .as_ref()
+            .is_some_and(|v| self.dev.tier(v.seg) == Tier::Fast);
+        if victim_fast && self.meta_apart() {
+            return (Head::Meta, self.head_index(Head::Meta));
+        }
         let cold = self.head_index(Head::Cold);
         if self.free > 0 || self.room(cold) > 0 {
             return (Head::Cold, cold);
@@ -1690,8 +1706,9 @@ impl<D: Segments> Log<D> {
         let max = self
             .segs
             .iter()
-            .filter(|s| s.state != SegState::Bad)
-            .map(|s| s.erase_count)
+            .enumerate()
+            .filter(|&(i, s)| s.state != SegState::Bad && self.levelled(i))
+            .map(|(_, s)| s.erase_count)
             .max()?;
         let spread = self.allowed_spread(max);
         if self.heads_apart() && !self.cold_head_worn(max, spread) {
@@ -1703,7 +1720,7 @@ impl<D: Segments> Log<D> {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.state == SegState::Full || idle_head(s))
-            .filter(|(_, s)| max - s.erase_count > spread)
+            .filter(|&(i, s)| self.levelled(i) && max.saturating_sub(s.erase_count) > spread)
             .min_by_key(|(_, s)| if idle_head(s) { 0 } else { s.min_seq() })?;
         self.close(i as u32);
         self.stats.wear_moves += 1;
@@ -1727,8 +1744,11 @@ impl<D: Segments> Log<D> {
         let best = self
             .segs
             .iter()
-            .filter(|s| matches!(s.state, SegState::Free | SegState::Dirty))
-            .map(|s| s.erase_count)
+            .enumerate()
+            .filter(|&(i, s)| {
+                matches!(s.state, SegState::Free | SegState::Dirty) && self.levelled(i)
+            })
+            .map(|(_, s)| s.erase_count)
             .max();
         if !best.is_some_and(worn) {
             return false;
@@ -1843,7 +1863,7 @@ impl<D: Segments> Log<D> {
             } else {
                 self.victim.as_ref().is_some_and(|v| v.wear)
             };
-            let seg = match self.pick_free(cold) {
+            let seg = match self.pick_free(cold, self.head_tier(head)) {
                 Some(seg) => seg,
                 // The checkpoint's set is used up: the log goes on outside it, and a mark
                 // goes down before the next program (until the next checkpoint, a mount
@@ -1947,13 +1967,31 @@ impl<D: Segments> Log<D> {
         self.dev.slot_erased(seg, first)
     }
 
-    /// A free segment for a head: least worn for user data (it will be erased again soon),
+    /// The tier a head's segments come from: the fast one for metadata with a head of its
+    /// own, the bulk one for everything else.
+    fn head_tier(&self, head: Head) -> Tier {
+        if head == Head::Meta && self.meta_apart() {
+            Tier::Fast
+        } else {
+            Tier::Bulk
+        }
+    }
+
+    /// Whether the wear leveller counts `seg`: not the fast tier's segments, whose NVRAM
+    /// wears without limit that matters, and which take every checkpoint.
+    fn levelled(&self, seg: usize) -> bool {
+        self.dev.tier(seg as u32) == Tier::Bulk
+    }
+
+    /// A free segment for a head, from `tier` while it has one, else from the other (a
+    /// tier that is full spills into the other: metadata to the flash, data to the NVRAM):
+    /// least worn for user data (it will be erased again soon),
     /// most worn for `cold` data (survivors, static data moved: they will sit still); away from banks that are busy
     /// erasing or hold another open head, so erases overlap writes — but never at the price
     /// of wear: only segments within half the wear leveller's spread of the least (most)
     /// worn free one qualify. Otherwise a bank that always holds an open head would keep its
     /// cleaned segments waiting for an erase forever, and the rest would wear for them.
-    fn pick_free(&self, cold: bool) -> Option<u32> {
+    fn pick_free(&self, cold: bool, tier: Tier) -> Option<u32> {
         let now = self.now_ns();
         let open_banks: Vec<u32> = self
             .heads
@@ -1978,6 +2016,8 @@ impl<D: Segments> Log<D> {
                 .filter(|(i, _)| self.in_use > 0 || !self.deferred.contains(&(*i as u32)))
                 .filter(|(i, _)| self.may_open(*i as u32))
         };
+        let in_tier = free().any(|(i, _)| self.dev.tier(i as u32) == tier);
+        let free = || free().filter(move |(i, _)| !in_tier || self.dev.tier(*i as u32) == tier);
         let best = free().map(|(_, s)| wear(s)).min()?;
         let near = if self.config.wear_spread == 0 {
             u32::MAX
@@ -2219,7 +2259,7 @@ impl<D: Segments> Log<D> {
 
     /// Whether metadata gets a head of its own without hot/cold separation.
     fn meta_apart(&self) -> bool {
-        self.config.separate_meta && self.heads_apart()
+        (self.config.separate_meta || self.dev.is_tiered()) && self.heads_apart()
     }
 
     /// The device's shape.

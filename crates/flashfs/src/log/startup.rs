@@ -196,11 +196,14 @@ impl<D: Segments> Log<D> {
         let mut out = Vec::new();
         let slots = self.anchor_slots();
         let Some(end) = self.dev.written_end(seg, slots)? else {
-            self.dev.visit_written_tags(seg, 0, &mut |slot, t| {
-                if slot < slots && t != TagState::Erased {
+            // The tags come in one read (NOR): those of the record slots only.
+            let mut tags = alloc::vec![TagState::Erased; slots as usize];
+            self.dev.read_tags(seg, &mut tags)?;
+            for (slot, t) in (0..).zip(tags) {
+                if t != TagState::Erased {
                     out.push((slot, checked(t)));
                 }
-            })?;
+            }
             return Ok(out);
         };
         for slot in (0..end.min(slots)).rev() {
@@ -355,10 +358,13 @@ impl<D: Segments> Log<D> {
             return Ok(None);
         }
         // Roll forward: the set's segments opened since the root, oldest first, after the
-        // heads' segments (opened before it).
+        // heads' segments (opened before it). On two devices, nothing was programmed after
+        // a closed root (a program appends it again, open, first): there is nothing to roll
+        // forward, and the flash is not read at all.
+        let trusted = root.closed && self.dev.is_tiered();
         let mut rolled: Vec<(u32, SegHeader)> = Vec::new();
         let mut retired = Vec::new();
-        for &seg in &root.set {
+        for &seg in root.set.iter().filter(|_| !trusted) {
             // The header first: a segment not opened since the root (most of the set) needs
             // nothing more, and asking whether it is bad costs a read of its own on NAND. One
             // that went bad unopened is found bad when it is erased for use, as a segment
@@ -392,6 +398,10 @@ impl<D: Segments> Log<D> {
             // Tag by tag, as they are read: a buffer a segment long would be the largest
             // thing a mount holds on a part of large segments.
             let (mut used, mut min_seq) = (from, u64::MAX);
+            if trusted {
+                extent.push((seg, used, min_seq));
+                continue;
+            }
             let visit = &mut |slot: u32, t| match possible(t, limit) {
                 TagState::Erased => {}
                 TagState::Valid(tag) => {
@@ -565,7 +575,11 @@ impl<D: Segments> Log<D> {
         let cleaner = self.head_index(Head::Cold);
         for (i, newest) in newest_of.iter().enumerate() {
             if let Some((open_seq, seg)) = *newest {
-                if i != cleaner || open_seq >= newest_copies {
+                if trusted {
+                    // The root's counts are where writing stopped, and nothing was
+                    // programmed after it.
+                    self.resume_at(i, seg, self.segs[seg as usize].used());
+                } else if i != cleaner || open_seq >= newest_copies {
                     self.resume(i, seg)?;
                 }
             }
@@ -582,6 +596,7 @@ impl<D: Segments> Log<D> {
         self.found_closed = anchors.closed_root;
         anchors.log_pages = log_pages;
         anchors.dirs = moved_dirs;
+        anchors.root = Some(root.clone());
         let owner = pages.keys().saturating_sub(log_pages);
         anchors.pages = pages;
         self.anchors = Some(anchors);
@@ -919,10 +934,11 @@ impl<D: Segments> Log<D> {
             closed: closing,
         };
         let mut set = root.set.clone();
-        self.append_record(&Record::Root(root))?;
+        self.append_record(&Record::Root(root.clone()))?;
         let Some(a) = &mut self.anchors else {
             return Ok(false);
         };
+        a.root = Some(root);
         // The anchors may have moved into the set, which the root then left them out of.
         set.retain(|&s| !a.holds_segment(s));
         a.log_pages = log_pages;
@@ -1029,9 +1045,25 @@ impl<D: Segments> Log<D> {
         let Some(a) = &mut self.anchors else {
             return Ok(());
         };
+        // On two devices a mount trusts a closed root to describe the log whole (it reads
+        // no tag of the flash): before anything is programmed after it, it is appended
+        // again, open, and a mount rolls forward from it as from any other.
+        let reopen = if a.closed_root && self.dev.is_tiered() {
+            a.root.clone()
+        } else {
+            None
+        };
         a.current_root = false;
         a.closed_root = false;
         a.programs = a.programs.saturating_add(1);
+        if let Some(mut root) = reopen.filter(|r| r.closed) {
+            root.closed = false;
+            self.append_record(&Record::Root(root))?;
+            return Ok(());
+        }
+        let Some(a) = &mut self.anchors else {
+            return Ok(());
+        };
         if a.needs_mark && !a.rolling {
             self.append_record(&Record::Mark)?;
         }
@@ -1084,13 +1116,21 @@ impl<D: Segments> Log<D> {
     /// The set the next root names: free segments, the least worn (for new data) and a
     /// quarter of the most worn (for the cleaner's survivors and static data), as the heads
     /// pick them.
+    ///
+    /// On two devices, a quarter of the set (at least one) comes from the fast tier's free
+    /// segments, where the metadata head opens its segments, and the rest from the bulk
+    /// tier's: wear is compared within a tier only.
     fn next_set(&self, n: usize) -> Vec<u32> {
         let free = self.free_by_wear();
-        let n = n.min(free.len());
-        let worn = n / 4;
-        // `n` is at most the free segments: the two ends do not overlap.
-        let mut set: Vec<u32> = free[..n - worn].to_vec();
-        set.extend_from_slice(&free[free.len() - worn..]);
+        if !self.dev.is_tiered() {
+            return ends_by_wear(&free, n);
+        }
+        let (fast, bulk): (Vec<u32>, Vec<u32>) = free
+            .into_iter()
+            .partition(|&s| self.dev.tier(s) == Tier::Fast);
+        let n_fast = (n / 4).max(1).min(fast.len()).min(n);
+        let mut set = ends_by_wear(&bulk, n - n_fast);
+        set.extend(ends_by_wear(&fast, n_fast));
         set
     }
 
@@ -1219,12 +1259,20 @@ impl<D: Segments> Log<D> {
         if self.config.wear_spread == 0 {
             return false;
         }
-        let good = self.segs.iter().filter(|s| s.state != SegState::Bad);
+        if !self.levelled(seg as usize) {
+            return false;
+        }
+        let levelled = || {
+            self.segs
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| self.levelled(i))
+                .map(|(_, s)| s)
+        };
+        let good = levelled().filter(|s| s.state != SegState::Bad);
         let max = good.map(|s| s.erase_count).max().unwrap_or(0);
         let near = (self.allowed_spread(max) / 2).max(1);
-        let least = self
-            .segs
-            .iter()
+        let least = levelled()
             .filter(|s| matches!(s.state, SegState::Free | SegState::Dirty))
             .map(|s| s.erase_count)
             .min();
@@ -1497,4 +1545,15 @@ struct RootRoom {
     dirs: usize,
     /// Set segments the root has room for beside the directory and the late segments.
     set: usize,
+}
+
+/// Of segments sorted least worn first, `n`: the least worn (for new data) and a quarter of
+/// the most worn (for the cleaner's survivors and static data), as the heads pick them.
+fn ends_by_wear(free: &[u32], n: usize) -> Vec<u32> {
+    let n = n.min(free.len());
+    let worn = n / 4;
+    // `n` is at most the free segments: the two ends do not overlap.
+    let mut set: Vec<u32> = free[..n - worn].to_vec();
+    set.extend_from_slice(&free[free.len() - worn..]);
+    set
 }

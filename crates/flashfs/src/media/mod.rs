@@ -13,6 +13,7 @@
 //! where the caller expects data, is [`Error::Io`], like a page ECC cannot correct.
 
 pub mod tag;
+pub mod tiered;
 
 use core::time::Duration;
 
@@ -55,6 +56,16 @@ pub enum HeaderState {
     Valid(SegHeader),
 }
 
+/// Which device of a volume a segment lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Byte-addressable NVRAM beside the flash: where metadata goes (FRASH). Its segments
+    /// wear without limit that matters, so the wear leveller leaves them out.
+    Fast,
+    /// The flash: where data goes, and everything on a volume of one device.
+    Bulk,
+}
+
 /// A flash device seen as segments of slots.
 pub trait Segments {
     /// The shape.
@@ -65,7 +76,8 @@ pub trait Segments {
     fn read_header(&mut self, seg: u32) -> Result<HeaderState>;
     /// Writes the header of an erased segment.
     fn write_header(&mut self, seg: u32, header: &SegHeader) -> Result<()>;
-    /// Reads the tags of every slot of a segment into `out` (one per slot).
+    /// Reads the tags of a segment's slots into `out`: one per slot, or fewer for the
+    /// first `out.len()` slots only.
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()>;
     /// Reads the tags of slots `first..` of a segment into `out[first..]` up to the end of
     /// what the segment holds: a medium reading a tag at a time (NAND) stops after
@@ -244,6 +256,16 @@ pub trait Segments {
     fn rated_cycles(&self) -> u32 {
         0
     }
+    /// The tier `seg` lies in: on a volume on two devices ([`tiered::Tiered`]) the
+    /// NVRAM's segments are [`Tier::Fast`]; on one device every segment is [`Tier::Bulk`].
+    fn tier(&self, seg: u32) -> Tier {
+        let _ = seg;
+        Tier::Bulk
+    }
+    /// Whether any segment is [`Tier::Fast`].
+    fn is_tiered(&self) -> bool {
+        false
+    }
     /// Programs `bytes` at `offset` inside the data of the written slot `slot`, in place. The
     /// program only clears bits: every bit of `bytes` that is 1 must still be 1 on flash.
     /// `offset` and the length are whole words of the part. Media without reprogramming
@@ -346,17 +368,27 @@ fn round_up(x: u32, to: u32) -> u32 {
     x.div_ceil(to) * to
 }
 
-impl<F: NorFlash> NorSegments<F> {
-    /// Views `flash` as segments of slots of `slot_size` bytes (a power of two).
-    pub fn new(flash: F, slot_size: u32) -> Result<Self> {
-        let s = *flash.spec();
+const UNIT_TOO_SMALL: &str = "erase unit too small for one slot";
+
+/// Where a NOR segment's parts lie.
+struct NorShape {
+    slot_size: u32,
+    slots: u32,
+    tag_stride: u32,
+    data_off: u32,
+    units: u32,
+    patchable: bool,
+}
+
+impl NorShape {
+    /// Segments of `units` erase units of `s` holding at most `max_slots` slots each.
+    fn of(s: &flash::NorSpec, slot_size: u32, units: u32, max_slots: u32) -> Result<Self> {
         if !slot_size.is_power_of_two() || slot_size < 64 {
             return Err(Error::InvalidArgument(
                 "slot size must be a power of two of at least 64",
             ));
         }
-        let units = units_per_segment(&s);
-        let size = s.unit_size * units;
+        let size = s.unit_size.saturating_mul(units);
         let word = s.word_size;
         // The entry: tag, CRC-32C of the data and, where erased bytes of a written slot
         // may be programmed later, the length of the data the CRC covers.
@@ -369,7 +401,7 @@ impl<F: NorFlash> NorSegments<F> {
         let layout = NorEntry::new(patchable);
         let tag_stride = round_up(layout.entry_len() as u32, word);
         let head = round_up(HEADER_LEN as u32, word);
-        let mut slots = size.saturating_sub(head) / (slot_size + tag_stride);
+        let mut slots = (size.saturating_sub(head) / (slot_size + tag_stride)).min(max_slots);
         // Where slots are whole program pages (SPI NOR), the data area starts on a page:
         // a slot then takes one program command per page, not one more for the page it
         // would straddle, and each command costs its time whatever its size.
@@ -384,19 +416,55 @@ impl<F: NorFlash> NorSegments<F> {
             slots -= 1;
         }
         if slots == 0 {
-            return Err(Error::InvalidArgument("erase unit too small for one slot"));
+            return Err(Error::InvalidArgument(UNIT_TOO_SMALL));
         }
-        Ok(NorSegments {
-            flash,
+        Ok(NorShape {
             slot_size,
             slots,
             tag_stride,
             data_off: data_off(slots),
             units,
             patchable,
-            defers: page > 0,
-            pending: alloc::vec::Vec::new(),
         })
+    }
+}
+
+impl<F: NorFlash> NorSegments<F> {
+    /// Views `flash` as segments of slots of `slot_size` bytes (a power of two).
+    pub fn new(flash: F, slot_size: u32) -> Result<Self> {
+        let units = units_per_segment(flash.spec());
+        let shape = NorShape::of(flash.spec(), slot_size, units, u32::MAX)?;
+        Ok(Self::from_shape(flash, shape))
+    }
+
+    /// Views `flash` as segments of exactly `slots` slots of `slot_size` bytes, each taking
+    /// the fewest erase units that hold them: the shape of another device's segments, for
+    /// a volume on two devices ([`tiered`]), whose segments must all hold as many slots.
+    pub fn with_slots(flash: F, slot_size: u32, slots: u32) -> Result<Self> {
+        let s = flash.spec();
+        for units in 1..=s.units {
+            match NorShape::of(s, slot_size, units, slots) {
+                Ok(shape) if shape.slots == slots => return Ok(Self::from_shape(flash, shape)),
+                Ok(_) | Err(Error::InvalidArgument(UNIT_TOO_SMALL)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::InvalidArgument("part too small for one segment"))
+    }
+
+    fn from_shape(flash: F, shape: NorShape) -> Self {
+        let defers = flash.spec().program_page > 0;
+        NorSegments {
+            flash,
+            slot_size: shape.slot_size,
+            slots: shape.slots,
+            tag_stride: shape.tag_stride,
+            data_off: shape.data_off,
+            units: shape.units,
+            patchable: shape.patchable,
+            defers,
+            pending: alloc::vec::Vec::new(),
+        }
     }
 
     /// Programs `entry`, the tag entry of `slot` (whose data is programmed), or leaves it
@@ -684,6 +752,12 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     fn units_per_segment(&self) -> u32 {
         (**self).units_per_segment()
     }
+    fn tier(&self, seg: u32) -> Tier {
+        (**self).tier(seg)
+    }
+    fn is_tiered(&self) -> bool {
+        (**self).is_tiered()
+    }
     fn reserved_slots(&self) -> u32 {
         (**self).reserved_slots()
     }
@@ -772,7 +846,8 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
         let stride = self.tag_stride as usize;
-        let mut raw = alloc::vec![0u8; self.slots as usize * stride];
+        // Only the entries asked for: on NVRAM every byte read costs its time.
+        let mut raw = alloc::vec![0u8; out.len().min(self.slots as usize) * stride];
         let at = self.base(seg) + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
         self.read_entries(at, &mut raw)?;
         let layout = self.layout();
@@ -941,6 +1016,15 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         Ok(data.iter().chain(&tag).all(|&b| b == 0xFF))
     }
 
+    fn unwritten(&mut self, seg: u32) -> Result<bool> {
+        for slot in 0..WRITTEN_END_RUN.min(self.slots) {
+            if !self.slot_erased(seg, slot)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     fn resume_slot(&mut self, seg: u32, used: u32) -> Result<Option<u32>> {
         if !self.defers {
             // One dirty slot at most: the default's reads.
@@ -1063,9 +1147,15 @@ pub const NAND_MAX_SEGMENTS: u32 = 4096;
 /// field) that leave at most [`NAND_MAX_SEGMENTS`] segments, within one bank, and with
 /// slots that a 16-bit count holds.
 pub fn nand_blocks_per_segment(s: &flash::NandSpec) -> u32 {
+    blocks_per_segment_within(s, NAND_MAX_SEGMENTS)
+}
+
+/// Blocks per segment on a NAND part: the fewest (as [`nand_blocks_per_segment`]) that
+/// leave at most `max` segments.
+pub fn blocks_per_segment_within(s: &flash::NandSpec, max: u32) -> u32 {
     let per_bank = s.blocks / s.banks.max(1);
     let mut units = 1u32;
-    while s.blocks / units > NAND_MAX_SEGMENTS
+    while s.blocks / units > max
         && units < 128
         && per_bank % (units * 2) == 0
         && u64::from(s.pages_per_block) * u64::from(units * 2) <= u64::from(u16::MAX)

@@ -1,0 +1,257 @@
+//! Volumes on two devices (FRASH): NVRAM beside NAND, the metadata on the NVRAM's segments
+//! and the data on the NAND's, one log over both (`flashfs::media::tiered`).
+
+use flash::{preset, DeviceSpec, ImageMeta, NandSim, NvramSim, NvramSpec, Simulated};
+use flashfs::media::tiered::{NvramNand, Tiered};
+use flashfs::media::Tier;
+use flashfs::{
+    BlockDevice, Error, Fs, FsConfig, Ftl, FtlConfig, LogConfig, NandSegments, NorSegments,
+    Segments,
+};
+
+type Hybrid = NvramNand<NvramSim, NandSim>;
+
+/// nand-128m cut to `blocks` blocks, beside FRAM of `nvram_kib` KiB.
+fn hybrid(blocks: u32, nvram_kib: u64) -> Hybrid {
+    let DeviceSpec::Nand(spec) = preset::lookup("nand-128m").unwrap().spec else {
+        unreachable!()
+    };
+    let spec = flash::NandSpec {
+        blocks,
+        factory_bad_permille: 0,
+        ..spec
+    };
+    let nand = NandSim::new(spec, ImageMeta::new("nand", 1)).unwrap();
+    let DeviceSpec::Nvram(fram) = preset::lookup("fram-8m").unwrap().spec else {
+        unreachable!()
+    };
+    let fram = NvramSpec {
+        size: nvram_kib << 10,
+        ..fram
+    };
+    let nvram = NvramSim::new(fram, ImageMeta::new("fram", 1)).unwrap();
+    Tiered::nvram_beside_nand(nvram, nand).unwrap()
+}
+
+fn data(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(seed) >> 3) as u8)
+        .collect()
+}
+
+fn nand_reads(dev: &Hybrid) -> u64 {
+    dev.bulk().flash().stats().reads
+}
+
+fn fast_segments_in_use<D: Segments>(fs: &Fs<D>) -> usize {
+    let log = fs.ftl().log();
+    (0..log.geometry().segments)
+        .filter(|&s| log.device().tier(s) == Tier::Fast)
+        .filter(|&s| log.segments()[s as usize].live() > 0)
+        .count()
+}
+
+#[test]
+fn metadata_goes_to_the_nvram_and_data_to_the_nand() {
+    let mut fs = Fs::format(hybrid(1024, 512), FsConfig::default()).unwrap();
+    for i in 0..40u32 {
+        let name = format!("/f{i}");
+        fs.write_file(name.as_bytes(), &data(3000 + i as usize * 100, i + 3))
+            .unwrap();
+    }
+    fs.sync().unwrap();
+    let dev = fs.unmount().unwrap();
+    let nvram = dev.fast().flash().nvram().stats().bytes_programmed;
+    let nand = dev.bulk().flash().stats().bytes_programmed;
+    assert!(nvram > 0, "the NVRAM took the metadata");
+    let stored: u64 = (0..40).map(|i| 3000 + i * 100).sum();
+    assert!(nand >= stored, "the NAND took the data: {nand} < {stored}");
+    // The index, journal and checkpoint would take far more than this on the NAND.
+    assert!(
+        nand < stored * 13 / 10,
+        "metadata went to the NAND: {nand} bytes for {stored}"
+    );
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    for i in 0..40u32 {
+        let name = format!("/f{i}");
+        assert_eq!(
+            fs.read_file(name.as_bytes()).unwrap(),
+            data(3000 + i as usize * 100, i + 3)
+        );
+    }
+    assert!(fast_segments_in_use(&fs) > 0, "live metadata on the NVRAM");
+}
+
+/// After a clean unmount the mount reads the NVRAM only: the closed root describes the log
+/// whole, and nothing was programmed after it.
+#[test]
+fn a_mount_after_a_close_reads_no_nand() {
+    let mut fs = Fs::format(hybrid(2048, 1024), FsConfig::default()).unwrap();
+    for i in 0..100u32 {
+        let name = format!("/f{i}");
+        fs.write_file(name.as_bytes(), &data(10_000, i + 1))
+            .unwrap();
+    }
+    let dev = fs.unmount().unwrap();
+    let before = nand_reads(&dev);
+    let fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    assert_eq!(nand_reads(fs.ftl().log().device()), before);
+    // A session that writes reopens the root first; the next mount after a cut rolls
+    // forward and finds what was synced.
+    let mut fs = fs;
+    fs.write_file(b"/late", &data(5000, 77)).unwrap();
+    fs.sync().unwrap();
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    assert_eq!(fs.read_file(b"/late").unwrap(), data(5000, 77));
+    assert_eq!(fs.read_file(b"/f42").unwrap(), data(10_000, 43));
+}
+
+/// An NVRAM too small for the metadata: it spills to the NAND, and nothing is lost.
+#[test]
+fn metadata_spills_to_the_nand_when_the_nvram_is_full() {
+    let dev = hybrid(512, 64);
+    assert!(dev.fast_segments() <= 3, "a small NVRAM");
+    let mut fs = Fs::format(dev, FsConfig::default()).unwrap();
+    for i in 0..300u32 {
+        let name = format!("/f{i}");
+        fs.write_file(name.as_bytes(), &data(700, i + 5)).unwrap();
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    for i in 0..300u32 {
+        let name = format!("/f{i}");
+        assert_eq!(fs.read_file(name.as_bytes()).unwrap(), data(700, i + 5));
+    }
+    let report = fs.check(false).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+#[test]
+fn the_two_devices_must_have_segments_of_one_shape() {
+    let DeviceSpec::Nand(spec) = preset::lookup("nand-128m").unwrap().spec else {
+        unreachable!()
+    };
+    let spec = flash::NandSpec {
+        blocks: 64,
+        factory_bad_permille: 0,
+        ..spec
+    };
+    let nand = NandSegments::new(NandSim::new(spec, ImageMeta::new("nand", 1)).unwrap()).unwrap();
+    let DeviceSpec::Nvram(fram) = preset::lookup("cy15b102q").unwrap().spec else {
+        unreachable!()
+    };
+    let sim = NvramSim::new(fram, ImageMeta::new("fram", 1)).unwrap();
+    let nvram = NorSegments::new(flash::NvramNor::new(sim).unwrap(), 512).unwrap();
+    assert!(matches!(
+        Tiered::new(nvram, nand),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+fn ftl_config() -> FtlConfig {
+    FtlConfig {
+        log: LogConfig {
+            checkpoint_min_segments: 4,
+            ..LogConfig::default()
+        },
+        ..FtlConfig::default()
+    }
+}
+
+const SECTORS: u64 = 40;
+
+/// The workload cut below: sectors written in rounds, a flush after every fourth write.
+/// Keeps the sectors' contents as last flushed, as last written, and the write under way.
+fn workload(
+    ftl: &mut Ftl<Hybrid>,
+    flushed: &mut [u8],
+    written: &mut [u8],
+    in_flight: &mut Option<(u64, u8)>,
+) -> flashfs::Result<()> {
+    for i in 0..400u64 {
+        let sector = (i * 7) % SECTORS;
+        let v = (i % 250 + 1) as u8;
+        // A write the cut interrupts may land or not.
+        *in_flight = Some((sector, v));
+        ftl.write(sector, &[v; 512])?;
+        *in_flight = None;
+        written[sector as usize] = v;
+        if i % 4 == 3 {
+            ftl.flush()?;
+            flushed.copy_from_slice(written);
+        }
+    }
+    ftl.flush()?;
+    flushed.copy_from_slice(written);
+    Ok(())
+}
+
+/// Every cut, on either device (torn: the NVRAM keeps a prefix of the write, the NAND a
+/// garbled page), during writes, flushes, checkpoints and cleaning: each sector then reads
+/// as flushed last, or as written after.
+#[test]
+fn every_cut_on_either_device_loses_nothing_flushed() {
+    let base = {
+        let ftl = Ftl::format(hybrid(64, 256), ftl_config()).unwrap();
+        ftl.close().unwrap()
+    };
+    // Operations the workload takes on each device, uncut.
+    let (nvram_ops, nand_ops) = {
+        let mut ftl = Ftl::mount(base.clone(), ftl_config()).unwrap();
+        let dev = ftl.log().device();
+        let (v0, n0) = (dev.fast().flash().nvram().ops(), dev.bulk().flash().ops());
+        let mut f = [0u8; SECTORS as usize];
+        let mut w = f;
+        workload(&mut ftl, &mut f, &mut w, &mut None).unwrap();
+        let dev = ftl.log().device();
+        (
+            dev.fast().flash().nvram().ops() - v0,
+            dev.bulk().flash().ops() - n0,
+        )
+    };
+    assert!(nvram_ops > 10 && nand_ops > 300, "{nvram_ops} {nand_ops}");
+    let mut cuts = 0;
+    for on_nvram in [true, false] {
+        let ops = if on_nvram { nvram_ops } else { nand_ops };
+        for at in 0..ops {
+            let mut ftl = Ftl::mount(base.clone(), ftl_config()).unwrap();
+            let dev = ftl.log_mut().device_mut();
+            if on_nvram {
+                dev.fast_mut()
+                    .flash_mut()
+                    .nvram_mut()
+                    .schedule_cut(at, true);
+            } else {
+                dev.bulk_mut().flash_mut().schedule_cut(at, true);
+            }
+            let mut flushed = [0u8; SECTORS as usize];
+            let mut written = flushed;
+            let mut in_flight = None;
+            let r = workload(&mut ftl, &mut flushed, &mut written, &mut in_flight);
+            assert!(r.is_err(), "cut {at} (nvram: {on_nvram}) never came");
+            cuts += 1;
+            let mut dev = ftl.into_device();
+            dev.fast_mut().flash_mut().nvram_mut().reboot();
+            dev.bulk_mut().flash_mut().reboot();
+            let mut ftl = Ftl::mount(dev, ftl_config())
+                .unwrap_or_else(|e| panic!("cut {at} (nvram: {on_nvram}): mount: {e}"));
+            for s in 0..SECTORS {
+                let mut back = [0u8; 512];
+                ftl.read(s, &mut back)
+                    .unwrap_or_else(|e| panic!("cut {at} (nvram: {on_nvram}) sector {s}: {e}"));
+                let (f, w) = (flushed[s as usize], written[s as usize]);
+                let cut = in_flight.filter(|&(at, _)| at == s).map(|(_, v)| v);
+                assert!(
+                    back == [f; 512]
+                        || back == [w; 512]
+                        || cut.is_some_and(|v| back == [v; 512])
+                        || (f == 0 && back == [0xFF; 512]),
+                    "cut {at} (nvram: {on_nvram}) sector {s}: read {}, flushed {f}, written {w}",
+                    back[0]
+                );
+            }
+        }
+    }
+    assert_eq!(cuts, nvram_ops + nand_ops);
+}
