@@ -1,6 +1,6 @@
 //! A volume on two devices (FRASH, Kim et al.): an NVRAM part beside the flash, each seen
 //! as segments of the same shape, numbered one after the other — the NVRAM's first, as the
-//! [`Tier::Fast`] tier, then the flash's, the [`Tier::Bulk`] tier (SPEC.md §2.5).
+//! [`Tier::Fast`] tier, then the flash's, the [`Tier::Bulk`] tier (SPEC.md §2.2c).
 //!
 //! The log sees one device and chooses the tier when a head opens a segment: metadata (the
 //! checkpoint, the anchors, the file system's index nodes and journal) to the fast tier,
