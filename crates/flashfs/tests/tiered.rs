@@ -255,3 +255,26 @@ fn every_cut_on_either_device_loses_nothing_flushed() {
     }
     assert_eq!(cuts, nvram_ops + nand_ops);
 }
+
+/// A session after a close appends the close's root again before its first program, so a
+/// mount after a cut rolls forward from it instead of trusting the close: what the session
+/// synced (an unlink, a rewrite) is found.
+#[test]
+fn a_session_after_a_close_is_found_after_a_cut() {
+    let mut fs = Fs::format(hybrid(256, 256), FsConfig::default()).unwrap();
+    for i in 0..8u32 {
+        fs.write_file(format!("/f{i}").as_bytes(), &data(6000, i + 1))
+            .unwrap();
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    fs.remove_path(b"/f3").unwrap();
+    fs.write_file(b"/f5", &data(4000, 99)).unwrap();
+    fs.sync().unwrap();
+    // No unmount: as a power cut after the sync.
+    let dev = fs.into_device();
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    assert!(fs.read_file(b"/f3").is_err(), "the unlink was synced");
+    assert_eq!(fs.read_file(b"/f5").unwrap(), data(4000, 99));
+    assert_eq!(fs.read_file(b"/f4").unwrap(), data(6000, 5));
+}

@@ -938,9 +938,12 @@ impl<D: Segments> Log<D> {
         let Some(a) = &mut self.anchors else {
             return Ok(false);
         };
-        a.root = Some(root);
         // The anchors may have moved into the set, which the root then left them out of.
         set.retain(|&s| !a.holds_segment(s));
+        a.root = Some(Root {
+            set: set.clone(),
+            ..root
+        });
         a.log_pages = log_pages;
         a.current_root = true;
         a.closed_root = closing;
@@ -1042,28 +1045,29 @@ impl<D: Segments> Log<D> {
     /// Before a program: puts the newest root out of date if the log no longer keeps to its
     /// set (a mount could not find this program from it).
     pub(super) fn before_program(&mut self) -> Result<()> {
+        let tiered = self.dev.is_tiered();
         let Some(a) = &mut self.anchors else {
             return Ok(());
-        };
-        // On two devices a mount trusts a closed root to describe the log whole (it reads
-        // no tag of the flash): before anything is programmed after it, it is appended
-        // again, open, and a mount rolls forward from it as from any other.
-        let reopen = if a.closed_root && self.dev.is_tiered() {
-            a.root.clone()
-        } else {
-            None
         };
         a.current_root = false;
         a.closed_root = false;
         a.programs = a.programs.saturating_add(1);
-        if let Some(mut root) = reopen.filter(|r| r.closed) {
-            root.closed = false;
-            self.append_record(&Record::Root(root))?;
+        // On two devices a mount trusts a close's root to describe the log whole (it reads
+        // no tag of the flash): before anything is programmed after it, it is appended
+        // again, open, and a mount rolls forward from it as from any other. Asked of the
+        // root itself, not of `closed_root`, which a slot dying clears with nothing
+        // programmed.
+        if let Some(root) = a.root.as_ref().filter(|r| tiered && r.closed) {
+            let open = Root {
+                closed: false,
+                ..root.clone()
+            };
+            self.append_record(&Record::Root(open.clone()))?;
+            if let Some(a) = &mut self.anchors {
+                a.root = Some(open);
+            }
             return Ok(());
         }
-        let Some(a) = &mut self.anchors else {
-            return Ok(());
-        };
         if a.needs_mark && !a.rolling {
             self.append_record(&Record::Mark)?;
         }
