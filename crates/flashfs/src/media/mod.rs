@@ -333,14 +333,7 @@ pub const NOR_MIN_SEGMENT: u32 = 8 * 1024;
 #[derive(Debug, Clone)]
 pub struct NorSegments<F> {
     flash: F,
-    slot_size: u32,
-    slots: u32,
-    tag_stride: u32,
-    data_off: u32,
-    units: u32,
-    /// Reprogrammable: the entry carries the slot's written length, and the checksum covers
-    /// only that prefix (bytes programmed in place later are checked by their owners).
-    patchable: bool,
+    shape: NorShape,
     /// Whether tag entries wait in RAM after their slots' data ([`Pending`]): on parts
     /// with a program page (SPI NOR), where a program command costs its time whatever its
     /// size.
@@ -371,12 +364,19 @@ fn round_up(x: u32, to: u32) -> u32 {
 const UNIT_TOO_SMALL: &str = "erase unit too small for one slot";
 
 /// Where a NOR segment's parts lie.
+#[derive(Debug, Clone, Copy)]
 struct NorShape {
     slot_size: u32,
+    /// Slots per segment.
     slots: u32,
+    /// Bytes from one tag entry to the next.
     tag_stride: u32,
+    /// Where the slots' data starts in a segment.
     data_off: u32,
+    /// Erase units per segment.
     units: u32,
+    /// Reprogrammable: the entry carries the slot's written length, and the checksum covers
+    /// only that prefix (bytes programmed in place later are checked by their owners).
     patchable: bool,
 }
 
@@ -456,12 +456,7 @@ impl<F: NorFlash> NorSegments<F> {
         let defers = flash.spec().program_page > 0;
         NorSegments {
             flash,
-            slot_size: shape.slot_size,
-            slots: shape.slots,
-            tag_stride: shape.tag_stride,
-            data_off: shape.data_off,
-            units: shape.units,
-            patchable: shape.patchable,
+            shape,
             defers,
             pending: alloc::vec::Vec::new(),
         }
@@ -511,7 +506,7 @@ impl<F: NorFlash> NorSegments<F> {
             self.pending[i].at = boundary;
         }
         // Nothing follows the last slot: its segment's run is complete.
-        if slot + 1 == self.slots || self.pending[i].bytes.is_empty() {
+        if slot + 1 == self.shape.slots || self.pending[i].bytes.is_empty() {
             return self.flush(i);
         }
         Ok(())
@@ -575,12 +570,12 @@ impl<F: NorFlash> NorSegments<F> {
 
     /// How this part's tag entries are laid out.
     fn layout(&self) -> NorEntry {
-        NorEntry::new(self.patchable)
+        NorEntry::new(self.shape.patchable)
     }
 
     /// The tag entry of a slot holding `data` (the whole slot), one stride long.
     fn entry(&self, tag: &Tag, data: &[u8]) -> alloc::vec::Vec<u8> {
-        let mut t = alloc::vec![0xFFu8; self.tag_stride as usize];
+        let mut t = alloc::vec![0xFFu8; self.shape.tag_stride as usize];
         self.layout().encode(tag, data, &mut t);
         t
     }
@@ -595,14 +590,14 @@ impl<F: NorFlash> NorSegments<F> {
 
     /// Address on the part of a slot's data (for tools and tests that look at the medium).
     pub fn data_at(&self, seg: u32, slot: u32) -> u64 {
-        self.base(seg) + self.data_off as u64 + slot as u64 * self.slot_size as u64
+        self.base(seg) + self.shape.data_off as u64 + slot as u64 * self.shape.slot_size as u64
     }
 
     /// Address on the part of a slot's tag entry (tag, data checksum; SPEC.md §2.2).
     pub fn entry_at(&self, seg: u32, slot: u32) -> u64 {
         self.base(seg)
             + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64
-            + slot as u64 * self.tag_stride as u64
+            + slot as u64 * self.shape.tag_stride as u64
     }
 
     /// The flash underneath.
@@ -635,12 +630,12 @@ impl<F: NorFlash> NorSegments<F> {
     }
 
     fn base(&self, seg: u32) -> u64 {
-        u64::from(seg) * u64::from(self.units) * u64::from(self.flash.spec().unit_size)
+        u64::from(seg) * u64::from(self.shape.units) * u64::from(self.flash.spec().unit_size)
     }
 
     /// The erase units of a segment.
     fn units_of(&self, seg: u32) -> core::ops::Range<u32> {
-        seg * self.units..(seg + 1) * self.units
+        seg * self.shape.units..(seg + 1) * self.shape.units
     }
 
     /// Programs `data`, split so no command crosses the part's program page.
@@ -809,19 +804,19 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn geometry(&self) -> SegGeometry {
         let s = self.flash.spec();
         SegGeometry {
-            segments: s.units / self.units,
-            slots: self.slots,
-            slot_size: self.slot_size,
+            segments: s.units / self.shape.units,
+            slots: self.shape.slots,
+            slot_size: self.shape.slot_size,
             banks: s.banks,
         }
     }
 
     fn bank_of(&self, seg: u32) -> u32 {
-        self.flash.spec().bank_of(seg * self.units)
+        self.flash.spec().bank_of(seg * self.shape.units)
     }
 
     fn units_per_segment(&self) -> u32 {
-        self.units
+        self.shape.units
     }
 
     fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
@@ -845,9 +840,9 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
-        let stride = self.tag_stride as usize;
+        let stride = self.shape.tag_stride as usize;
         // Only the entries asked for: on NVRAM every byte read costs its time.
-        let mut raw = alloc::vec![0u8; out.len().min(self.slots as usize) * stride];
+        let mut raw = alloc::vec![0u8; out.len().min(self.shape.slots as usize) * stride];
         let at = self.base(seg) + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64;
         self.read_entries(at, &mut raw)?;
         let layout = self.layout();
@@ -858,7 +853,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_tag(&mut self, seg: u32, slot: u32) -> Result<TagState> {
-        let stride = self.tag_stride as usize;
+        let stride = self.shape.tag_stride as usize;
         let mut raw = alloc::vec![0u8; stride];
         let at = self.base(seg)
             + round_up(HEADER_LEN as u32, self.flash.spec().word_size) as u64
@@ -872,8 +867,8 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        let ss = self.slot_size as usize;
-        let mut entry = alloc::vec![0u8; self.tag_stride as usize];
+        let ss = self.shape.slot_size as usize;
+        let mut entry = alloc::vec![0u8; self.shape.tag_stride as usize];
         self.read_entries(self.entry_at(seg, slot), &mut entry)?;
         let ok = if buf.len() == ss {
             self.read_at(self.data_at(seg, slot), buf)?;
@@ -894,10 +889,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
         let mut padded;
-        let data = if data.len() == self.slot_size as usize {
+        let data = if data.len() == self.shape.slot_size as usize {
             data
         } else {
-            padded = alloc::vec![0xFFu8; self.slot_size as usize];
+            padded = alloc::vec![0xFFu8; self.shape.slot_size as usize];
             padded[..data.len()].copy_from_slice(data);
             &padded[..]
         };
@@ -910,7 +905,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         // A verified slot's entry is programmed and read back at once.
         self.flush_all()?;
         let failed = Error::Flash(FlashError::ProgramFailed { block: seg });
-        let mut want = alloc::vec![0xFFu8; self.slot_size as usize];
+        let mut want = alloc::vec![0xFFu8; self.shape.slot_size as usize];
         want[..data.len()].copy_from_slice(data);
         let at = self.data_at(seg, slot);
         self.program(at, &want)?;
@@ -962,7 +957,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
             || bytes.len() % word != 0
             || offset
                 .checked_add(bytes.len())
-                .is_none_or(|e| e > self.slot_size as usize)
+                .is_none_or(|e| e > self.shape.slot_size as usize)
         {
             return Err(Error::InvalidArgument(
                 "a patch must be whole words inside one slot",
@@ -986,7 +981,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         // A mark that does not read back (a program that reported success and did nothing)
         // stops the patch there: the slot keeps its old data, still sound, rather than
         // taking new data its checksum does not cover.
-        let mut entry = alloc::vec![0u8; self.tag_stride as usize];
+        let mut entry = alloc::vec![0u8; self.shape.tag_stride as usize];
         let e = self.entry_at(seg, slot);
         self.read_at(e, &mut entry)?;
         let layout = self.layout();
@@ -1009,15 +1004,15 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
-        let mut data = alloc::vec![0u8; self.slot_size as usize];
+        let mut data = alloc::vec![0u8; self.shape.slot_size as usize];
         self.read_at(self.data_at(seg, slot), &mut data)?;
-        let mut tag = alloc::vec![0u8; self.tag_stride as usize];
+        let mut tag = alloc::vec![0u8; self.shape.tag_stride as usize];
         self.read_entries(self.entry_at(seg, slot), &mut tag)?;
         Ok(data.iter().chain(&tag).all(|&b| b == 0xFF))
     }
 
     fn unwritten(&mut self, seg: u32) -> Result<bool> {
-        for slot in 0..WRITTEN_END_RUN.min(self.slots) {
+        for slot in 0..WRITTEN_END_RUN.min(self.shape.slots) {
             if !self.slot_erased(seg, slot)? {
                 return Ok(false);
             }
@@ -1029,10 +1024,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         if !self.defers {
             // One dirty slot at most: the default's reads.
             let mut at = used;
-            if at < self.slots && !self.slot_erased(seg, at)? {
+            if at < self.shape.slots && !self.slot_erased(seg, at)? {
                 at += 1;
             }
-            if at >= self.slots || !self.slot_erased(seg, at)? {
+            if at >= self.shape.slots || !self.slot_erased(seg, at)? {
                 return Ok(None);
             }
             return Ok(Some(at));
@@ -1040,14 +1035,14 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         // Entries wait in RAM, so a cut may leave several slots programmed under erased
         // tags, and one of them may hold only 0xFF bytes: the head resumes after the last
         // slot that does not read as erased whole (two reads, at most a segment's data).
-        if used >= self.slots {
+        if used >= self.shape.slots {
             return Ok(None);
         }
-        let ss = self.slot_size as usize;
-        let n = (self.slots - used) as usize;
+        let ss = self.shape.slot_size as usize;
+        let n = (self.shape.slots - used) as usize;
         let mut data = alloc::vec![0u8; n * ss];
         self.read_at(self.data_at(seg, used), &mut data)?;
-        let stride = self.tag_stride as usize;
+        let stride = self.shape.tag_stride as usize;
         let mut entries = alloc::vec![0u8; n * stride];
         self.read_entries(self.entry_at(seg, used), &mut entries)?;
         let dirty = (0..n).rev().find(|&i| {
@@ -1057,7 +1052,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
                 .any(|&b| b != 0xFF)
         });
         let at = used + dirty.map_or(0, |i| i as u32 + 1);
-        Ok((at < self.slots).then_some(at))
+        Ok((at < self.shape.slots).then_some(at))
     }
 
     fn power_cut(&mut self) {
@@ -1122,7 +1117,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn erase_time(&self) -> Duration {
-        Duration::from_nanos(self.flash.spec().timing.erase_ns * u64::from(self.units))
+        Duration::from_nanos(self.flash.spec().timing.erase_ns * u64::from(self.shape.units))
     }
 }
 
@@ -1743,7 +1738,7 @@ mod tests {
         let mut d = part("w25q64jv");
         // 32 + 15 × 16 bytes of header and entries, then the data from 512 (not 272): the
         // 15 slots of 512 bytes still fill the 8 KiB segment exactly.
-        assert_eq!((d.data_off, d.geometry().slots), (512, 15));
+        assert_eq!((d.shape.data_off, d.geometry().slots), (512, 15));
         let data = [0x5Au8; 512];
         let before = d.flash().stats().programs;
         d.write_slot(3, 4, &sector_tag(1), &data).unwrap();
@@ -1761,7 +1756,7 @@ mod tests {
         d.read_slot(3, 4, &mut back).unwrap();
         assert_eq!(back, data);
         // Parts without program pages keep the data right after the entries.
-        assert_eq!(part("m29dw640d").data_off, 32 + 124 * 16);
+        assert_eq!(part("m29dw640d").shape.data_off, 32 + 124 * 16);
     }
 
     #[test]
