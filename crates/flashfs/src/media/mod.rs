@@ -1012,7 +1012,14 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn unwritten(&mut self, seg: u32) -> Result<bool> {
-        for slot in 0..WRITTEN_END_RUN.min(self.shape.slots) {
+        // Only where the first slots are fewer bytes to read than the whole tag summary
+        // (long segments: a volume on two devices shapes the NVRAM's to the NAND's).
+        let run = WRITTEN_END_RUN.min(self.shape.slots);
+        let summary = u64::from(self.shape.slots) * u64::from(self.shape.tag_stride);
+        if u64::from(run) * u64::from(self.shape.slot_size + self.shape.tag_stride) >= summary {
+            return Ok(false);
+        }
+        for slot in 0..run {
             if !self.slot_erased(seg, slot)? {
                 return Ok(false);
             }
