@@ -127,6 +127,36 @@ fn metadata_spills_to_the_nand_when_the_nvram_is_full() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 
+/// Writes larger than the NAND's share of a checkpoint's set of segments stay on the NAND:
+/// once that share is used up the log opens NAND segments outside the set, rather than
+/// taking the NVRAM's share of it for data while the NAND has room.
+#[test]
+fn data_stays_on_the_nand_when_a_checkpoints_set_runs_out() {
+    let fs = Ftl::format(hybrid(8192, 8192), FtlConfig::default()).unwrap();
+    let dev = fs.close().unwrap();
+    // The mount takes the set the close's checkpoint named.
+    let mut ftl = Ftl::mount(dev, FtlConfig::default()).unwrap();
+    let chunk = 2048u64;
+    for i in 0..4 {
+        ftl.write(i * chunk, &data(chunk as usize * 512, i as u32 + 1))
+            .unwrap();
+    }
+    ftl.flush().unwrap();
+    let log = ftl.log();
+    let fast_live: u64 = (0..log.geometry().segments)
+        .filter(|&s| log.device().tier(s) == Tier::Fast)
+        .map(|s| u64::from(log.segments()[s as usize].live()))
+        .sum();
+    // The sector map and the checkpoint take a few dozen slots; 8,192 slots of data were
+    // written.
+    assert!(fast_live < 200, "{fast_live} slots live on the NVRAM");
+    for i in 0..4 {
+        let mut buf = vec![0u8; chunk as usize * 512];
+        ftl.read(i * chunk, &mut buf).unwrap();
+        assert!(buf == data(chunk as usize * 512, i as u32 + 1));
+    }
+}
+
 #[test]
 fn the_two_devices_must_have_segments_of_one_shape() {
     let DeviceSpec::Nand(spec) = preset::lookup("nand-128m").unwrap().spec else {

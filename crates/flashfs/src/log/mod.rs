@@ -2007,17 +2007,23 @@ impl<D: Segments> Log<D> {
                 s.erase_count
             }
         };
-        let free = || {
+        let unbound = || {
             self.segs
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| matches!(s.state, SegState::Free | SegState::Dirty))
                 // A cleaned segment still carries a header; with none in use it must survive.
                 .filter(|(i, _)| self.in_use > 0 || !self.deferred.contains(&(*i as u32)))
-                .filter(|(i, _)| self.may_open(*i as u32))
         };
-        let in_tier = free().any(|(i, _)| self.dev.tier(i as u32) == tier);
-        let free = || free().filter(move |(i, _)| !in_tier || self.dev.tier(*i as u32) == tier);
+        // A tier spills into the other only when it is full, not when its share of the
+        // checkpoint's set is used up: then there is no segment to pick here, and the
+        // caller goes on outside the set.
+        let in_tier = unbound().any(|(i, _)| self.dev.tier(i as u32) == tier);
+        let free = || {
+            unbound()
+                .filter(|(i, _)| self.may_open(*i as u32))
+                .filter(move |(i, _)| !in_tier || self.dev.tier(*i as u32) == tier)
+        };
         let best = free().map(|(_, s)| wear(s)).min()?;
         let near = if self.config.wear_spread == 0 {
             u32::MAX
