@@ -340,16 +340,19 @@ impl<S: Store> AnySim<S> {
     /// Blocks marked bad (factory or later); none on NOR and NVRAM.
     pub fn bad_blocks(&mut self) -> flash::Result<u64> {
         match self {
-            AnySim::Nand(s) => {
-                let mut bad = 0;
-                for b in 0..s.spec().blocks {
-                    bad += s.is_bad(b)? as u64;
-                }
-                Ok(bad)
-            }
+            AnySim::Nand(s) => bad_blocks(s),
             _ => Ok(0),
         }
     }
+}
+
+/// Blocks of `nand` marked bad (factory or later).
+pub fn bad_blocks<F: NandFlash>(nand: &mut F) -> flash::Result<u64> {
+    let mut bad = 0;
+    for b in 0..nand.spec().blocks {
+        bad += nand.is_bad(b)? as u64;
+    }
+    Ok(bad)
 }
 
 /// Erase counts summarised.

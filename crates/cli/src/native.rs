@@ -8,18 +8,18 @@ use flashfs::log::policy::Policy;
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
-use crate::device::{self, NorPart};
+use crate::device::NorPart;
 use crate::units::count;
-use crate::volume::{ftl_log_usage, LogUsage, Media, Space};
+use crate::volume::{self, ftl_log_usage, rewrap, Hybrid, Images, LogUsage, Media, Space};
 
-/// A medium the native file system runs on, able to give its image back.
+/// A medium a volume runs on, able to give its images back.
 pub trait Medium: Segments + Send + 'static {
-    /// Where the image lives.
+    /// Where the images live.
     type Store: Store;
-    /// Makes the image durable on the host (background erases finished).
+    /// Makes the images durable on the host (background erases finished).
     fn sync_image(&mut self) -> flash::Result<()>;
-    /// Gives the image's store back.
-    fn into_store(self) -> Self::Store;
+    /// Gives the images' stores back.
+    fn into_images(self) -> Images<Self::Store>;
 }
 
 impl<S: Store + Send + 'static> Medium for NorSegments<NorPart<S>> {
@@ -27,8 +27,8 @@ impl<S: Store + Send + 'static> Medium for NorSegments<NorPart<S>> {
     fn sync_image(&mut self) -> flash::Result<()> {
         Simulated::flush(self.flash_mut())
     }
-    fn into_store(self) -> S {
-        self.into_inner().into_store()
+    fn into_images(self) -> Images<S> {
+        Images::one(self.into_inner().into_store())
     }
 }
 
@@ -37,17 +37,37 @@ impl<S: Store + Send + 'static> Medium for NandSegments<NandSim<S>> {
     fn sync_image(&mut self) -> flash::Result<()> {
         Simulated::flush(self.flash_mut())
     }
-    fn into_store(self) -> S {
-        self.into_inner().into_store()
+    fn into_images(self) -> Images<S> {
+        Images::one(self.into_inner().into_store())
     }
 }
 
-/// The native file system on either kind of flash.
+impl<S: Store + Send + 'static> Medium for Hybrid<S> {
+    type Store = S;
+    fn sync_image(&mut self) -> flash::Result<()> {
+        Simulated::flush(self.bulk_mut().flash_mut())?;
+        Simulated::flush(self.fast_mut().flash_mut())
+    }
+    fn into_images(self) -> Images<S> {
+        let (nvram, nand) = self.into_inner();
+        Images {
+            main: nand.into_inner().into_store(),
+            nvram: Some(nvram.into_inner().into_inner().into_store()),
+        }
+    }
+}
+
+/// The native file system on any medium.
+// Two devices make the largest variant; a command holds one value of it at a time, so a
+// box would only add a step to every call.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyFs<S: Store> {
     /// On NOR flash.
     Nor(Fs<NorSegments<NorPart<S>>>),
     /// On NAND flash.
     Nand(Fs<NandSegments<NandSim<S>>>),
+    /// On NVRAM beside NAND.
+    Tiered(Fs<Hybrid<S>>),
 }
 
 /// Calls `$f` with the file system inside `$fs`, whatever the medium.
@@ -57,6 +77,7 @@ macro_rules! with_fs {
         match $fs {
             $crate::native::AnyFs::Nor($f) => $body,
             $crate::native::AnyFs::Nand($f) => $body,
+            $crate::native::AnyFs::Tiered($f) => $body,
         }
     };
 }
@@ -105,18 +126,12 @@ pub struct NativeInfo {
 impl<S: Store + Send + 'static> AnyFs<S> {
     /// Formats the native file system on `media`.
     pub fn format(media: Media<S>, config: FsConfig) -> anyhow::Result<Self> {
-        Ok(match media {
-            Media::Nor(s) => AnyFs::Nor(Fs::format(s, config)?),
-            Media::Nand(s) => AnyFs::Nand(Fs::format(s, config)?),
-        })
+        Ok(rewrap!(media, Media => AnyFs, s => Fs::format(s, config)?))
     }
 
     /// Mounts the native file system on `media`.
     pub fn mount(media: Media<S>, config: FsConfig) -> anyhow::Result<Self> {
-        Ok(match media {
-            Media::Nor(s) => AnyFs::Nor(Fs::mount(s, config)?),
-            Media::Nand(s) => AnyFs::Nand(Fs::mount(s, config)?),
-        })
+        Ok(rewrap!(media, Media => AnyFs, s => Fs::mount(s, config)?))
     }
 
     /// Space, log usage and the file system's own figures.
@@ -124,15 +139,15 @@ impl<S: Store + Send + 'static> AnyFs<S> {
         with_fs!(self, fs => usage(fs))
     }
 
-    /// Commits, flushes and gives the image's store back, flushed.
-    pub fn close(self) -> anyhow::Result<S> {
+    /// Commits, flushes and gives the images' stores back, flushed.
+    pub fn close(self) -> anyhow::Result<Images<S>> {
         with_fs!(self, fs => close(fs))
     }
 
-    /// Gives the image's store back without committing (what was not committed is lost,
+    /// Gives the images' stores back without committing (what was not committed is lost,
     /// as after a power cut).
-    pub fn abandon(self) -> S {
-        with_fs!(self, fs => fs.into_device().into_store())
+    pub fn abandon(self) -> Images<S> {
+        with_fs!(self, fs => fs.into_device().into_images())
     }
 }
 
@@ -172,13 +187,9 @@ pub fn usage<D: Segments>(fs: &mut Fs<D>) -> anyhow::Result<(Space, LogUsage, Na
     Ok((space, log, info))
 }
 
-/// Commits `fs`, makes the image durable and gives its store back.
-pub fn close<D: Medium>(fs: Fs<D>) -> anyhow::Result<D::Store> {
-    let mut dev = fs.unmount()?;
-    dev.sync_image().map_err(device::explain)?;
-    let mut store = dev.into_store();
-    store.flush().map_err(device::explain)?;
-    Ok(store)
+/// Commits `fs`, makes the images durable and gives their stores back.
+pub fn close<D: Medium>(fs: Fs<D>) -> anyhow::Result<Images<D::Store>> {
+    volume::release(fs.unmount()?)
 }
 
 /// A file-system time as the host's.

@@ -2,22 +2,29 @@
 //! nothing yet), the block device opened or formatted on any flash medium, its space and
 //! segment usage in figures, and a copy-on-write view that lets a command mount an image
 //! without changing a byte of it.
+//!
+//! A volume on two devices (NVRAM beside NAND) lives in two image files: the NAND image
+//! named on the command line and the NVRAM image beside it, the same path with `.nvram`
+//! appended ([`nvram_path`]). Every command that opens an image opens both when the second
+//! exists, as one medium ([`Media::Tiered`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 use flash::spec::DeviceSpec;
 use flash::store::Store;
-use flash::{NandSim, Simulated};
+use flash::{NandSim, NvramSim, Simulated};
 use flashfs::ftl::Audit;
 use flashfs::log::segment::SegState;
-use flashfs::media::tag::FORMAT_BLOCK_DEVICE;
-use flashfs::media::HeaderState;
+use flashfs::media::tag::{Volume, FORMAT_BLOCK_DEVICE};
+use flashfs::media::tiered::{NvramNand, Tiered, MAX_BULK_SEGMENTS};
+use flashfs::media::{blocks_per_segment_within, HeaderState, Tier};
 use flashfs::{BlockDevice, Ftl, FtlConfig, Log, NandSegments, NorSegments, Segments};
 use serde::Serialize;
 
 use crate::device::{self, AtPath, NorPart};
+use crate::native::Medium;
 use crate::units;
 
 /// Sector size of the block device on NOR flash unless `mkfs --sector-size` says otherwise
@@ -54,19 +61,132 @@ impl Format {
     }
 }
 
+/// The path of the NVRAM image of a volume on two devices whose NAND image is `image`:
+/// `image` with `.nvram` appended (`dev.img` → `dev.img.nvram`).
+pub fn nvram_path(image: &Path) -> PathBuf {
+    let mut p = image.as_os_str().to_owned();
+    p.push(".nvram");
+    PathBuf::from(p)
+}
+
+/// The stores of a volume's image files: the one named on the command line, and on a
+/// volume on two devices the NVRAM image beside it.
+#[derive(Debug)]
+pub struct Images<S> {
+    /// The image named on the command line (the NAND, on two devices).
+    pub main: S,
+    /// The NVRAM image beside it, if the volume lies on two devices.
+    pub nvram: Option<S>,
+}
+
+impl<S> Images<S> {
+    /// One image file.
+    pub fn one(main: S) -> Self {
+        Images { main, nvram: None }
+    }
+
+    /// The stores with the paths they belong to, `image` being the one named on the command
+    /// line: the NAND's first, so that a copy written back in this order has its data in
+    /// place before the metadata that names it.
+    pub fn with_paths(self, image: &Path) -> impl Iterator<Item = (S, PathBuf)> {
+        std::iter::once((self.main, image.to_path_buf()))
+            .chain(self.nvram.map(|n| (n, nvram_path(image))))
+    }
+}
+
+impl<S: Store> Images<S> {
+    /// Makes every image durable on the host.
+    pub fn flush(&mut self) -> flash::Result<()> {
+        self.main.flush()?;
+        match &mut self.nvram {
+            Some(n) => n.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// NVRAM beside NAND, both simulated on images.
+pub type Hybrid<S> = NvramNand<NvramSim<S>, NandSim<S>>;
+
 /// The medium of an image seen the way the log sees it: segments of slots.
+// Two devices make the largest variant; a command holds one value of it at a time, so a
+// box would only add a step to every call.
+#[allow(clippy::large_enum_variant)]
 pub enum Media<S: Store> {
     /// NOR flash, or NVRAM laid out as NOR, with slots of a chosen size.
     Nor(NorSegments<NorPart<S>>),
     /// NAND flash, SLC or MLC: a slot is a page.
     Nand(NandSegments<NandSim<S>>),
+    /// NVRAM beside SLC NAND, one volume: the metadata on the NVRAM, the data on the NAND.
+    Tiered(Hybrid<S>),
+}
+
+/// The medium of an image in words, e.g. `SLC NAND` or `NVRAM`.
+pub fn medium_name(spec: &DeviceSpec) -> &'static str {
+    match spec {
+        DeviceSpec::Nor(_) => "NOR flash",
+        DeviceSpec::Nand(s) if s.is_mlc() => "MLC NAND",
+        DeviceSpec::Nand(_) => "SLC NAND",
+        DeviceSpec::Nvram(_) => "NVRAM",
+    }
+}
+
+/// Refuses two devices that cannot make one volume: the NVRAM must be NVRAM, and the
+/// flash SLC NAND (the log keeps no SLC/MLC regions across two devices). The messages name
+/// the parts by `main` and `nvram`, how the caller shows them.
+pub fn check_pair(
+    main_spec: &DeviceSpec,
+    nvram_spec: &DeviceSpec,
+    main: &str,
+    nvram: &str,
+) -> anyhow::Result<()> {
+    if !matches!(nvram_spec, DeviceSpec::Nvram(_)) {
+        bail!(
+            "{nvram} is {}, not NVRAM: a volume on two devices keeps its metadata on NVRAM",
+            medium_name(nvram_spec)
+        );
+    }
+    if !matches!(main_spec, DeviceSpec::Nand(s) if !s.is_mlc()) {
+        bail!(
+            "{main} is {}: a volume on two devices keeps its data on SLC NAND",
+            medium_name(main_spec)
+        );
+    }
+    Ok(())
+}
+
+/// Opens the image at `path`, for writing or not, and the NVRAM image beside it
+/// ([`nvram_path`]) when there is one.
+pub fn open_images(path: &Path, writable: bool) -> anyhow::Result<Images<ImageStore>> {
+    let main = ImageStore::open(path, writable)?;
+    let beside = nvram_path(path);
+    let nvram = match std::fs::symlink_metadata(&beside) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Images::one(main)),
+        _ => ImageStore::open(&beside, writable)?,
+    };
+    let (main_spec, _) = flash::image::read_header(&main).at(path)?;
+    let (nvram_spec, _) = flash::image::read_header(&nvram).at(&beside)?;
+    check_pair(
+        &main_spec,
+        &nvram_spec,
+        &device::shown(path),
+        &device::shown(&beside),
+    )?;
+    Ok(Images {
+        main,
+        nvram: Some(nvram),
+    })
 }
 
 impl<S: Store> Media<S> {
-    /// Opens the image in `store`; on NOR, slots are `nor_slot` bytes.
-    pub fn open(store: S, nor_slot: u32) -> anyhow::Result<Self> {
+    /// Opens the images in `images`; on NOR, slots are `nor_slot` bytes.
+    pub fn open(images: Images<S>, nor_slot: u32) -> anyhow::Result<Self> {
+        let Images { main: store, nvram } = images;
         let (spec, _) = flash::image::read_header(&store).map_err(device::explain)?;
         device::check_ram(&spec)?;
+        if let Some(nvram) = nvram {
+            return Self::open_tiered(store, spec, nvram);
+        }
         Ok(match spec {
             DeviceSpec::Nor(_) | DeviceSpec::Nvram(_) => {
                 let part = NorPart::open(store).map_err(device::explain)?;
@@ -79,10 +199,35 @@ impl<S: Store> Media<S> {
         })
     }
 
-    /// Opens the image in `store` and finds what it holds; on NOR the slots are then the
+    /// Joins the NAND image in `nand` (whose device is `spec`) and the NVRAM image in
+    /// `nvram` as one volume's two tiers.
+    fn open_tiered(nand: S, spec: DeviceSpec, nvram: S) -> anyhow::Result<Self> {
+        let (nvram_spec, _) = flash::image::read_header(&nvram).map_err(device::explain)?;
+        check_pair(&spec, &nvram_spec, "the image", "the NVRAM image")?;
+        let nand = NandSim::open(nand).map_err(device::explain)?;
+        let nvram = NvramSim::open(nvram).map_err(device::explain)?;
+        let segment = {
+            use flash::NandFlash;
+            let s = nand.spec();
+            u64::from(blocks_per_segment_within(s, MAX_BULK_SEGMENTS))
+                * u64::from(s.pages_per_block)
+                * u64::from(s.page_size)
+        };
+        let joined = Tiered::nvram_beside_nand(nvram, nand).map_err(|e| {
+            anyhow!(
+                "the NVRAM ({}) cannot hold one segment of the NAND's ({} of data; {e}): \
+                 a larger NVRAM part, or fewer NAND blocks, makes a volume",
+                units::bytes(nvram_spec.capacity()),
+                units::bytes(segment)
+            )
+        })?;
+        Ok(Media::Tiered(joined))
+    }
+
+    /// Opens the images in `images` and finds what they hold; on NOR the slots are then the
     /// size the volume was formatted with.
-    pub fn open_probed(store: S) -> anyhow::Result<(Self, Format)> {
-        let mut media = Self::open(store, NOR_SECTOR)?;
+    pub fn open_probed(images: Images<S>) -> anyhow::Result<(Self, Format)> {
+        let mut media = Self::open(images, NOR_SECTOR)?;
         let format = media.probe()?;
         if let (Media::Nor(seg), Format::BlockDevice { sector_size: size })
         | (
@@ -110,7 +255,17 @@ impl<S: Store> Media<S> {
     pub fn probe(&mut self) -> anyhow::Result<Format> {
         let newest = match self {
             Media::Nor(s) => newest_volume(s)?,
-            Media::Nand(s) => newest_volume(s)?,
+            Media::Nand(s) => {
+                let newest = newest_volume(s)?;
+                if newest.is_some_and(|v| is_tiered_layout(s, &v)) {
+                    bail!(
+                        "the volume lies on two devices, and its NVRAM image (the image's \
+                         path with .nvram appended) is missing"
+                    );
+                }
+                newest
+            }
+            Media::Tiered(s) => tiered_volume(s)?,
         };
         Ok(match newest {
             None => Format::Unformatted,
@@ -133,32 +288,61 @@ impl<S: Store> Media<S> {
         })
     }
 
-    /// The simulator underneath.
+    /// The flash simulator underneath (on two devices, the NAND's: the NVRAM is written in
+    /// place and keeps no erase counts).
     pub fn sim(&self) -> &dyn Simulated {
         match self {
             Media::Nor(s) => s.flash(),
             Media::Nand(s) => s.flash(),
+            Media::Tiered(s) => s.bulk().flash(),
         }
     }
 
     /// Blocks marked bad (factory or later); `None` on NOR and NVRAM, which have no marks.
     pub fn bad_blocks(&mut self) -> flash::Result<Option<u64>> {
-        use flash::NandFlash;
         match self {
-            Media::Nand(s) => {
-                let mut bad = 0;
-                for b in 0..s.flash().spec().blocks {
-                    bad += s.flash_mut().is_bad(b)? as u64;
-                }
-                Ok(Some(bad))
-            }
-            _ => Ok(None),
+            Media::Nand(s) => device::bad_blocks(s.flash_mut()).map(Some),
+            Media::Tiered(s) => device::bad_blocks(s.bulk_mut().flash_mut()).map(Some),
+            Media::Nor(_) => Ok(None),
         }
     }
 }
 
+/// Whether `v`, found on NAND opened alone, was formatted with the segments a volume on two
+/// devices gives this NAND (fewer and larger than it has alone): then its metadata lies on
+/// an NVRAM image that was not opened with it.
+fn is_tiered_layout<S: Store>(nand: &NandSegments<NandSim<S>>, v: &Volume) -> bool {
+    use flash::NandFlash;
+    let tiered = blocks_per_segment_within(nand.flash().spec(), MAX_BULK_SEGMENTS);
+    tiered != nand.units_per_segment() && 1u32.checked_shl(u32::from(v.unit_shift)) == Some(tiered)
+}
+
+/// The volume on two devices, if any: each tier's newest header must name the same volume
+/// (a NAND image beside another volume's NVRAM image would otherwise mount as garbage).
+/// Right after a format the NAND may hold no header yet.
+fn tiered_volume<S: Store>(dev: &mut Hybrid<S>) -> anyhow::Result<Option<Volume>> {
+    let fast = newest_volume(dev.fast_mut())?;
+    let bulk = newest_volume(dev.bulk_mut())?;
+    let units = dev.bulk().units_per_segment();
+    match (fast, bulk) {
+        (_, Some(b)) if 1u32.checked_shl(u32::from(b.unit_shift)) != Some(units) => Err(anyhow!(
+            "the NAND image holds a volume of its own (formatted without --nvram), and the \
+             NVRAM image beside it is not part of it"
+        )),
+        (Some(f), Some(b)) if f != b => Err(anyhow!(
+            "the NVRAM image and the NAND image hold different volumes (an NVRAM image of \
+             another volume, or one formatted alone?)"
+        )),
+        (None, Some(_)) => Err(anyhow!(
+            "the NVRAM image holds no volume, but the NAND image does: the volume's metadata \
+             is not there (a fresh NVRAM image, or another one?)"
+        )),
+        (f, _) => Ok(f),
+    }
+}
+
 /// The volume named by the newest valid segment header, if any.
-fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<flashfs::media::tag::Volume>> {
+fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<Volume>> {
     let mut newest: Option<(u64, flashfs::media::tag::Volume)> = None;
     for seg in 0..dev.geometry().segments {
         if let HeaderState::Valid(h) = dev.read_header(seg).map_err(anyhow::Error::new)? {
@@ -170,12 +354,30 @@ fn newest_volume<D: Segments>(dev: &mut D) -> anyhow::Result<Option<flashfs::med
     Ok(newest.map(|(_, v)| v))
 }
 
-/// The block device on either kind of flash.
+/// Rebuilds an enum over the media (`Nor`, `Nand`, `Tiered`) as another: `$body` maps the
+/// value inside each variant of `$from` to the same variant of `$to`.
+macro_rules! rewrap {
+    ($e:expr, $from:ident => $to:ident, $f:ident => $body:expr) => {
+        match $e {
+            $from::Nor($f) => $to::Nor($body),
+            $from::Nand($f) => $to::Nand($body),
+            $from::Tiered($f) => $to::Tiered($body),
+        }
+    };
+}
+pub(crate) use rewrap;
+
+/// The block device on any medium.
+// Two devices make the largest variant; a command holds one value of it at a time, so a
+// box would only add a step to every call.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyFtl<S: Store> {
     /// On NOR flash.
     Nor(Ftl<NorSegments<NorPart<S>>>),
     /// On NAND flash.
     Nand(Ftl<NandSegments<NandSim<S>>>),
+    /// On NVRAM beside NAND.
+    Tiered(Ftl<Hybrid<S>>),
 }
 
 /// Calls `$f` with the block device inside `$ftl`, whatever the medium.
@@ -184,40 +386,32 @@ macro_rules! with_ftl {
         match $ftl {
             AnyFtl::Nor($f) => $body,
             AnyFtl::Nand($f) => $body,
+            AnyFtl::Tiered($f) => $body,
         }
     };
 }
 
-impl<S: Store> AnyFtl<S> {
+impl<S: Store + Send + 'static> AnyFtl<S> {
     /// Formats the block device on `media`.
     pub fn format(media: Media<S>, config: FtlConfig) -> anyhow::Result<Self> {
-        Ok(match media {
-            Media::Nor(s) => AnyFtl::Nor(Ftl::format(s, config)?),
-            Media::Nand(s) => AnyFtl::Nand(Ftl::format(s, config)?),
-        })
+        Ok(rewrap!(media, Media => AnyFtl, s => Ftl::format(s, config)?))
     }
 
     /// Mounts the block device on `media`.
     pub fn mount(media: Media<S>, config: FtlConfig) -> anyhow::Result<Self> {
-        Ok(match media {
-            Media::Nor(s) => AnyFtl::Nor(Ftl::mount(s, config)?),
-            Media::Nand(s) => AnyFtl::Nand(Ftl::mount(s, config)?),
-        })
+        Ok(rewrap!(media, Media => AnyFtl, s => Ftl::mount(s, config)?))
     }
 
     /// Mounts again by a full scan and compares with this mount's map, if it came from a
     /// checkpoint ([`Ftl::audit`]): the scanned block device and what disagrees.
     pub fn audit(self, config: FtlConfig) -> anyhow::Result<(Self, Option<Audit>)> {
-        Ok(match self {
-            AnyFtl::Nor(f) => {
-                let (f, d) = f.audit(config)?;
-                (AnyFtl::Nor(f), d)
-            }
-            AnyFtl::Nand(f) => {
-                let (f, d) = f.audit(config)?;
-                (AnyFtl::Nand(f), d)
-            }
-        })
+        let audit;
+        let ftl = rewrap!(self, AnyFtl => AnyFtl, f => {
+            let (f, d) = f.audit(config)?;
+            audit = d;
+            f
+        });
+        Ok((ftl, audit))
     }
 
     /// Scrubs the block device ([`Ftl::scrub`]): what it found, and the sectors lost.
@@ -241,7 +435,7 @@ impl<S: Store> AnyFtl<S> {
     pub fn sync(&mut self) -> anyhow::Result<()> {
         with_ftl!(self, f => {
             f.flush()?;
-            Simulated::flush(f.log_mut().device_mut().flash_mut()).map_err(device::explain)
+            f.log_mut().device_mut().sync_image().map_err(device::explain)
         })
     }
 
@@ -252,15 +446,19 @@ impl<S: Store> AnyFtl<S> {
     }
 
     /// Closes the block device (recording its lifetime counters), lets every background
-    /// erase finish and gives the store back, flushed.
-    pub fn close(self) -> anyhow::Result<S> {
-        let mut store = match self {
-            AnyFtl::Nor(f) => f.close()?.into_inner().into_store(),
-            AnyFtl::Nand(f) => f.close()?.into_inner().into_store(),
-        };
-        store.flush().map_err(device::explain)?;
-        Ok(store)
+    /// erase finish and gives the stores back, flushed.
+    pub fn close(self) -> anyhow::Result<Images<S>> {
+        with_ftl!(self, f => release(f.close()?))
     }
+}
+
+/// Makes the images of `dev` durable (background erases finished) and gives their stores
+/// back, flushed.
+pub fn release<D: Medium>(mut dev: D) -> anyhow::Result<Images<D::Store>> {
+    dev.sync_image().map_err(device::explain)?;
+    let mut images = dev.into_images();
+    images.flush().map_err(device::explain)?;
+    Ok(images)
 }
 
 impl<S: Store> BlockDevice for AnyFtl<S> {
@@ -322,6 +520,8 @@ pub struct LogUsage {
     /// On MLC NAND (which has an SLC mode): the segments in use in SLC mode and in MLC mode,
     /// FlexFS's regions (SPEC.md §2.3a). `None` on other media.
     pub regions: Option<Regions>,
+    /// On a volume on two devices: its segments on each. `None` on one device.
+    pub tiers: Option<Tiers>,
     /// Live slots (the newest checkpoint's pages among them).
     pub live_slots: u64,
     /// Slots the newest checkpoint's body and directory take (0 without one).
@@ -344,6 +544,28 @@ pub struct LogUsage {
     /// Segments in use by live fraction, in tenths: bin i counts segments whose live
     /// fraction lies in [i/10, (i+1)/10) (the last bin includes 1).
     pub utilization_histogram: [u64; 10],
+}
+
+/// The segments of a volume on two devices: the NVRAM's (the fast tier, numbered first),
+/// which hold the metadata, and the NAND's (the bulk tier), which hold the data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Tiers {
+    /// Segments on the NVRAM.
+    pub fast_segments: u64,
+    /// Of them, the segments holding data or open for writing.
+    pub fast_segments_in_use: u64,
+    /// Live slots on the NVRAM: the metadata in use (and the newest checkpoint).
+    pub fast_live_slots: u64,
+    /// Bytes of those slots.
+    pub fast_live_bytes: u64,
+    /// Segments on the NAND.
+    pub bulk_segments: u64,
+    /// Of them, the segments holding data or open for writing.
+    pub bulk_segments_in_use: u64,
+    /// Live slots on the NAND.
+    pub bulk_live_slots: u64,
+    /// Bytes of those slots.
+    pub bulk_live_bytes: u64,
 }
 
 /// The SLC and MLC regions of an MLC part: their sizes, and what migration did as the
@@ -382,8 +604,24 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
     let segs = log.segments();
     let mut hist = [0u64; 10];
     let (mut live, mut reclaimable, mut in_use) = (0, 0, 0);
-    for s in segs {
+    let mut tiers = Tiers::default();
+    for (i, s) in segs.iter().enumerate() {
         live += u64::from(s.live());
+        let (segments, used, slots) = match log.device().tier(i as u32) {
+            Tier::Fast => (
+                &mut tiers.fast_segments,
+                &mut tiers.fast_segments_in_use,
+                &mut tiers.fast_live_slots,
+            ),
+            Tier::Bulk => (
+                &mut tiers.bulk_segments,
+                &mut tiers.bulk_segments_in_use,
+                &mut tiers.bulk_live_slots,
+            ),
+        };
+        *segments += 1;
+        *used += u64::from(s.in_use());
+        *slots += u64::from(s.live());
         if s.in_use() {
             in_use += 1;
             let fraction = s.live() as f64 / geo.slots.max(1) as f64;
@@ -411,6 +649,11 @@ pub fn log_usage<D: Segments>(log: &Log<D>) -> LogUsage {
                 alpha: None,
                 gamma: None,
             }
+        }),
+        tiers: log.device().is_tiered().then(|| Tiers {
+            fast_live_bytes: tiers.fast_live_slots * geo.slot_size as u64,
+            bulk_live_bytes: tiers.bulk_live_slots * geo.slot_size as u64,
+            ..tiers
         }),
         live_slots: live,
         checkpoint_slots: log.checkpoint_slots(),

@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::device::{self, AtPath};
 use crate::native::{self, AnyFs};
 use crate::units::{bytes, count};
-use crate::volume::{Format, ImageStore, Media};
+use crate::volume::{self, Format, ImageStore, Media};
 use crate::Global;
 
 /// Examples shown by the `--help` of each of these commands.
@@ -142,11 +142,11 @@ pub(crate) struct Image {
 impl Image {
     pub(crate) fn open(path: &Path) -> anyhow::Result<Image> {
         let shown = device::shown(path);
-        let store = ImageStore::open(path, false)?;
+        let images = volume::open_images(path, false)?;
         let meta = std::fs::metadata(path)
             .map_err(device::io_error)
             .with_context(|| shown.clone())?;
-        let (media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+        let (media, format) = Media::open_probed(images).with_context(|| shown.clone())?;
         match format {
             Format::Native { .. } => {}
             Format::Unformatted => {
@@ -172,18 +172,23 @@ impl Image {
         })
     }
 
-    /// Commits and writes what changed back into the image file.
+    /// Commits and writes what changed back into the image file (and the NVRAM image beside
+    /// it, on two devices).
     pub(crate) fn save(self) -> anyhow::Result<()> {
         let shown = self.shown.clone();
-        let store = self.fs.close().with_context(|| shown.clone())?;
-        let ImageStore::ReadOnly(overlay) = store else {
-            return Err(anyhow!("{shown}: the image was opened for writing"));
-        };
-        let mut file = FileStore::open(&self.path).at(&self.path)?;
-        overlay
-            .write_back(&mut file)
-            .map_err(device::explain)
-            .with_context(|| format!("{shown}: cannot write the image back"))
+        let images = self.fs.close().with_context(|| shown.clone())?;
+        for (store, path) in images.with_paths(&self.path) {
+            let shown = device::shown(&path);
+            let ImageStore::ReadOnly(overlay) = store else {
+                return Err(anyhow!("{shown}: the image was opened for writing"));
+            };
+            let mut file = FileStore::open(&path).at(&path)?;
+            overlay
+                .write_back(&mut file)
+                .map_err(device::explain)
+                .with_context(|| format!("{shown}: cannot write the image back"))?;
+        }
+        Ok(())
     }
 }
 

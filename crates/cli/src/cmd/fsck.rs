@@ -11,7 +11,7 @@ use flashfs::{BlockDevice, FtlConfig};
 use crate::device;
 use crate::native::AnyFs;
 use crate::units::count;
-use crate::volume::{AnyFtl, Format, ImageStore, Media};
+use crate::volume::{self, AnyFtl, Format, ImageStore, Media};
 use crate::Global;
 
 /// Examples shown by `flashfs fsck --help`.
@@ -60,8 +60,8 @@ const BATCH: u64 = 64;
 pub fn run(a: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<u8> {
     let path = a.image.as_path();
     let shown = device::shown(path);
-    let store = ImageStore::open(path, a.repair)?;
-    let (media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let images = volume::open_images(path, a.repair)?;
+    let (media, format) = Media::open_probed(images).with_context(|| shown.clone())?;
     let code = match format {
         Format::Unformatted => {
             return Err(anyhow!(

@@ -1,8 +1,9 @@
 //! `flashfs info`: what an image holds, how full it is and how worn, as text, JSON and
-//! plots. The image is only read: whatever mounting it records stays in memory.
+//! plots. The image is only read: whatever mounting it records stays in memory. A volume on
+//! two devices is shown whole: both images, and the segments on each.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use flash::spec::DeviceSpec;
@@ -14,7 +15,7 @@ use serde::Serialize;
 use crate::device::{self, AtPath, Spread};
 use crate::native::{AnyFs, NativeInfo};
 use crate::units::{self, bytes, count};
-use crate::volume::{AnyFtl, Checkpoints, Format, ImageStore, LogUsage, Media, Space};
+use crate::volume::{self, AnyFtl, Checkpoints, Format, ImageStore, LogUsage, Media, Space};
 
 /// Examples shown by `flashfs info --help`.
 pub const EXAMPLES: &str = "\
@@ -24,7 +25,9 @@ Examples:
   flashfs info dev.img --plot out/       also writes out/erase-counts.{png,svg} and
                                          out/segment-utilization.{png,svg}
 
-The image is only read, never changed.";
+The image is only read, never changed. On a volume on two devices (`mkfs --nvram`) the
+NVRAM image beside it, IMAGE.nvram, is shown too, with the segments on each device and
+the metadata live on the NVRAM.";
 
 /// Options of `flashfs info`.
 #[derive(Debug, clap::Args)]
@@ -43,9 +46,9 @@ pub struct Args {
 /// Bins of the erase-count histogram.
 const ERASE_BINS: u32 = 10;
 
-/// What `info --json` prints.
+/// One image file of a volume: its device, and the file on the host.
 #[derive(Debug, Serialize)]
-struct InfoJson {
+struct Part {
     image: String,
     preset: String,
     seed: u64,
@@ -54,6 +57,58 @@ struct InfoJson {
     capacity_bytes: u64,
     file_bytes: u64,
     allocated_bytes: u64,
+    #[serde(skip)]
+    spec: DeviceSpec,
+}
+
+impl Part {
+    /// The image at `path`, opened in `store`.
+    fn read(store: &ImageStore, path: &Path) -> anyhow::Result<Part> {
+        let shown = device::shown(path);
+        let (spec, meta) = flash::image::read_header(store).at(path)?;
+        Ok(Part {
+            preset: meta.name,
+            seed: meta.seed,
+            kind: spec.kind(),
+            geometry: device::geometry(&spec),
+            capacity_bytes: spec.capacity(),
+            file_bytes: store.len(),
+            allocated_bytes: store.allocated_bytes().with_context(|| shown.clone())?,
+            image: shown,
+            spec,
+        })
+    }
+
+    /// Its rows of `info`'s table, each name after `prefix`.
+    fn rows(&self, prefix: &str) -> Vec<Vec<String>> {
+        [
+            ("image", self.image.clone()),
+            ("preset", format!("{} (seed {})", self.preset, self.seed)),
+            ("kind", self.kind.into()),
+            ("geometry", self.geometry.clone()),
+            ("capacity", bytes(self.capacity_bytes)),
+            (
+                "file",
+                format!(
+                    "{} apparent, {} allocated on disk",
+                    bytes(self.file_bytes),
+                    bytes(self.allocated_bytes)
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(name, value)| vec![format!("{prefix}{name}"), value])
+        .collect()
+    }
+}
+
+/// What `info --json` prints.
+#[derive(Debug, Serialize)]
+struct InfoJson {
+    #[serde(flatten)]
+    device: Part,
+    /// The NVRAM image of a volume on two devices.
+    nvram: Option<Part>,
     format: &'static str,
     format_code: Option<u8>,
     space: Option<Space>,
@@ -108,11 +163,14 @@ struct Volume {
 pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
     let path = a.image.as_path();
     let shown = device::shown(path);
-    let store = ImageStore::open(path, false)?;
-    let file_bytes = store.len();
-    let allocated = store.allocated_bytes().with_context(|| shown.clone())?;
-    let (spec, meta) = flash::image::read_header(&store).at(path)?;
-    let (mut media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let images = volume::open_images(path, false)?;
+    let main = Part::read(&images.main, path)?;
+    let nvram = match &images.nvram {
+        Some(n) => Some(Part::read(n, &volume::nvram_path(path))?),
+        None => None,
+    };
+    let spec = main.spec;
+    let (mut media, format) = Media::open_probed(images).with_context(|| shown.clone())?;
     let counts = media.sim().erase_counts();
     let bad = media.bad_blocks().at(path)?;
     let volume = read_volume(media, format).with_context(|| shown.clone())?;
@@ -144,12 +202,12 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
             .iter()
             .map(|(label, n, _)| (label.replace(',', ""), *n))
             .collect();
-        let title = format!("Erase counts, {} ({})", meta.name, shown);
+        let title = format!("Erase counts, {} ({})", main.preset, shown);
         plots.extend(
             flashfs_bench::plot::bar_chart(dir, "erase-counts", &title, "Erases", "Blocks", &bars)
                 .with_context(|| shown_dir.clone())?,
         );
-        let title = format!("Segment utilization, {} ({})", meta.name, shown);
+        let title = format!("Segment utilization, {} ({})", main.preset, shown);
         plots.extend(
             flashfs_bench::plot::bar_chart(
                 dir,
@@ -166,14 +224,8 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
 
     if a.json {
         let j = InfoJson {
-            image: shown,
-            preset: meta.name.clone(),
-            seed: meta.seed,
-            kind: spec.kind(),
-            geometry: device::geometry(&spec),
-            capacity_bytes: spec.capacity(),
-            file_bytes,
-            allocated_bytes: allocated,
+            device: main,
+            nvram,
             format: volume.format.key(),
             format_code: match volume.format {
                 Format::Native { code, .. } => Some(code),
@@ -210,25 +262,11 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let mut rows = vec![
-        vec!["image".into(), shown],
-        vec![
-            "preset".into(),
-            format!("{} (seed {})", meta.name, meta.seed),
-        ],
-        vec!["kind".into(), spec.kind().into()],
-        vec!["geometry".into(), device::geometry(&spec)],
-        vec!["capacity".into(), bytes(spec.capacity())],
-        vec![
-            "file".into(),
-            format!(
-                "{} apparent, {} allocated on disk",
-                bytes(file_bytes),
-                bytes(allocated)
-            ),
-        ],
-        vec!["format".into(), format_line(&volume.format)],
-    ];
+    let mut rows = main.rows("");
+    if let Some(n) = &nvram {
+        rows.extend(n.rows("nvram "));
+    }
+    rows.push(vec!["format".into(), format_line(&volume.format)]);
     if let Some(s) = &volume.space {
         rows.push(vec![
             "space".into(),
@@ -309,6 +347,21 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 count(l.bad_segments)
             ),
         ]);
+        if let Some(t) = &l.tiers {
+            rows.push(vec![
+                "tiers".into(),
+                format!(
+                    "{} segments on the NVRAM for metadata: {} in use, {} live; \
+                     {} on the NAND for data: {} in use, {} live",
+                    count(t.fast_segments),
+                    count(t.fast_segments_in_use),
+                    bytes(t.fast_live_bytes),
+                    count(t.bulk_segments),
+                    count(t.bulk_segments_in_use),
+                    bytes(t.bulk_live_bytes)
+                ),
+            ]);
+        }
         if let Some(r) = &l.regions {
             rows.push(vec![
                 "regions".into(),

@@ -1,7 +1,9 @@
 //! `flashfs mkfs`: create an image of a simulated device and format a volume on it.
 //!
 //! The image is built under a temporary name next to IMAGE and renamed over it only once the
-//! format succeeded, so a failed `mkfs` leaves IMAGE exactly as it was (or absent).
+//! format succeeded, so a failed `mkfs` leaves IMAGE exactly as it was (or absent). With
+//! `--nvram` the volume lies on two devices, NVRAM beside NAND, in two images: IMAGE (the
+//! NAND) and IMAGE.nvram, each built the same way.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use flashfs::{BlockDevice, FtlConfig, LogConfig};
 use crate::device::{self, AtPath};
 use crate::native::AnyFs;
 use crate::units::{bytes, count};
-use crate::volume::{AnyFtl, Media, NOR_SECTOR};
+use crate::volume::{self, AnyFtl, Images, LogUsage, Media, NOR_SECTOR};
 
 /// Examples shown by `flashfs mkfs --help`.
 pub const EXAMPLES: &str = "\
@@ -27,12 +29,17 @@ Examples:
   flashfs mkfs nor.img --preset 28f008sa --ftl --sector-size 4096 --reserve 4
   flashfs mkfs small.img --preset nand-1g --blocks 512        a custom geometry: 512 blocks of nand-1g
   flashfs mkfs fram.img --preset cy15b102q                   the native file system on 256 KiB of FRAM
+  flashfs mkfs dev.img --preset nand-128m --nvram fram-8m    NAND for data, FRAM for metadata:
+                                                             dev.img and dev.img.nvram
 
 Without --ftl the image holds the native file system (blocks of a NAND page, or 512 bytes
 on NOR and NVRAM, which is laid out as NOR of 8 KiB units or more): mount it with `flashfs mount`, or use `flashfs ls/put/get` on the image directly.
 The block device exports fixed-size sectors (on NAND a page, elsewhere 512 bytes unless
 --sector-size says otherwise); `flashfs mount` shows it as one file that any file system
-can be made on. The cleaning policy is chosen when mounting (`flashfs mount --policy`).";
+can be made on. The cleaning policy is chosen when mounting (`flashfs mount --policy`).
+With --nvram the volume lies on two devices: the metadata (index, journal, checkpoint) on
+the NVRAM, in IMAGE.nvram, and the data on the SLC NAND, in IMAGE. Every command given
+IMAGE opens IMAGE.nvram with it; keep the two files together.";
 
 /// Options of `flashfs mkfs`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +49,10 @@ pub struct Args {
     /// The device (see `flashfs presets`; `st10f280/N` for N KiB units).
     #[arg(long, value_name = "NAME")]
     pub preset: String,
+    /// An NVRAM part (`fram-8m`, `cy15b102q`) beside the NAND of --preset, for the
+    /// volume's metadata: its image is IMAGE.nvram.
+    #[arg(long, value_name = "NAME")]
+    pub nvram: Option<String>,
     /// Format a block device (FTL) of fixed-size sectors rather than the native file system.
     #[arg(long)]
     pub ftl: bool,
@@ -83,10 +94,18 @@ pub struct Args {
 
 /// What a format made, for the one line `mkfs` prints.
 pub struct Formatted {
-    /// The image's store, flushed.
-    pub store: FileStore,
+    /// The images' stores, flushed.
+    pub images: Images<FileStore>,
     /// What the volume offers, e.g. `block device of 61,000 sectors x 2,048 B (119 MiB)`.
     pub summary: String,
+}
+
+/// An image `mkfs` makes: the preset of its device, where it goes, and the temporary name
+/// it is built under.
+struct Target {
+    preset: Preset,
+    path: PathBuf,
+    temp: PathBuf,
 }
 
 /// Runs `flashfs mkfs`.
@@ -94,30 +113,83 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut preset = device::lookup(&a.preset)?;
     preset.spec = custom_geometry(a, preset.spec)?;
     check_options(a, &preset)?;
+    let nvram = match &a.nvram {
+        Some(name) => {
+            let nvram = device::lookup(name)?;
+            volume::check_pair(
+                &preset.spec,
+                &nvram.spec,
+                &format!("--preset {}", a.preset),
+                &format!("--nvram {name}"),
+            )?;
+            Some(nvram)
+        }
+        None => None,
+    };
     let path = a.image.as_path();
     let shown = device::shown(path);
+    let beside = volume::nvram_path(path);
     device::check_target(path, a.force)?;
-    let temp = temp_path(path)?;
-    let made = build(a, &preset, &temp);
-    let made = made.and_then(|summary| {
-        std::fs::rename(&temp, path)
-            .map_err(device::io_error)
-            .with_context(|| format!("{shown}: cannot replace"))?;
+    // An NVRAM image left beside IMAGE would be taken for the new volume's: it is replaced,
+    // or removed, only with --force.
+    let stale = device::check_target(&beside, a.force)? && nvram.is_none();
+    let main = Target {
+        temp: temp_path(path)?,
+        path: path.to_path_buf(),
+        preset,
+    };
+    let nvram = match nvram {
+        Some(preset) => Some(Target {
+            temp: temp_path(&beside)?,
+            path: beside.clone(),
+            preset,
+        }),
+        None => None,
+    };
+    let made = build(a, &main, nvram.as_ref()).and_then(|summary| {
+        // The NVRAM first: a NAND image renamed into place alone would pair with the
+        // stale NVRAM image beside it.
+        for t in nvram.iter().chain([&main]) {
+            std::fs::rename(&t.temp, &t.path)
+                .map_err(device::io_error)
+                .with_context(|| format!("{}: cannot replace", device::shown(&t.path)))?;
+        }
+        if stale {
+            std::fs::remove_file(&beside)
+                .map_err(device::io_error)
+                .with_context(|| format!("{}: cannot remove", device::shown(&beside)))?;
+        }
         Ok(summary)
     });
     let summary = match made {
         Ok(s) => s,
         Err(e) => {
-            let _ = std::fs::remove_file(&temp);
+            for t in nvram.iter().chain([&main]) {
+                let _ = std::fs::remove_file(&t.temp);
+            }
             return Err(e);
         }
     };
+    let part = |p: &Preset| {
+        format!(
+            "{} ({}, {})",
+            p.name,
+            p.spec.kind(),
+            bytes(p.spec.capacity())
+        )
+    };
+    let beside_line = match &nvram {
+        Some(t) => format!(
+            ", metadata on {} in {}",
+            part(&t.preset),
+            device::shown(&t.path)
+        ),
+        None => String::new(),
+    };
     writeln!(
         out,
-        "formatted {shown}: {summary}, on {} ({}, {}), seed {}",
-        preset.name,
-        preset.spec.kind(),
-        bytes(preset.spec.capacity()),
+        "formatted {shown}: {summary}, on {}{beside_line}, seed {}",
+        part(&main.preset),
         a.seed
     )?;
     Ok(())
@@ -207,22 +279,42 @@ fn temp_path(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(path.with_file_name(temp))
 }
 
-/// Creates the image at `temp` and formats it; returns the summary of the volume.
-fn build(a: &Args, preset: &Preset, temp: &Path) -> anyhow::Result<String> {
+/// Creates the image of `main` and that of `nvram` (if any) under their temporary names and
+/// formats the volume on them; returns the summary of the volume.
+fn build(a: &Args, main: &Target, nvram: Option<&Target>) -> anyhow::Result<String> {
     let what = || device::shown(&a.image);
-    device::create_image(temp, preset, a.seed)
-        .map_err(|e| anyhow!("{}: {}", what(), e.root_cause()))?;
-    let store = FileStore::open(temp).at(&a.image)?;
+    let create = |t: &Target| -> anyhow::Result<FileStore> {
+        device::create_image(&t.temp, &t.preset, a.seed)
+            .map_err(|e| anyhow!("{}: {}", device::shown(&t.path), e.root_cause()))?;
+        FileStore::open(&t.temp).at(&t.path)
+    };
+    let images = Images {
+        main: create(main)?,
+        nvram: nvram.map(create).transpose()?,
+    };
     let slot = a.sector_size.unwrap_or(NOR_SECTOR);
-    let media = Media::open(store, slot).with_context(what)?;
+    let media = Media::open(images, slot).with_context(what)?;
     let formatted = if a.ftl {
         format_ftl(media, a)
     } else {
         format_native(media, a)
     }
     .with_context(what)?;
-    drop(formatted.store);
+    drop(formatted.images);
     Ok(formatted.summary)
+}
+
+/// How a volume on two devices shares its segments out, for the summary (nothing on one
+/// device).
+fn tiers_summary(log: &LogUsage) -> String {
+    match &log.tiers {
+        Some(t) => format!(
+            " ({} segments on the NVRAM for metadata, {} on the NAND for data)",
+            count(t.fast_segments),
+            count(t.bulk_segments)
+        ),
+        None => String::new(),
+    }
 }
 
 /// Formats the block device on a fresh image.
@@ -239,13 +331,14 @@ fn format_ftl(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted> {
     let ftl = AnyFtl::format(media, config).context("cannot format the block device")?;
     let (ss, n) = (ftl.sector_size() as u64, ftl.sectors());
     let summary = format!(
-        "block device (FTL) of {} sectors x {} B ({})",
+        "block device (FTL) of {} sectors x {} B ({}){}",
         count(n),
         count(ss),
-        bytes(n * ss)
+        bytes(n * ss),
+        tiers_summary(&ftl.usage().1)
     );
-    let store = ftl.close()?;
-    Ok(Formatted { store, summary })
+    let images = ftl.close()?;
+    Ok(Formatted { images, summary })
 }
 
 /// The regions setting asked for (clap allows only the names it parses).
@@ -258,13 +351,14 @@ fn format_native(media: Media<FileStore>, a: &Args) -> anyhow::Result<Formatted>
     let mut config = crate::native::config(None, Some(a.reserve));
     config.ftl.log.regions = regions(a);
     let mut fs = AnyFs::format(media, config).context("cannot format the file system")?;
-    let (space, _, info) = fs.usage()?;
+    let (space, log, info) = fs.usage()?;
     let summary = format!(
-        "native file system of {} blocks x {} B ({})",
+        "native file system of {} blocks x {} B ({}){}",
         count(info.blocks),
         count(u64::from(info.block_size)),
-        bytes(space.capacity_bytes)
+        bytes(space.capacity_bytes),
+        tiers_summary(&log)
     );
-    let store = fs.close()?;
-    Ok(Formatted { store, summary })
+    let images = fs.close()?;
+    Ok(Formatted { images, summary })
 }

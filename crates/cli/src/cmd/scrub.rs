@@ -11,7 +11,7 @@ use flashfs::FtlConfig;
 use crate::device;
 use crate::native::AnyFs;
 use crate::units::{bytes, count};
-use crate::volume::{AnyFtl, Format, ImageStore, Media};
+use crate::volume::{self, AnyFtl, Format, Media};
 
 /// Examples shown by `flashfs scrub --help`.
 pub const EXAMPLES: &str = "\
@@ -40,8 +40,8 @@ pub const LOST: u8 = 4;
 pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<u8> {
     let path = a.image.as_path();
     let shown = device::shown(path);
-    let store = ImageStore::open(path, true)?;
-    let (media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let images = volume::open_images(path, true)?;
+    let (media, format) = Media::open_probed(images).with_context(|| shown.clone())?;
     let (report, lost) = match format {
         Format::Unformatted => {
             return Err(anyhow!(

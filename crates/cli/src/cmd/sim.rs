@@ -1,4 +1,5 @@
-//! `flashfs sim`: simulated-device image files.
+//! `flashfs sim`: simulated-device image files, one device each: of a volume on two devices
+//! (`mkfs --nvram`), the NAND image and the NVRAM image beside it are two devices.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,7 +29,11 @@ Examples:
 pub const INFO_EXAMPLES: &str = "\
 Examples:
   flashfs sim info dev.img
-  flashfs sim info dev.img --json";
+  flashfs sim info dev.img --json
+  flashfs sim info dev.img.nvram           the NVRAM image of a volume on two devices
+
+One image, one device: beside the NAND image of a volume on two devices (`mkfs --nvram`)
+the NVRAM image is named, and `sim info` on it shows that device.";
 
 /// Subcommands of `flashfs sim`.
 #[derive(Debug, clap::Subcommand)]
@@ -116,6 +121,8 @@ struct InfoJson {
     blocks_at_endurance: u64,
     bad_blocks: Option<u64>,
     erase_count_histogram: Vec<Bin>,
+    /// The NVRAM image beside this one, holding the metadata of a volume on two devices.
+    nvram_image: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -147,6 +154,8 @@ fn info(a: &InfoArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let worn = counts.iter().filter(|&&c| c as u64 >= endurance).count() as u64;
     let spread = (!counts.is_empty()).then(|| Spread::of(&counts));
     let hist = device::histogram(&counts, 10, 40);
+    let beside = crate::volume::nvram_path(path);
+    let nvram_image = beside.exists().then(|| device::shown(&beside));
     let (wear_model, wear_text) = match meta.wear {
         WearModel::Never => ("never", "worn blocks never fail"),
         WearModel::AtLimit => ("at-limit", "worn blocks fail at the endurance"),
@@ -174,6 +183,7 @@ fn info(a: &InfoArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                     blocks: *n,
                 })
                 .collect(),
+            nvram_image,
         };
         writeln!(out, "{}", serde_json::to_string(&j)?)?;
         return Ok(());
@@ -223,6 +233,12 @@ fn info(a: &InfoArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         rows.push(vec![
             "bad blocks".into(),
             format!("{} of {}", count(b), count(counts.len() as u64)),
+        ]);
+    }
+    if let Some(n) = nvram_image {
+        rows.push(vec![
+            "beside it".into(),
+            format!("{n}, the NVRAM of a volume on two devices (`flashfs sim info {n}`)"),
         ]);
     }
     for l in units::table(&rows) {

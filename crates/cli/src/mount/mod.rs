@@ -30,7 +30,7 @@ use flashfs::{FsConfig, FtlConfig, LogConfig};
 
 use crate::device;
 use crate::native::AnyFs;
-use crate::volume::{AnyFtl, Format, ImageStore, Media};
+use crate::volume::{self, AnyFtl, Format, Media};
 
 /// Examples shown by `flashfs mount --help`.
 pub const EXAMPLES: &str = "\
@@ -181,9 +181,12 @@ fn check_mountpoint(dir: &Path) -> anyhow::Result<()> {
 /// Starts this command again in the foreground, detached, and waits until it reports the
 /// mount live or failed.
 fn spawn_background(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let image = std::fs::canonicalize(&a.image)
+    // Absolute but not resolved: an NVRAM image is looked for beside the path given, which
+    // a symbolic link's target may not have beside it.
+    std::fs::metadata(&a.image)
         .map_err(device::io_error)
         .with_context(|| device::shown(&a.image))?;
+    let image = absolute(&a.image)?;
     let mountpoint = std::fs::canonicalize(&a.mountpoint)
         .map_err(device::io_error)
         .with_context(|| device::shown(&a.mountpoint))?;
@@ -303,11 +306,11 @@ fn serve(
 ) -> anyhow::Result<()> {
     let path = a.image.as_path();
     let shown = device::shown(path);
-    let store = ImageStore::open(path, !options.read_only)?;
+    let images = volume::open_images(path, !options.read_only)?;
     let meta = std::fs::metadata(path)
         .map_err(device::io_error)
         .with_context(|| shown.clone())?;
-    let (media, format) = Media::open_probed(store).with_context(|| shown.clone())?;
+    let (media, format) = Media::open_probed(images).with_context(|| shown.clone())?;
     let log = match &a.log {
         Some(p) => Some(
             OpenOptions::new()
@@ -364,22 +367,13 @@ fn serve(
             };
             let fs = AnyFs::mount(media, config)
                 .with_context(|| format!("{shown}: cannot mount the file system"))?;
-            match fs {
-                AnyFs::Nor(fs) => session(
-                    native::NativeVolume::new(fs, options.read_only),
-                    a,
-                    options,
-                    messages,
-                    ready,
-                ),
-                AnyFs::Nand(fs) => session(
-                    native::NativeVolume::new(fs, options.read_only),
-                    a,
-                    options,
-                    messages,
-                    ready,
-                ),
-            }
+            crate::with_fs!(fs, fs => session(
+                native::NativeVolume::new(fs, options.read_only),
+                a,
+                options,
+                messages,
+                ready,
+            ))
         }
     }
 }

@@ -110,7 +110,7 @@ where
         );
         if state.read_only {
             // Nothing to keep: a read-only mount never changed the image.
-            drop(fs.into_device().into_store());
+            drop(fs.into_device().into_images());
         } else {
             fs.sync()?;
             native::close(fs)?;
