@@ -9,7 +9,10 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{data, flashfs_bin, is_mounted, mount_pid, require_fuse, run, wait_gone, Mounted};
+use common::{
+    assert_clean, data, flashfs_bin, info_json, is_mounted, mount, mount_pid, require_fuse, run,
+    wait_gone, Mounted,
+};
 use tempfile::TempDir;
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
@@ -155,18 +158,55 @@ fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
     );
 
     // The flash image itself checks clean.
-    let out = Command::new(flashfs_bin())
-        .arg("fsck")
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    assert_clean(&img);
+}
+
+/// The block device of a volume on two devices (NVRAM beside NAND, two images) served as
+/// one file: what is written through the kernel reads back after an unmount and a
+/// remount, its data on the NAND and its metadata on the NVRAM.
+#[test]
+fn the_block_device_on_two_devices_is_served_as_one_file() {
+    require_fuse(&[]);
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("blk.img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args(["mkfs", "--ftl", "--sectors", "8192"])
+        .args(["--preset", "nand-128m", "--nvram", "fram-8m"])
+        .arg(&img));
+    let bytes = data(8192 * 512, 7);
+    let pid = mount(&img, &mnt, &[]);
+    let guard = Mounted(&mnt);
+    let disk = mnt.join("disk.img");
+    // Written in place (the device has its size: truncation is refused), in requests of
+    // up to 1 MiB.
+    let mut f = std::fs::OpenOptions::new().write(true).open(&disk).unwrap();
+    std::io::Write::write_all(&mut f, &bytes).unwrap();
+    drop(f);
+    run(Command::new("fusermount3").arg("-u").arg(&mnt));
+    wait_gone(pid);
+    drop(guard);
+
+    let info = info_json(&img);
+    assert_eq!(info["space"]["used_bytes"], 8192 * 512, "{info}");
+    let tiers = &info["log"]["tiers"];
+    assert!(tiers["fast_live_bytes"].as_u64().unwrap() > 0, "{tiers}");
+    assert!(
+        tiers["bulk_live_bytes"].as_u64().unwrap() >= 8192 * 512,
+        "data went to the NVRAM: {tiers}"
     );
+
+    let pid = mount(&img, &mnt, &["-o", "ro"]);
+    let guard = Mounted(&mnt);
+    assert!(
+        std::fs::read(&disk).unwrap() == bytes,
+        "the device reads back wrong"
+    );
+    run(Command::new("fusermount3").arg("-u").arg(&mnt));
+    wait_gone(pid);
+    drop(guard);
+    assert_clean(&img);
 }
 
 #[test]

@@ -16,22 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    data, flashfs_bin, flip_bits_in_block, is_mounted, mount_pid, require_fuse, run, wait_gone,
-    Mounted,
+    assert_clean, data, flashfs_bin, flip_bits_in_block, is_mounted, mount, nvram_image,
+    require_fuse, run, wait_gone, Mounted,
 };
 use tempfile::TempDir;
-
-/// Mounts in the background; returns the serving process.
-fn mount(img: &Path, mnt: &Path, extra: &[&str]) -> u32 {
-    let out = run(Command::new(flashfs_bin())
-        .arg("mount")
-        .arg(img)
-        .arg(mnt)
-        .args(extra));
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(is_mounted(mnt), "{text}");
-    mount_pid(&text)
-}
 
 /// A temporary directory holding an image formatted on `preset` and an empty mount point.
 fn formatted(preset: &str) -> (TempDir, PathBuf, PathBuf) {
@@ -60,6 +48,19 @@ enum Node {
 }
 
 type Model = BTreeMap<PathBuf, Node>;
+
+/// Everything on `img`, copied out by `flashfs get -r` into a new directory in `dir`, as a
+/// model.
+fn copied_out(img: &Path, dir: &Path) -> Model {
+    let back = dir.join("back");
+    run(Command::new(flashfs_bin())
+        .arg("get")
+        .arg(img)
+        .arg("/")
+        .arg(&back)
+        .arg("-r"));
+    scan(&back)
+}
 
 /// What a tree on the host holds, as a model.
 fn scan(root: &Path) -> Model {
@@ -406,28 +407,10 @@ fn native_file_system_through_the_kernel_survives_unmount_fsck_and_remount() {
     assert!(logged.contains("flushed and closed"), "{logged}");
 
     // The image checks clean.
-    let out = Command::new(flashfs_bin())
-        .arg("fsck")
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_clean(&img);
 
     // Every byte, copied out without mounting.
-    let back = dir.path().join("back");
-    run(Command::new(flashfs_bin())
-        .arg("get")
-        .arg(&img)
-        .arg("/")
-        .arg(&back)
-        .arg("-r"));
-    compare("flashfs get -r", &scan(&back), &model);
+    compare("flashfs get -r", &copied_out(&img, dir.path()), &model);
 
     // Every byte, through a remount; the attributes are still there.
     let pid = mount(&img, &mnt, &[]);
@@ -633,5 +616,49 @@ fn a_mount_under_a_ram_budget_keeps_every_byte() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim().lines().count(),
         1
+    );
+}
+
+/// A volume on two devices (NVRAM beside NAND, two images) mounts whole: the workload,
+/// an unmount, fsck, every byte copied out and through a remount; a read-only mount
+/// changes neither image.
+#[test]
+fn a_volume_on_two_devices_mounts_through_the_kernel() {
+    require_fuse(&[]);
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let nvram = nvram_image(&img);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    run(Command::new(flashfs_bin())
+        .args(["mkfs", "--preset", "nand-128m", "--nvram", "fram-8m"])
+        .arg(&img));
+    let fresh = std::fs::read(&nvram).unwrap();
+
+    let pid = mount(&img, &mnt, &[]);
+    let guard = Mounted(&mnt);
+    let model = workload(&mnt);
+    compare("while mounted", &scan(&mnt), &model);
+    unmount(&mnt, pid);
+    drop(guard);
+    assert!(
+        std::fs::read(&nvram).unwrap() != fresh,
+        "the mount wrote no metadata to the NVRAM image"
+    );
+
+    assert_clean(&img);
+    compare("flashfs get -r", &copied_out(&img, dir.path()), &model);
+
+    let before = (std::fs::read(&img).unwrap(), std::fs::read(&nvram).unwrap());
+    let pid = mount(&img, &mnt, &["-o", "ro"]);
+    let guard = Mounted(&mnt);
+    compare("after a read-only remount", &scan(&mnt), &model);
+    let e = std::fs::write(mnt.join("new"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    unmount(&mnt, pid);
+    drop(guard);
+    assert!(
+        std::fs::read(&img).unwrap() == before.0 && std::fs::read(&nvram).unwrap() == before.1,
+        "a read-only mount changed an image"
     );
 }

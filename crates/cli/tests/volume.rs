@@ -7,7 +7,7 @@ use std::hash::{DefaultHasher, Hasher};
 use std::io::Read;
 use std::path::Path;
 
-use common::{fails, flashfs};
+use common::{fails, flashfs, fsck, info_json};
 use flash::store::FileStore;
 use flash::NandSim;
 use flashfs::{BlockDevice, Ftl, FtlConfig, NandSegments};
@@ -39,33 +39,6 @@ fn mkfs(image: &Path, preset: &str, extra: &[&str]) {
         .assert()
         .success()
         .stdout(predicate::str::contains("formatted"));
-}
-
-fn info_json(image: &Path) -> serde_json::Value {
-    let out = flashfs()
-        .args(["info", "--json"])
-        .arg(image)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
-    assert_eq!(text.lines().count(), 1, "{text}");
-    serde_json::from_str(&text).unwrap()
-}
-
-fn fsck(image: &Path, repair: bool) -> (i32, String) {
-    let mut cmd = flashfs();
-    cmd.arg("fsck").arg(image);
-    if repair {
-        cmd.arg("--repair");
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-    )
 }
 
 /// The block device of a NAND image, mounted in this process.

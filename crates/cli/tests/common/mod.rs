@@ -32,6 +32,70 @@ pub fn fails(cmd: &mut assert_cmd::Command, code: i32) -> String {
     lines[0].to_string()
 }
 
+/// Runs a command that must succeed; returns what it printed on stdout.
+pub fn stdout(cmd: &mut assert_cmd::Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("stdout is UTF-8")
+}
+
+/// What `flashfs info --json` prints about `image`: one object.
+pub fn info_json(image: &Path) -> serde_json::Value {
+    let text = stdout(flashfs().args(["info", "--json"]).arg(image));
+    assert_eq!(text.lines().count(), 1, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Runs `flashfs fsck` (with `--repair` if `repair`): its exit code and output.
+pub fn fsck(image: &Path, repair: bool) -> (i32, String) {
+    let mut cmd = flashfs();
+    cmd.arg("fsck").arg(image);
+    if repair {
+        cmd.arg("--repair");
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+/// The NVRAM image of a volume on two devices whose NAND image is `image`: `image` with
+/// `.nvram` appended.
+pub fn nvram_image(image: &Path) -> PathBuf {
+    let mut p = image.as_os_str().to_owned();
+    p.push(".nvram");
+    PathBuf::from(p)
+}
+
+/// Mounts `img` on `mnt` in the background with `extra` options; returns the serving
+/// process.
+pub fn mount(img: &Path, mnt: &Path, extra: &[&str]) -> u32 {
+    let out = run(std::process::Command::new(flashfs_bin())
+        .arg("mount")
+        .arg(img)
+        .arg(mnt)
+        .args(extra));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(is_mounted(mnt), "{text}");
+    mount_pid(&text)
+}
+
+/// Asserts that `flashfs fsck` finds `image` clean (exit code 0).
+pub fn assert_clean(image: &Path) {
+    let out = std::process::Command::new(flashfs_bin())
+        .arg("fsck")
+        .arg(image)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs a command that must succeed and print one JSON object per line; returns them.
 pub fn json_rows(cmd: &mut assert_cmd::Command) -> Vec<serde_json::Value> {
     let out = cmd.output().expect("flashfs runs");
