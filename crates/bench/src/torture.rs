@@ -924,40 +924,40 @@ impl Striker {
         if matches!(fault, Fault::EccWithin | Fault::EccBeyond) && dev.ecc_correctable().is_none() {
             return false;
         }
-        let sim = dev.sim_mut();
-        let mut faults = FaultConfig {
-            seed: mix(seed, 0x5EED),
-            ..sim.faults().clone()
-        };
-        match fault {
-            Fault::PowerCut
-            | Fault::MountCut
-            | Fault::BadBlocks
-            | Fault::EccWithin
-            | Fault::EccBeyond
-            | Fault::AtRest => {}
-            Fault::Silent | Fault::SilentUnverified => {
+        // Each part draws from a seed of its own; silent failures strike every part (NVRAM's
+        // writes too), the other faults only the part whose blocks wear.
+        let mut part = 0;
+        dev.each_sim_mut(&mut |sim| {
+            let mut faults = FaultConfig {
+                seed: mix(seed, 0x5EED + part),
+                ..sim.faults().clone()
+            };
+            part += 1;
+            if matches!(fault, Fault::Silent | Fault::SilentUnverified) {
                 // About one silent program and one silent erase per workload (a write of a
                 // few sectors takes a few programs).
                 faults.silent_program_rate = 1.0 / (ops as f64 * 2.0).max(1.0);
                 faults.silent_erase_rate = 0.05;
             }
-            Fault::WearOut => {
-                // Two blocks fail within their next few erases.
-                let counts = sim.erase_counts();
-                let n = counts.len() as u64;
-                let mut rng = Rng::new(mix(seed, 0xB0B));
-                for _ in 0..2 {
-                    let block = rng.below(n) as u32;
-                    let at = counts.get(block as usize).copied().unwrap_or(0);
-                    faults.timebombs.push(Timebomb {
-                        block,
-                        at_erases: at + 1 + rng.below(3) as u32,
-                    });
-                }
+            sim.set_faults(faults);
+        });
+        if fault == Fault::WearOut {
+            // Two blocks fail within their next few erases.
+            let sim = dev.sim_mut();
+            let mut faults = sim.faults().clone();
+            let counts = sim.erase_counts();
+            let n = counts.len() as u64;
+            let mut rng = Rng::new(mix(seed, 0xB0B));
+            for _ in 0..2 {
+                let block = rng.below(n) as u32;
+                let at = counts.get(block as usize).copied().unwrap_or(0);
+                faults.timebombs.push(Timebomb {
+                    block,
+                    at_erases: at + 1 + rng.below(3) as u32,
+                });
             }
+            sim.set_faults(faults);
         }
-        sim.set_faults(faults);
         true
     }
 
@@ -987,13 +987,7 @@ impl Striker {
                     continue;
                 };
                 let bits = 1 + self.rng.below(t as u64) as u8;
-                let first_unit = seg as usize * dev.units_per_segment() as usize;
-                let erases = dev
-                    .sim()
-                    .erase_counts()
-                    .get(first_unit)
-                    .copied()
-                    .unwrap_or(0);
+                let erases = dev.segment_erases(seg);
                 if self.stuck.insert((seg, slot, erases)) {
                     dev.inject_bit_errors(seg, slot, bits);
                 }
@@ -1028,9 +1022,12 @@ impl Striker {
             return touched;
         }
         let cfg = dev.at_rest();
-        let geo = dev.geometry();
+        let segs = dev.flash_segments();
+        if segs.is_empty() {
+            return touched;
+        }
         for _ in 0..2 {
-            let seg = self.rng.below(geo.segments as u64) as u32;
+            let seg = segs.start + self.rng.below(u64::from(segs.end - segs.start)) as u32;
             let header_was = matches!(dev.read_header(seg), Ok(HeaderState::Valid(_)));
             let held = segment_sectors(dev, seg, sectors);
             let rep = dev.age(seg, &cfg);
@@ -1039,7 +1036,7 @@ impl Striker {
                 touched.extend(held);
             }
             if header_was && !matches!(dev.read_header(seg), Ok(HeaderState::Valid(_))) {
-                let at = first_unit_erases(dev, seg);
+                let at = dev.segment_erases(seg);
                 self.tainted.push((seg, at));
             }
         }
@@ -1054,7 +1051,7 @@ impl Striker {
         let mut touched = Vec::new();
         let tainted = std::mem::take(&mut self.tainted);
         for (seg, at) in tainted {
-            if first_unit_erases(dev, seg) == at {
+            if dev.segment_erases(seg) == at {
                 touched.extend(segment_sectors(dev, seg, sectors));
                 self.tainted.push((seg, at));
             }
@@ -1066,16 +1063,6 @@ impl Striker {
     pub fn aged(&self) -> AgeReport {
         self.aged
     }
-}
-
-/// Erases of a segment's first erase unit so far.
-fn first_unit_erases<D: SimSegments>(dev: &D, seg: u32) -> u32 {
-    let units = dev.units_per_segment() as usize;
-    dev.sim()
-        .erase_counts()
-        .get(seg as usize * units)
-        .copied()
-        .unwrap_or(0)
 }
 
 /// Every sector a segment's valid tags vouch for (a sector's slot, a record's ranges).
@@ -1102,11 +1089,16 @@ fn segment_sectors<D: SimSegments>(dev: &mut D, seg: u32, sectors: u64) -> Vec<u
     out
 }
 
-/// A slot of the log holding a valid tag, chosen by `pick`, with the sectors (of a log
-/// exporting `sectors`) its loss would touch.
+/// A slot of the log holding a valid tag on a segment the faults of a flash part can strike
+/// ([`SimSegments::flash_segments`]), chosen by `pick`, with the sectors (of a log exporting
+/// `sectors`) its loss would touch.
 fn pick_slot<D: SimSegments>(dev: &mut D, pick: u64, sectors: u64) -> Option<(u32, u32, Vec<u64>)> {
     let geo = dev.geometry();
-    let seg = (pick % geo.segments as u64) as u32;
+    let segs = dev.flash_segments();
+    let seg = segs.start + (pick % u64::from(segs.end - segs.start).max(1)) as u32;
+    if !segs.contains(&seg) {
+        return None;
+    }
     let mut tags = vec![TagState::Erased; geo.slots as usize];
     dev.read_tags(seg, &mut tags).ok()?;
     let valid: Vec<(u32, flashfs::media::tag::Tag)> = tags
@@ -1171,7 +1163,7 @@ impl<D: SimSegments> Target for FtlTarget<D> {
     }
 
     fn powered(&self) -> bool {
-        self.ftl.is_some() && self.device().is_some_and(|d| d.inner().sim().is_powered())
+        self.ftl.is_some() && self.device().is_some_and(Interruptible::powered)
     }
 
     fn apply(&mut self, op: Op) -> std::result::Result<(), Failure> {
@@ -1239,7 +1231,7 @@ impl<D: SimSegments> Target for FtlTarget<D> {
             Some(f) => f.into_device(),
             None => self.parked.take().ok_or_else(Self::gone)?,
         };
-        dev.inner_mut().sim_mut().reboot();
+        dev.reboot();
         let hit = self.striker.tainted_sectors(dev.inner_mut(), self.sectors);
         self.damaged.extend(hit);
         let start = dev.accesses();
@@ -1252,11 +1244,8 @@ impl<D: SimSegments> Target for FtlTarget<D> {
                 self.mount_accesses = d.accesses() - start;
                 d.disarm();
                 // A torn cut waiting for a mutating operation the mount never made.
-                let sim = d.inner_mut().sim_mut();
-                if sim.faults().cut.is_some() && at != u64::MAX {
-                    let mut faults = sim.faults().clone();
-                    faults.cut = None;
-                    sim.set_faults(faults);
+                if d.cut_pending() && at != u64::MAX {
+                    d.cancel_cut();
                 }
                 if ftl.sectors() != self.sectors || ftl.sector_size() != self.sector_size {
                     return Err(Failure::Error(format!(

@@ -12,6 +12,7 @@ use flashfs::media::HeaderState;
 use flashfs::{Error, SegGeometry, Segments};
 use serde::Serialize;
 
+use super::sim::Supply;
 use super::SimSegments;
 
 /// A kind of fault a torture case injects. Every case cuts the power at least once; the
@@ -141,6 +142,9 @@ impl fmt::Display for Fault {
 /// tears the next mutating operation from there. When the power goes while `keep` is set,
 /// a copy of the device as the cut left it is kept, because a failed mount consumes the
 /// device it was given.
+///
+/// Every part of the device hangs on one [`Supply`]: cuts scheduled in mutating operations
+/// count those of every part, and a cut takes the power of all.
 #[derive(Debug)]
 pub struct Interruptible<D> {
     inner: D,
@@ -148,6 +152,7 @@ pub struct Interruptible<D> {
     cut: Option<(u64, bool)>,
     keep: bool,
     kept: Rc<RefCell<Option<D>>>,
+    supply: Supply,
 }
 
 impl<D: SimSegments> Interruptible<D> {
@@ -159,6 +164,7 @@ impl<D: SimSegments> Interruptible<D> {
             cut: None,
             keep: false,
             kept,
+            supply: Supply::default(),
         }
     }
 
@@ -190,23 +196,36 @@ impl<D: SimSegments> Interruptible<D> {
         self.keep = false;
     }
 
-    /// Mutating operations the simulated part has made.
+    /// Mutating operations the simulated parts have made, together.
     pub fn device_ops(&self) -> u64 {
-        self.inner.sim().ops()
+        Supply::ops(&self.inner)
     }
 
-    /// Cuts the power at the part's `ops`-th mutating operation from now (torn: tearing it).
+    /// Whether the device has power.
+    pub fn powered(&self) -> bool {
+        Supply::powered(&self.inner)
+    }
+
+    /// Restores the power after a cut.
+    pub fn reboot(&mut self) {
+        self.supply.reboot(&mut self.inner);
+    }
+
+    /// Cuts the power at the `ops`-th mutating operation from now, of whichever part makes
+    /// it (torn: tearing it).
     pub fn schedule_cut(&mut self, ops: u64, torn: bool) {
-        self.inner.sim_mut().schedule_cut(ops, torn);
+        self.supply.schedule_cut(&mut self.inner, ops, torn);
     }
 
-    /// Forgets every cut scheduled, here and in the part.
+    /// Whether a cut in mutating operations is scheduled and has not fired.
+    pub fn cut_pending(&self) -> bool {
+        self.supply.pending()
+    }
+
+    /// Forgets every cut scheduled, here and in the parts.
     pub fn cancel_cut(&mut self) {
         self.disarm();
-        let sim = self.inner.sim_mut();
-        let mut faults = sim.faults().clone();
-        faults.cut = None;
-        sim.set_faults(faults);
+        self.supply.cancel_cut(&mut self.inner);
     }
 
     fn tick(&mut self) -> flashfs::Result<()> {
@@ -215,11 +234,10 @@ impl<D: SimSegments> Interruptible<D> {
             Some((at, torn)) if self.accesses > at => {
                 self.cut = None;
                 if torn {
-                    self.inner.sim_mut().schedule_cut(0, true);
+                    self.supply.schedule_cut(&mut self.inner, 0, true);
                     Ok(())
                 } else {
-                    // A host I/O failure of the simulator's store shows at the next access.
-                    let _ = self.inner.sim_mut().power_cut();
+                    self.supply.cut_now(&mut self.inner);
                     self.watch();
                     Err(Error::Flash(FlashError::PowerLoss))
                 }
@@ -229,7 +247,7 @@ impl<D: SimSegments> Interruptible<D> {
     }
 
     fn watch(&mut self) {
-        if self.keep && !self.inner.sim().is_powered() {
+        if self.keep && !self.powered() {
             self.keep = false;
             *self.kept.borrow_mut() = Some(self.inner.clone());
         }
@@ -237,7 +255,9 @@ impl<D: SimSegments> Interruptible<D> {
 
     fn access<T>(&mut self, f: impl FnOnce(&mut D) -> flashfs::Result<T>) -> flashfs::Result<T> {
         self.tick()?;
+        self.supply.aim(&mut self.inner);
         let r = f(&mut self.inner);
+        self.supply.settle(&mut self.inner);
         self.watch();
         r
     }

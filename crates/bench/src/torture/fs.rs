@@ -462,7 +462,7 @@ impl<D: SimSegments> Target for FsTarget<D> {
     }
 
     fn powered(&self) -> bool {
-        self.fs.is_some() && self.device().is_some_and(|d| d.inner().sim().is_powered())
+        self.fs.is_some() && self.device().is_some_and(Interruptible::powered)
     }
 
     fn apply(&mut self, op: FsOp) -> std::result::Result<(), Failure> {
@@ -558,7 +558,7 @@ impl<D: SimSegments> Target for FsTarget<D> {
             Some(f) => f.into_device(),
             None => self.parked.take().ok_or_else(Self::gone)?,
         };
-        dev.inner_mut().sim_mut().reboot();
+        dev.reboot();
         let hit = self.striker.tainted_sectors(dev.inner_mut(), self.sectors);
         self.damaged.extend(hit);
         let start = dev.accesses();
@@ -571,11 +571,8 @@ impl<D: SimSegments> Target for FsTarget<D> {
                 self.mount_accesses = d.accesses() - start;
                 d.disarm();
                 // A torn cut waiting for a mutating operation the mount never made.
-                let sim = d.inner_mut().sim_mut();
-                if sim.faults().cut.is_some() && at != u64::MAX {
-                    let mut faults = sim.faults().clone();
-                    faults.cut = None;
-                    sim.set_faults(faults);
+                if d.cut_pending() && at != u64::MAX {
+                    d.cancel_cut();
                 }
                 let st = fs.statfs();
                 if st.blocks != self.blocks || st.block_size != self.block_size {
