@@ -7,8 +7,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use flash::{DeviceSpec, FlashError};
-use flashfs::media::tag::{SegHeader, Tag, TagState};
-use flashfs::media::HeaderState;
+use flashfs::media::tag::{SegHeader, Tag, TagLayout, TagState};
+use flashfs::media::{HeaderState, Tier};
 use flashfs::{Error, SegGeometry, Segments};
 use serde::Serialize;
 
@@ -142,6 +142,9 @@ impl fmt::Display for Fault {
 /// tears the next mutating operation from there. When the power goes while `keep` is set,
 /// a copy of the device as the cut left it is kept, because a failed mount consumes the
 /// device it was given.
+///
+/// Every method of the device is forwarded, defaults included, so that the log meets the
+/// medium's own reads, limits and tiers as it would without the wrapper.
 ///
 /// Every part of the device hangs on one [`Supply`]: cuts scheduled in mutating operations
 /// count those of every part, and a cut takes the power of all.
@@ -293,6 +296,17 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     ) -> flashfs::Result<()> {
         self.access(|d| d.read_written_tags(seg, first, out))
     }
+    fn visit_written_tags(
+        &mut self,
+        seg: u32,
+        first: u32,
+        visit: &mut dyn FnMut(u32, TagState),
+    ) -> flashfs::Result<()> {
+        self.access(|d| d.visit_written_tags(seg, first, visit))
+    }
+    fn read_tag(&mut self, seg: u32, slot: u32) -> flashfs::Result<TagState> {
+        self.access(|d| d.read_tag(seg, slot))
+    }
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<()> {
         self.access(|d| d.read_slot(seg, slot, buf))
     }
@@ -302,8 +316,31 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> flashfs::Result<u32> {
         self.access(|d| d.read_slot_corrected(seg, slot, buf))
     }
+    fn read_slot_scrubbed(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> flashfs::Result<(TagState, Option<u32>)> {
+        self.access(|d| d.read_slot_scrubbed(seg, slot, buf))
+    }
     fn ecc_strength(&self) -> u32 {
         self.inner().ecc_strength()
+    }
+    fn tag_layout(&self) -> TagLayout {
+        self.inner.tag_layout()
+    }
+    fn max_key(&self) -> u32 {
+        self.inner.max_key()
+    }
+    fn max_seq(&self) -> u64 {
+        self.inner.max_seq()
+    }
+    fn tier(&self, seg: u32) -> Tier {
+        self.inner.tier(seg)
+    }
+    fn is_tiered(&self) -> bool {
+        self.inner.is_tiered()
     }
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> flashfs::Result<()> {
         self.access(|d| d.write_slot(seg, slot, tag, data))
