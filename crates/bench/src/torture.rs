@@ -39,7 +39,6 @@
 //! # Ok::<(), flashfs_bench::BenchError>(())
 //! ```
 
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 use std::rc::Rc;
@@ -50,6 +49,7 @@ use flash::{
     NorSim, NorSpec, NvramNor, NvramSim, NvramSpec, Timebomb,
 };
 use flashfs::media::tag::{Kind, TagState};
+use flashfs::media::tiered::{NvramNand, Tiered};
 use flashfs::media::HeaderState;
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
@@ -60,7 +60,7 @@ mod fault;
 mod fs;
 pub(crate) mod sim;
 
-pub use fault::{Fault, Interruptible};
+pub use fault::{Cuts, Fault, Interruptible};
 pub use fs::{
     format_fs, fs_config, fs_ops, fs_torture_device, FsModel, FsSeen, FsTarget, FS_MIN_FREE_BLOCKS,
 };
@@ -729,6 +729,11 @@ pub trait Target {
         let _ = op;
         false
     }
+    /// Whether the last cut fell on an operation of the NVRAM of a volume on two devices
+    /// ([`CaseResult::nvram_cuts`]). By default it never does.
+    fn cut_on_nvram(&self) -> bool {
+        false
+    }
     /// Times the log began to move its checkpoint anchors so far this mount
     /// ([`flashfs::LogStats::anchor_moves`]): a cut in an operation that raised it is counted
     /// apart ([`CaseResult::move_cuts`]). By default 0.
@@ -780,7 +785,7 @@ pub struct FtlTarget<D: SimSegments> {
     /// The device after a mount that the power cut: the next remount uses it.
     parked: Option<Interruptible<D>>,
     /// Where [`Interruptible`] leaves the device when the power goes during a mount.
-    kept: Rc<RefCell<Option<D>>>,
+    kept: Rc<Cuts<D>>,
     config: FtlConfig,
     sectors: u64,
     sector_size: usize,
@@ -795,7 +800,7 @@ pub struct FtlTarget<D: SimSegments> {
 impl<D: SimSegments> FtlTarget<D> {
     /// Mounts the block device formatted on `dev`.
     pub fn mount(dev: D, config: FtlConfig) -> Result<Self> {
-        let kept = Rc::new(RefCell::new(None));
+        let kept = Cuts::new();
         let ftl = Ftl::mount(Interruptible::new(dev, kept.clone()), config)
             .context(|| "mounting the formatted device".into())?;
         Ok(FtlTarget {
@@ -1208,6 +1213,10 @@ impl<D: SimSegments> Target for FtlTarget<D> {
         matches!(op, Op::Idle { .. })
     }
 
+    fn cut_on_nvram(&self) -> bool {
+        self.kept.on_nvram()
+    }
+
     fn anchor_moves(&self) -> u64 {
         self.ftl
             .as_ref()
@@ -1260,8 +1269,7 @@ impl<D: SimSegments> Target for FtlTarget<D> {
                 Ok(())
             }
             Err(e) => {
-                let kept = self.kept.borrow_mut().take();
-                if let Some(d) = kept {
+                if let Some(d) = self.kept.take_kept() {
                     self.parked = Some(Interruptible::new(d, self.kept.clone()));
                 }
                 match self.failure(e) {
@@ -1304,6 +1312,9 @@ pub struct CaseResult {
     pub idle_cuts: u64,
     /// Of those, the cuts that fired during an operation that moved the checkpoint anchors.
     pub move_cuts: u64,
+    /// Of those, the cuts that fell on an operation of the NVRAM of a volume on two devices
+    /// (the others on its flash, or on an access of a mount).
+    pub nvram_cuts: u64,
     /// Mounts after a cut or a clean unmount.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
@@ -1374,6 +1385,12 @@ fn run_ops<T: Target>(
         }
     }
     Ok(Stop::Done)
+}
+
+/// Counts a cut that fired, and where it fell.
+fn count_cut<T: Target>(target: &T, res: &mut CaseResult) {
+    res.cuts += 1;
+    res.nvram_cuts += u64::from(target.cut_on_nvram());
 }
 
 /// Checks what the target shows against the model, then pins the model.
@@ -1461,7 +1478,7 @@ fn case_steps<T: Target>(
     };
     target.schedule_cut(case.cut, case.torn);
     match run_ops(target, &mut model, ops, &mut at, res)? {
-        Stop::PowerLoss => res.cuts += 1,
+        Stop::PowerLoss => count_cut(target, res),
         Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
         Stop::Done => {}
     }
@@ -1474,7 +1491,7 @@ fn case_steps<T: Target>(
         let (k, torn) = (rng.below(span), rng.below(2) == 1);
         let when = format!("{first}, cut again {k} device accesses into the mount (torn {torn})");
         match target.remount_cut(k, torn) {
-            Err(Failure::PowerLoss) => res.cuts += 1,
+            Err(Failure::PowerLoss) => count_cut(target, res),
             Err(Failure::Media(_)) => {
                 res.mount_errors += 1;
                 return Ok(());
@@ -1490,7 +1507,7 @@ fn case_steps<T: Target>(
                 match run_ops(target, &mut model, &more, &mut i, res)
                     .map_err(|e| format!("{when}, writing: {e}"))?
                 {
-                    Stop::PowerLoss => res.cuts += 1,
+                    Stop::PowerLoss => count_cut(target, res),
                     Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
                     Stop::Done => {}
                 }
@@ -1513,7 +1530,7 @@ fn case_steps<T: Target>(
         match run_ops(target, &mut model, ops, &mut at, res)
             .map_err(|e| format!("after the first cut: {e}"))?
         {
-            Stop::PowerLoss => res.cuts += 1,
+            Stop::PowerLoss => count_cut(target, res),
             Stop::Media => return media_stop(target, &mut model, res, "a typed error"),
             Stop::Done => {}
         }
@@ -1550,8 +1567,10 @@ fn case_steps<T: Target>(
 pub struct TortureDevice {
     /// The preset's name.
     pub preset: &'static str,
-    /// The device actually simulated.
+    /// The device actually simulated (on a volume on two devices, the flash).
     pub spec: DeviceSpec,
+    /// On a volume on two devices ([`HYBRID_PRESETS`]), the NVRAM beside the flash.
+    pub nvram: Option<NvramSpec>,
     /// Blocks per segment on NAND: the full part's (SPEC.md §2.1), kept on the smaller
     /// device so that its segments are laid out as the preset's are.
     pub nand_blocks_per_segment: u32,
@@ -1580,6 +1599,15 @@ pub const NOR_SECTOR: u32 = 512;
 /// [`MAX_PAGES_PER_BLOCK`] pages (NAND), so that the workloads wrap the log and the cleaner
 /// runs within a short workload, and each check reads little.
 pub fn torture_device(preset: &str) -> Result<TortureDevice> {
+    if let Some(&name) = HYBRID_PRESETS.iter().find(|&&p| p == preset) {
+        return hybrid_device(name);
+    }
+    if preset.contains('+') {
+        return Err(BenchError::InvalidOptions(format!(
+            "{preset}: the volumes on two devices the torture runs are {}",
+            HYBRID_PRESETS.join(", ")
+        )));
+    }
     let p = flash::preset::lookup(preset).context(|| format!("preset {preset:?}"))?;
     let (spec, shrunk) = match p.spec {
         DeviceSpec::Nor(s) => {
@@ -1624,6 +1652,7 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
         .context(|| format!("the torture geometry of {preset}"))?;
     Ok(TortureDevice {
         preset: p.name,
+        nvram: None,
         nand_blocks_per_segment: match p.spec {
             DeviceSpec::Nand(s) => flashfs::media::nand_blocks_per_segment(&s),
             _ => 1,
@@ -1641,7 +1670,7 @@ pub fn torture_device(preset: &str) -> Result<TortureDevice> {
 impl TortureDevice {
     /// The geometry in words, e.g. "16 units x 8 KiB, 8 banks".
     pub fn geometry(&self) -> String {
-        match self.spec {
+        let part = match self.spec {
             DeviceSpec::Nor(s) => format!(
                 "NOR {} units x {} KiB, {} bank(s), {}-byte words",
                 s.units,
@@ -1660,14 +1689,84 @@ impl TortureDevice {
                     n => format!(", {n} blocks per segment"),
                 }
             ),
-            DeviceSpec::Nvram(s) => format!(
-                "NVRAM {} KiB as {} units x {} KiB",
-                s.size / 1024,
-                s.size / u64::from(flash::nvram_nor::unit_size(s.size)),
-                flash::nvram_nor::unit_size(s.size) / 1024
-            ),
+            DeviceSpec::Nvram(s) => nvram_geometry(&s),
+        };
+        let Some(nvram) = self.nvram else {
+            return part;
+        };
+        let segments = hybrid_part(self, 1).map_or(0, |h| h.fast_segments());
+        format!(
+            "{part}, beside {} in {segments} segments",
+            nvram_geometry(&nvram)
+        )
+    }
+}
+
+/// An NVRAM part's size and the units it is laid out in, in words.
+fn nvram_geometry(s: &NvramSpec) -> String {
+    format!(
+        "NVRAM {} KiB as {} units x {} KiB",
+        s.size / 1024,
+        s.size / u64::from(flash::nvram_nor::unit_size(s.size)),
+        flash::nvram_nor::unit_size(s.size) / 1024
+    )
+}
+
+/// Volumes on two devices the torture runs: a NAND preset and an NVRAM preset joined by `+`,
+/// the NVRAM beside the NAND as one volume ([`flashfs::media::tiered`]): the metadata on
+/// the NVRAM, the data on the NAND.
+pub const HYBRID_PRESETS: [&str; 1] = ["nand-128m+fram-8m"];
+
+/// Segments of the NVRAM of a volume on two devices on its torture device: the two anchors
+/// and room for the metadata head beyond them, which its workloads fill, so that the NVRAM's
+/// segments are cleaned and erased under the cuts and the metadata spills to the NAND now
+/// and then.
+pub const HYBRID_NVRAM_SEGMENTS: u32 = 8;
+
+/// The torture device of a volume on two devices (`name` from [`HYBRID_PRESETS`]): the NAND
+/// preset's torture device ([`torture_device`]), and beside it [`HYBRID_NVRAM_SEGMENTS`]
+/// segments of the NVRAM preset's part, each holding as many slots as a NAND segment.
+fn hybrid_device(name: &'static str) -> Result<TortureDevice> {
+    let (flash_name, nvram_name) = name.split_once('+').expect("a name of two presets");
+    let flash = torture_device(flash_name)?;
+    match flash.spec {
+        DeviceSpec::Nand(s) if !s.is_mlc() => {}
+        _ => {
+            return Err(BenchError::InvalidOptions(format!(
+                "{name}: the flash of a volume on two devices is SLC NAND"
+            )))
         }
     }
+    let p = flash::preset::lookup(nvram_name).context(|| format!("preset {nvram_name:?}"))?;
+    let DeviceSpec::Nvram(part) = p.spec else {
+        return Err(BenchError::InvalidOptions(format!(
+            "{name}: {nvram_name} is not NVRAM"
+        )));
+    };
+    // The units one NVRAM segment takes, found on a part of many units of the smallest size.
+    let g = nand_part(&flash, 1)?.geometry();
+    let unit = flash::nvram_nor::MIN_UNIT;
+    let probe = NvramSpec {
+        size: 64 * u64::from(unit),
+        ..part
+    };
+    let what = || format!("the NVRAM of {name}");
+    let sim = NvramSim::new(probe, ImageMeta::new(name, 1)).context(what)?;
+    let nor = NvramNor::new(sim).context(what)?;
+    let units = NorSegments::with_slots(nor, g.slot_size, g.slots)
+        .context(what)?
+        .units_per_segment();
+    let spec = NvramSpec {
+        size: (u64::from(HYBRID_NVRAM_SEGMENTS * units) * u64::from(unit)).min(part.size),
+        ..part
+    };
+    DeviceSpec::Nvram(spec).validate().context(what)?;
+    Ok(TortureDevice {
+        preset: name,
+        nvram: Some(spec),
+        note: "the NAND's torture device, and beside it a small part of the NVRAM",
+        ..flash
+    })
 }
 
 /// A system the torture runs on.
@@ -1738,11 +1837,19 @@ pub struct TortureOptions {
     pub idle: bool,
 }
 
-/// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND.
-pub const DEFAULT_PRESETS: [&str; 4] = ["28f008sa", "nand-128m", "w25q64jv", "mlc-flexfs"];
+/// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND,
+/// and NVRAM beside small-page NAND as one volume.
+pub const DEFAULT_PRESETS: [&str; 5] = [
+    "28f008sa",
+    "nand-128m",
+    "w25q64jv",
+    "mlc-flexfs",
+    "nand-128m+fram-8m",
+];
 
-/// Every NOR, NAND and NVRAM preset: what the campaign covers.
-pub const ALL_PRESETS: [&str; 10] = [
+/// Every NOR, NAND and NVRAM preset, and the volumes on two devices ([`HYBRID_PRESETS`]):
+/// what the campaign covers.
+pub const ALL_PRESETS: [&str; 11] = [
     "28f008sa",
     "m29dw640d",
     "st10f280",
@@ -1753,6 +1860,7 @@ pub const ALL_PRESETS: [&str; 10] = [
     "mlc-flexfs",
     "cy15b102q",
     "fram-8m",
+    "nand-128m+fram-8m",
 ];
 
 /// Operations per workload unless told otherwise.
@@ -1803,6 +1911,8 @@ pub struct Report {
     pub idle_cuts: u64,
     /// Of those, the cuts that fired during an operation that moved the checkpoint anchors.
     pub move_cuts: u64,
+    /// Of those, the cuts that fell on an operation of the NVRAM of a volume on two devices.
+    pub nvram_cuts: u64,
     /// Mounts after cuts and clean unmounts.
     pub remounts: u64,
     /// Bytes read back and checked against the model.
@@ -1974,6 +2084,32 @@ pub fn nvram_part(dev: &TortureDevice) -> Result<NorSegments<NvramNor<NvramSim>>
     let what = || format!("the NVRAM part of {}", dev.preset);
     let sim = NvramSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
     NorSegments::new(NvramNor::new(sim).context(what)?, NOR_SECTOR).context(what)
+}
+
+/// A volume on two devices: NVRAM beside NAND, as the torture's hybrid presets run it.
+pub type Hybrid = NvramNand<NvramSim, NandSim>;
+
+/// The volume on two devices of a torture device of [`HYBRID_PRESETS`]: its NVRAM beside
+/// its NAND part, whose factory bad blocks (if its spec has any) follow from `meta_seed`.
+pub fn hybrid_part(dev: &TortureDevice, meta_seed: u64) -> Result<Hybrid> {
+    nvram_beside(dev, nand_part(dev, meta_seed)?)
+}
+
+/// The NVRAM of a torture device of [`HYBRID_PRESETS`] beside `nand` (its NAND part), in
+/// segments of as many slots as the NAND's, as one volume.
+fn nvram_beside(dev: &TortureDevice, nand: NandSegments<NandSim>) -> Result<Hybrid> {
+    let Some(spec) = dev.nvram else {
+        return Err(BenchError::InvalidOptions(format!(
+            "{} is not a volume on two devices",
+            dev.preset
+        )));
+    };
+    let what = || format!("the NVRAM of {}", dev.preset);
+    let g = nand.geometry();
+    let sim = NvramSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
+    let nvram = NorSegments::with_slots(NvramNor::new(sim).context(what)?, g.slot_size, g.slots)
+        .context(what)?;
+    Tiered::new(nvram, nand).context(|| format!("joining the two devices of {}", dev.preset))
 }
 
 /// The simulated NAND part of a torture device, its factory bad blocks (if its spec has
@@ -2157,6 +2293,7 @@ fn run_combo<D: Clone, T: Target>(
         cuts: 0,
         idle_cuts: 0,
         move_cuts: 0,
+        nvram_cuts: 0,
         remounts: 0,
         bytes_verified: 0,
         media_errors: 0,
@@ -2191,6 +2328,7 @@ fn run_combo<D: Clone, T: Target>(
             report.cuts += r.cuts;
             report.idle_cuts += r.idle_cuts;
             report.move_cuts += r.move_cuts;
+            report.nvram_cuts += r.nvram_cuts;
             report.remounts += r.remounts;
             report.bytes_verified += r.bytes_verified;
             report.media_errors += r.media_errors;
@@ -2428,7 +2566,9 @@ fn run_preset(
     let mut nor_base = None;
     let mut nand_base = None;
     let mut nvram_base = None;
+    let mut hybrid_base = None;
     let formatted_nand = |seg| format_for(dev, opts, seg);
+    let formatted_hybrid = |nand| format_for(dev, opts, nvram_beside(dev, nand)?);
     for &fault in &opts.faults {
         if let Some(why) = fault.not_applicable(&dev.spec) {
             let s = Skipped {
@@ -2449,6 +2589,24 @@ fn run_preset(
             let label = format!("{} {} {} {}", dev.preset, target, fault, name);
             let mut tick = |done, total| progress(&label, done, total);
             let (report, violations) = match dev.spec {
+                // A volume on two devices: the factory bad blocks on its NAND.
+                _ if dev.nvram.is_some() && fault == Fault::BadBlocks => {
+                    let base = |seed| formatted_bad_block_part(dev, seed, &formatted_hybrid);
+                    run_named(&base, dev, fault, &name, opts, &mut tick)?
+                }
+                _ if dev.nvram.is_some() => {
+                    let base = formatted_once(&mut hybrid_base, || {
+                        format_for(dev, opts, hybrid_part(dev, 1)?)
+                    })?;
+                    run_named(
+                        &move |_| Ok(base.clone()),
+                        dev,
+                        fault,
+                        &name,
+                        opts,
+                        &mut tick,
+                    )?
+                }
                 DeviceSpec::Nor(_) => {
                     let base =
                         formatted_once(&mut nor_base, || format_for(dev, opts, nor_part(dev)?))?;
@@ -2500,6 +2658,8 @@ fn run_preset(
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+
     use super::*;
 
     /// A draw of bad blocks that leaves no room for the volume is drawn again, the same way

@@ -795,6 +795,57 @@ fn torture_prints_measured_counts_as_json_and_finds_no_violation() {
     );
 }
 
+/// NVRAM beside NAND as one volume: its geometry is listed, its cuts fall on both parts and
+/// the total says how many fell on the NVRAM.
+#[test]
+fn torture_runs_nvram_beside_nand_as_one_volume() {
+    let out = flashfs()
+        .args([
+            "torture",
+            "--preset",
+            "nand-128m+fram-8m",
+            "--fault",
+            "power-cut",
+            "--workload",
+            "mixed",
+            "--workload",
+            "fs-database",
+            "--cuts",
+            "10",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    for target in ["ftl", "fs"] {
+        let geometry = format!("nand-128m+fram-8m {target}: NAND 48 blocks x 16 pages x 512 B");
+        assert!(text.contains(&geometry), "{text}");
+    }
+    assert!(text.contains("beside NVRAM"), "{text}");
+    let total = text.lines().find(|l| l.starts_with("total:")).unwrap();
+    assert!(
+        total.contains("20 cases") && total.contains("0 violations"),
+        "{total}"
+    );
+    // "(…, N on an NVRAM beside the flash)": some of the cuts, not all.
+    let cuts: u64 = total["total: 20 cases, ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let nvram: u64 = total
+        .split(" on an NVRAM beside the flash")
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cuts >= 20 && nvram > 0 && nvram < cuts, "{total}");
+}
+
 #[test]
 fn torture_refuses_bad_options_in_one_line() {
     let line = fails(
@@ -802,6 +853,12 @@ fn torture_refuses_bad_options_in_one_line() {
         1,
     );
     assert!(line.contains("no damage at rest on NVRAM"), "{line}");
+    // A volume on two devices the torture does not know: the known ones are named.
+    let line = fails(
+        flashfs().args(["torture", "--preset", "nand-1g+fram-8m"]),
+        1,
+    );
+    assert!(line.contains("nand-128m+fram-8m"), "{line}");
     fails(flashfs().args(["torture", "--torn"]), 2);
     fails(flashfs().args(["torture", "--workload", "nope"]), 2);
     fails(flashfs().args(["torture", "--fault", "nope"]), 2);

@@ -1,7 +1,7 @@
 //! The faults the torture injects besides plain power cuts, and the device wrapper that cuts
 //! the power in the middle of a mount.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
@@ -137,6 +137,36 @@ impl fmt::Display for Fault {
     }
 }
 
+/// What an [`Interruptible`] tells its owner of the cuts it made, through a handle both
+/// keep: a copy of the device as a cut during a mount left it (a failed mount consumes the
+/// device it was given), and where the last cut fell.
+#[derive(Debug)]
+pub struct Cuts<D> {
+    kept: RefCell<Option<D>>,
+    on_nvram: Cell<bool>,
+}
+
+impl<D> Cuts<D> {
+    /// A handle for a new device.
+    pub fn new() -> Rc<Self> {
+        Rc::new(Cuts {
+            kept: RefCell::new(None),
+            on_nvram: Cell::new(false),
+        })
+    }
+
+    /// The device a cut during a mount left, once.
+    pub fn take_kept(&self) -> Option<D> {
+        self.kept.borrow_mut().take()
+    }
+
+    /// Whether the last cut fell on an operation of the NVRAM of a volume on two devices
+    /// (not on its flash, nor on an access of a mount that programs nothing).
+    pub fn on_nvram(&self) -> bool {
+        self.on_nvram.get()
+    }
+}
+
 /// Segments whose power can be cut at any device access, reads included, so that a mount
 /// (which only reads) can be interrupted. A clean cut goes at the access itself; a torn one
 /// tears the next mutating operation from there. When the power goes while `keep` is set,
@@ -154,13 +184,13 @@ pub struct Interruptible<D> {
     accesses: u64,
     cut: Option<(u64, bool)>,
     keep: bool,
-    kept: Rc<RefCell<Option<D>>>,
+    kept: Rc<Cuts<D>>,
     supply: Supply,
 }
 
 impl<D: SimSegments> Interruptible<D> {
-    /// Wraps `inner`; a device kept at a cut goes to `kept`.
-    pub fn new(inner: D, kept: Rc<RefCell<Option<D>>>) -> Self {
+    /// Wraps `inner`; a device kept at a cut, and where each cut fell, go to `kept`.
+    pub fn new(inner: D, kept: Rc<Cuts<D>>) -> Self {
         Interruptible {
             inner,
             accesses: 0,
@@ -241,6 +271,7 @@ impl<D: SimSegments> Interruptible<D> {
                     Ok(())
                 } else {
                     self.supply.cut_now(&mut self.inner);
+                    self.kept.on_nvram.set(false);
                     self.watch();
                     Err(Error::Flash(FlashError::PowerLoss))
                 }
@@ -252,15 +283,24 @@ impl<D: SimSegments> Interruptible<D> {
     fn watch(&mut self) {
         if self.keep && !self.powered() {
             self.keep = false;
-            *self.kept.borrow_mut() = Some(self.inner.clone());
+            *self.kept.kept.borrow_mut() = Some(self.inner.clone());
         }
     }
 
     fn access<T>(&mut self, f: impl FnOnce(&mut D) -> flashfs::Result<T>) -> flashfs::Result<T> {
         self.tick()?;
+        let up = self.powered();
         self.supply.aim(&mut self.inner);
         let r = f(&mut self.inner);
-        self.supply.settle(&mut self.inner);
+        match self.supply.settle(&mut self.inner) {
+            // The power went during this access: on the NVRAM if that part lost it first
+            // (it comes first among the parts of a volume on two devices).
+            Some(part) if up => {
+                let parts = self.inner.sims().len();
+                self.kept.on_nvram.set(parts > 1 && part == 0);
+            }
+            _ => {}
+        }
         self.watch();
         r
     }

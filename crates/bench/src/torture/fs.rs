@@ -4,7 +4,6 @@
 //! show. At the end of a case everything is deleted and the free space must be back to what
 //! the empty volume had.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use flash::{DeviceSpec, FlashError, NandSpec, NorSpec, NvramSpec};
@@ -12,7 +11,7 @@ use flashfs::fs::Timespec;
 use flashfs::{BlockDevice, Error, Fs, FsConfig, Segments};
 
 use super::{
-    nand_part, nor_part, nvram_part, torture_device, Failure, Fault, Interruptible, Oracle,
+    nand_part, nor_part, nvram_part, torture_device, Cuts, Failure, Fault, Interruptible, Oracle,
     SimSegments, Striker, Target, TargetKind, Tolerated, TortureDevice,
 };
 use crate::error::{BenchError, Context, Result};
@@ -73,6 +72,11 @@ pub fn format_fs<D: Segments>(
 fn free_blocks_of(dev: &TortureDevice) -> std::result::Result<u64, Error> {
     let config = fs_config(Fault::PowerCut, None);
     let free = match dev.spec {
+        _ if dev.nvram.is_some() => {
+            let seg = super::hybrid_part(dev, 1)
+                .map_err(|_| Error::InvalidArgument("no volume on two devices"))?;
+            Fs::format(seg, config)?.statfs().blocks_free
+        }
         DeviceSpec::Nor(_) => {
             let seg = nor_part(dev).map_err(|_| Error::InvalidArgument("no NOR part"))?;
             Fs::format(seg, config)?.statfs().blocks_free
@@ -95,7 +99,9 @@ fn free_blocks_of(dev: &TortureDevice) -> std::result::Result<u64, Error> {
 /// NOR part of few units, their size), never beyond the preset's own, and the note says so.
 pub fn fs_torture_device(preset: &str) -> Result<TortureDevice> {
     let small = torture_device(preset)?;
-    let full = flash::preset::lookup(preset).context(|| format!("preset {preset:?}"))?;
+    // A volume on two devices grows its flash, the preset named first.
+    let flash = preset.split_once('+').map_or(preset, |(flash, _)| flash);
+    let full = flash::preset::lookup(flash).context(|| format!("preset {flash:?}"))?;
     let mut dev = TortureDevice {
         target: TargetKind::Fs,
         ..small
@@ -302,7 +308,7 @@ pub struct FsTarget<D: SimSegments> {
     /// The device after a mount that the power cut: the next remount uses it.
     parked: Option<Interruptible<D>>,
     /// Where [`Interruptible`] leaves the device when the power goes during a mount.
-    kept: Rc<RefCell<Option<D>>>,
+    kept: Rc<Cuts<D>>,
     config: FsConfig,
     /// Device accesses of the last mount.
     mount_accesses: u64,
@@ -326,7 +332,7 @@ pub struct FsTarget<D: SimSegments> {
 impl<D: SimSegments> FsTarget<D> {
     /// Mounts the empty file system formatted on `dev`.
     pub fn mount(dev: D, config: FsConfig) -> Result<Self> {
-        let kept = Rc::new(RefCell::new(None));
+        let kept = Cuts::new();
         let fs = Fs::mount(Interruptible::new(dev, kept.clone()), config)
             .context(|| "mounting the formatted file system".into())?;
         let st = fs.statfs();
@@ -535,6 +541,10 @@ impl<D: SimSegments> Target for FsTarget<D> {
         matches!(op, FsOp::Idle { .. })
     }
 
+    fn cut_on_nvram(&self) -> bool {
+        self.kept.on_nvram()
+    }
+
     fn anchor_moves(&self) -> u64 {
         self.fs
             .as_ref()
@@ -585,8 +595,7 @@ impl<D: SimSegments> Target for FsTarget<D> {
                 Ok(())
             }
             Err(e) => {
-                let kept = self.kept.borrow_mut().take();
-                if let Some(d) = kept {
+                if let Some(d) = self.kept.take_kept() {
                     self.parked = Some(Interruptible::new(d, self.kept.clone()));
                 }
                 match self.failure(e) {

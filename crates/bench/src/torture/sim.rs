@@ -286,19 +286,21 @@ impl Supply {
     }
 
     /// After an access of `dev`: if a part lost power, every part loses it and the cut is
-    /// spent. Returns whether the power went.
-    pub fn settle<D: SimSegments>(&mut self, dev: &mut D) -> bool {
-        if Self::powered(dev) {
+    /// spent. Returns the part that lost it first, by its place in [`SimSegments::sims`],
+    /// when the power went.
+    pub fn settle<D: SimSegments>(&mut self, dev: &mut D) -> Option<usize> {
+        let down = dev.sims().iter().position(|s| !s.is_powered());
+        let Some(part) = down else {
             // Past the cut point with the power on: one access drove operations of two
             // parts, and the cut fell behind the point it was scheduled at.
             debug_assert!(
                 self.cut.is_none_or(|c| Self::ops(dev) <= c.after_ops),
                 "one device access drove mutating operations of two parts"
             );
-            return false;
-        }
+            return None;
+        };
         self.cut_now(dev);
-        true
+        Some(part)
     }
 }
 

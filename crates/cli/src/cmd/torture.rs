@@ -17,6 +17,9 @@ pub const EXAMPLES: &str = "Examples:
   flashfs torture --preset nand-128m --workload database --cuts 500
   flashfs torture --preset nand-128m --fault ecc-beyond --fault wear-out --cuts 200
   flashfs torture --preset w25q64jv --fault power-cut --workload mixed --ops 60 --exhaustive
+  flashfs torture --preset nand-128m+fram-8m --cuts 200
+                                                NVRAM beside NAND as one volume: the metadata on
+                                                the NVRAM, the data on the NAND, one power supply
   flashfs torture --preset 28f008sa --fault mount-cut --workload append-log --seed 7 --cut 412 --torn
                                                 replay one case (as a violation prints it)
   flashfs torture --json                        one JSON object per preset, target, fault and workload
@@ -48,13 +51,17 @@ all the space. The fault kinds add to that:
 Typed errors under ecc-beyond, silent, wear-out and at-rest are media damage, counted (column media),
 not violations. Large presets run with fewer and smaller erase blocks (listed above the
 table) so the cleaner works within one workload; the file system gets more of them where it
-would not fit.";
+would not fit. On a volume on two devices (nand-128m+fram-8m) a cut counts the operations
+of both parts and falls on whichever makes the operation at its count, torn as that part
+tears (a prefix of an NVRAM write); both parts lose power and reboot together. Silent
+failures strike both parts, the other faults of the medium the NAND.";
 
 /// Options of `flashfs torture`.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
-    /// Presets to run on, NOR or NAND (repeatable) [default: 28f008sa, nand-128m, w25q64jv,
-    /// mlc-flexfs].
+    /// Presets to run on: NOR, NAND, NVRAM, or NVRAM beside NAND as one volume
+    /// (nand-128m+fram-8m) (repeatable) [default: 28f008sa, nand-128m, w25q64jv, mlc-flexfs,
+    /// nand-128m+fram-8m].
     #[arg(long, value_name = "NAME")]
     preset: Vec<String>,
     /// Fault kinds: power-cut, mount-cut, ecc-within, ecc-beyond, silent, wear-out,
@@ -226,9 +233,17 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "{}: {} does not apply: {}", s.preset, s.fault, s.why)?;
         }
         writeln!(out)?;
+        // As wide as the longest preset's name (a volume on two devices names two).
+        let pw = outcome
+            .reports
+            .iter()
+            .map(|r| r.preset.len())
+            .max()
+            .unwrap_or(0)
+            .max(12);
         writeln!(
             out,
-            "{:<12} {:<4} {:<10} {:<17} {:>9} {:>6} {:>6} {:>8} {:>12} {:>6} {:>10}",
+            "{:<pw$} {:<4} {:<10} {:<17} {:>9} {:>6} {:>6} {:>8} {:>12} {:>6} {:>10}",
             "preset",
             "tgt",
             "kind",
@@ -244,7 +259,7 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
         for r in &outcome.reports {
             writeln!(
                 out,
-                "{:<12} {:<4} {:<10} {:<17} {:>9} {:>6} {:>6} {:>8} {:>12.1} {:>6} {:>10}",
+                "{:<pw$} {:<4} {:<10} {:<17} {:>9} {:>6} {:>6} {:>8} {:>12.1} {:>6} {:>10}",
                 r.preset,
                 r.target,
                 r.kind.name(),
@@ -265,8 +280,14 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> Result<()> {
     }
     if args.campaign.is_some() || !args.json {
         let sum = |f: fn(&Report) -> u64| outcome.reports.iter().map(f).sum::<u64>();
+        // Where a volume on two devices ran, how many cuts fell on its NVRAM.
+        let nvram = if outcome.devices.iter().any(|d| d.nvram.is_some()) {
+            format!(", {} on an NVRAM beside the flash", sum(|r| r.nvram_cuts))
+        } else {
+            String::new()
+        };
         let line = format!(
-            "total: {} cases, {} cuts ({} in idle time, {} while the anchors moved), {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
+            "total: {} cases, {} cuts ({} in idle time, {} while the anchors moved{nvram}), {} remounts, {:.1} MB verified, {} media damage, {} violations ({:.0} s)",
             sum(|r| r.cases),
             sum(|r| r.cuts),
             sum(|r| r.idle_cuts),
@@ -331,6 +352,7 @@ fn campaign(
                         t.cuts += r.cuts;
                         t.idle_cuts += r.idle_cuts;
                         t.move_cuts += r.move_cuts;
+                        t.nvram_cuts += r.nvram_cuts;
                         t.remounts += r.remounts;
                         t.bytes_verified += r.bytes_verified;
                         t.media_errors += r.media_errors;
