@@ -784,7 +784,8 @@ pub struct FtlTarget<D: SimSegments> {
     ftl: Option<Ftl<Interruptible<D>>>,
     /// The device after a mount that the power cut: the next remount uses it.
     parked: Option<Interruptible<D>>,
-    /// Where [`Interruptible`] leaves the device when the power goes during a mount.
+    /// What [`Interruptible`] tells of its cuts: the device a cut mount leaves, where the
+    /// last cut fell.
     kept: Rc<Cuts<D>>,
     config: FtlConfig,
     sectors: u64,
@@ -2138,11 +2139,16 @@ fn nand_part_of(
     NandSegments::with_blocks_per_segment(sim, dev.nand_blocks_per_segment).context(what)
 }
 
-/// The block device formatted on `seg`.
+/// The block device formatted on `seg` and closed, as `mkfs` leaves it (and as the file
+/// system's torture device is left, unmounted): a case's first mount finds the close's
+/// root, which on a volume on two devices it trusts without reading the flash, and its
+/// first program appends that root again, open — cut points fall there too.
 fn format_ftl<D: Segments>(dev: &TortureDevice, seg: D) -> Result<D> {
-    Ok(Ftl::format(seg, ftl_config(Fault::PowerCut))
-        .context(|| format!("formatting the block device on {}", dev.preset))?
-        .into_device())
+    let what = || format!("formatting the block device on {}", dev.preset);
+    Ftl::format(seg, ftl_config(Fault::PowerCut))
+        .context(what)?
+        .close()
+        .context(what)
 }
 
 /// Factory bad blocks per thousand on the parts of [`Fault::BadBlocks`] (the most a

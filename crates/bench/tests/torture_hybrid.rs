@@ -147,13 +147,19 @@ fn the_hybrid_preset_is_run_on_a_small_nand_and_nvram() {
 }
 
 /// Under the harness (the wrapper that cuts the power) the volume still has its two tiers:
-/// the NVRAM takes the metadata and its segments are cleaned and erased again; silent
-/// failures are set on both parts, wear-out's timebombs on the NAND only.
+/// a mount after a close reads no NAND, the NVRAM takes the metadata and its segments are
+/// cleaned and erased again; silent failures are set on both parts, wear-out's timebombs
+/// on the NAND only.
 #[test]
 fn the_hybrid_volume_keeps_its_tiers_and_faults_under_the_harness() {
     let config = ftl_config(Fault::PowerCut);
-    let base = Ftl::format(hybrid(), config).unwrap().into_device();
+    let base = Ftl::format(hybrid(), config).unwrap().close().unwrap();
+    let nand_reads = |d: &Hybrid| d.bulk().flash().stats().reads;
+    let before = nand_reads(&base);
     let mut t = FtlTarget::mount(base.clone(), config).unwrap();
+    // A closed volume's mount trusts the close's root: it reads the NVRAM only.
+    let dev = t.ftl_mut().unwrap().log().device().inner();
+    assert_eq!(nand_reads(dev), before, "the mount read the NAND");
     for op in Workload::KawaguchiRandom.ops(1, t.sectors(), t.sector_size(), 200) {
         t.apply(op).unwrap();
     }

@@ -307,7 +307,8 @@ pub struct FsTarget<D: SimSegments> {
     fs: Option<Fs<Interruptible<D>>>,
     /// The device after a mount that the power cut: the next remount uses it.
     parked: Option<Interruptible<D>>,
-    /// Where [`Interruptible`] leaves the device when the power goes during a mount.
+    /// What [`Interruptible`] tells of its cuts: the device a cut mount leaves, where the
+    /// last cut fell.
     kept: Rc<Cuts<D>>,
     config: FsConfig,
     /// Device accesses of the last mount.
