@@ -64,7 +64,7 @@ pub use fault::{Cuts, Fault, Interruptible};
 pub use fs::{
     format_fs, fs_config, fs_ops, fs_torture_device, FsModel, FsSeen, FsTarget, FS_MIN_FREE_BLOCKS,
 };
-pub use sim::SimSegments;
+pub use sim::{SimSegments, Supply};
 
 use crate::fswork::{FsOp, FsWorkload};
 
