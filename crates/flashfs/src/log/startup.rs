@@ -1079,7 +1079,8 @@ impl<D: Segments> Log<D> {
     /// [`SET_SEGMENT_SLOTS`] (so that a roll-forward reads as many tags on a part of large
     /// segments, whose set cannot shrink below a segment per head), or the log writes
     /// outside any set (after a scan, or once a set ran out), so a power cut now would
-    /// cost the next mount a scan.
+    /// cost the next mount a scan; or, on two devices, the set's fast-tier segments are
+    /// all opened while the fast tier has others free ([`Log::fast_share_used`]).
     pub fn checkpoint_due(&self) -> bool {
         let Some(a) = &self.anchors else {
             return false;
@@ -1100,7 +1101,30 @@ impl<D: Segments> Log<D> {
                 )
             })
             .count();
-        left * 2 <= a.set.len()
+        left * 2 <= a.set.len() || self.fast_share_used(&a.set)
+    }
+
+    /// On two devices, whether the metadata head has opened the last of `set`'s fast-tier
+    /// segments while the fast tier has free segments outside the set. Metadata takes a
+    /// quarter of a set's segments, but under small synced writes it is most of what is
+    /// written: its next segment would then come from the flash (the set allows no other),
+    /// and every commit after would program index nodes on the flash rather than the NVRAM.
+    /// A checkpoint now names a new set, with fresh fast-tier segments, while the head
+    /// still has its segment's room to write the checkpoint in.
+    fn fast_share_used(&self, set: &[u32]) -> bool {
+        if !self.dev.is_tiered() || !self.meta_apart() {
+            return false;
+        }
+        let fast = |s: u32| self.dev.tier(s) == Tier::Fast;
+        let free = |s: u32| {
+            matches!(
+                self.segs[s as usize].state,
+                SegState::Free | SegState::Dirty
+            )
+        };
+        set.iter().any(|&s| fast(s))
+            && !set.iter().any(|&s| fast(s) && free(s))
+            && (0..self.geo.segments).any(|s| fast(s) && free(s) && !set.contains(&s))
     }
 
     /// The free segments (erased or to be erased), least worn first.
