@@ -3,7 +3,7 @@
 //! kept out of the heap figures.
 
 use flash::{DeviceSpec, ImageMeta, NandSim, NandSpec};
-use flashfs::NandSegments;
+use flashfs::{NandSegments, Segments};
 use serde::Serialize;
 
 use crate::error::{BenchError, Context, Result};
@@ -83,17 +83,41 @@ impl Part {
 
     /// A fresh simulated part as segments.
     pub fn build(&self, seed: u64) -> Result<Dev> {
+        let sim = self.simulate(seed)?;
+        uncounted(|| NandSegments::new(sim)).context(|| format!("segmenting {}", self.label()))
+    }
+
+    /// A fresh simulated part, its storage not counted as heap.
+    pub fn simulate(&self, seed: u64) -> Result<Uncounted<NandSim>> {
         let spec = self.spec()?;
-        uncounted(|| {
-            let sim = NandSim::new(spec, ImageMeta::new(&self.preset, seed))
-                .context(|| format!("simulating {}", self.label()))?;
-            NandSegments::new(Uncounted(sim)).context(|| format!("segmenting {}", self.label()))
-        })
+        uncounted(|| NandSim::new(spec, ImageMeta::new(&self.preset, seed)))
+            .map(Uncounted)
+            .context(|| format!("simulating {}", self.label()))
     }
 }
 
-/// A copy of a part's state, its storage not counted as heap.
-pub fn copy(dev: &Dev) -> Dev {
+/// A volume on simulated parts whose state can be copied and whose flash page reads are
+/// counted: the NAND part alone ([`Dev`]), or NVRAM beside NAND (the FRASH benchmark's).
+pub trait SimVolume: Segments + Clone {
+    /// Page reads of the volume's flash so far (on a volume on two devices, of the
+    /// flash alone: the NVRAM is read by the byte).
+    fn page_reads(&self) -> u64;
+
+    /// Bytes read from the volume's NVRAM so far (0 on a volume without one).
+    fn fast_bytes_read(&self) -> u64 {
+        0
+    }
+}
+
+impl SimVolume for Dev {
+    fn page_reads(&self) -> u64 {
+        use flash::Simulated;
+        self.flash().inner().stats().reads
+    }
+}
+
+/// A copy of a volume's state, its storage not counted as heap.
+pub fn copy<D: Clone>(dev: &D) -> D {
     uncounted(|| dev.clone())
 }
 
@@ -102,16 +126,14 @@ pub fn discard<T>(x: T) {
     uncounted(|| drop(x))
 }
 
-/// Device time now.
-pub fn now(dev: &Dev) -> std::time::Duration {
-    use flash::DeviceClock;
-    dev.flash().now()
+/// Device time now (on a volume on two devices, the one clock both advance).
+pub fn now<D: Segments>(dev: &D) -> std::time::Duration {
+    uncounted(|| dev.now())
 }
 
-/// Page reads so far.
-pub fn reads(dev: &Dev) -> u64 {
-    use flash::Simulated;
-    dev.flash().inner().stats().reads
+/// Flash page reads so far.
+pub fn reads<D: SimVolume>(dev: &D) -> u64 {
+    dev.page_reads()
 }
 
 /// RAM the host has available (`MemAvailable`), if it can tell.

@@ -3,7 +3,7 @@
 //! pattern, so that what a mount gives back can be checked.
 
 use flashfs::fs::ROOT_INO;
-use flashfs::{BlockDevice, Fs, Ftl};
+use flashfs::{BlockDevice, Fs, Ftl, Segments};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
@@ -112,9 +112,18 @@ pub fn file_name(n: u64) -> Vec<u8> {
     format!("file-{n:06}").into_bytes()
 }
 
+/// The sizes of the files a fill writes.
+#[derive(Debug, Clone, Copy)]
+enum Sizes {
+    /// Drawn as the file set draws them.
+    Set(FileSet),
+    /// All of these bytes.
+    Fixed(u64),
+}
+
 /// Files of a file set written on a native file system, up to a number of bytes.
 pub struct FsFill {
-    set: FileSet,
+    sizes: Sizes,
     rng: Xoshiro256PlusPlus,
     /// Every file written, in order.
     pub files: Vec<FileDone>,
@@ -126,8 +135,17 @@ pub struct FsFill {
 impl FsFill {
     /// Nothing written yet.
     pub fn new(set: FileSet, seed: u64) -> FsFill {
+        FsFill::with_sizes(Sizes::Set(set), seed)
+    }
+
+    /// Nothing written yet; files of `bytes` each (at least one byte).
+    pub fn fixed(bytes: u64, seed: u64) -> FsFill {
+        FsFill::with_sizes(Sizes::Fixed(bytes.max(1)), seed)
+    }
+
+    fn with_sizes(sizes: Sizes, seed: u64) -> FsFill {
         FsFill {
-            set,
+            sizes,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             files: Vec::new(),
             stored: 0,
@@ -137,16 +155,20 @@ impl FsFill {
 
     /// Writes files until `target` bytes are stored (the last one cut to fit) and syncs;
     /// `progress` hears the bytes stored.
-    pub fn to(
+    pub fn to<D: Segments>(
         &mut self,
-        fs: &mut Fs<Dev>,
+        fs: &mut Fs<D>,
         pat: &Pattern,
         target: u64,
         progress: &mut dyn FnMut(u64),
     ) -> Result<()> {
         while self.stored < target {
             let n = self.files.len() as u64;
-            let size = self.set.draw(&mut self.rng).min(target - self.stored);
+            let size = match self.sizes {
+                Sizes::Set(set) => set.draw(&mut self.rng),
+                Sizes::Fixed(b) => b,
+            }
+            .min(target - self.stored);
             let ino = fs
                 .create(ROOT_INO, &file_name(n), 0o644, 0, 0)
                 .context(|| format!("creating file {n}"))?
@@ -176,7 +198,7 @@ impl FsFill {
 }
 
 /// Reads back the first and the last file written and compares them with the pattern.
-pub fn check_files(fs: &mut Fs<Dev>, pat: &Pattern, files: &[FileDone]) -> Result<()> {
+pub fn check_files<D: Segments>(fs: &mut Fs<D>, pat: &Pattern, files: &[FileDone]) -> Result<()> {
     let (Some(first), Some(last)) = (files.first(), files.last()) else {
         return Ok(());
     };

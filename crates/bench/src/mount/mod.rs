@@ -40,13 +40,15 @@ pub mod table;
 
 use serde::Serialize;
 
-pub use device::{copy, image_bytes, now, reads, too_big_for_ram, Dev, Part};
-pub use fill::{FileSet, FsFill, Pattern};
-pub use probe::{fs_config, ftl_config, Measured, FIRST_WRITE_BYTES};
+pub use device::{copy, discard, image_bytes, now, reads, too_big_for_ram, Dev, Part, SimVolume};
+pub use fill::{check_files, file_name, FileDone, FileSet, FsFill, Pattern, CHUNK};
+pub use probe::{
+    fs_config, fs_mount, fs_mount_checked, fs_mount_only, fs_mount_with, ftl_config, Measured,
+    FIRST_WRITE_BYTES,
+};
 
 use crate::error::{BenchError, Context, Result};
 use cycle::Cycle;
-use device::discard;
 use fill::FtlFill;
 use flashfs::{BlockDevice, Fs, Ftl};
 
@@ -783,7 +785,7 @@ fn run_seek(
 }
 
 /// Labels an error with the series it stopped.
-fn in_series(label: &str, e: BenchError) -> BenchError {
+pub(crate) fn in_series(label: &str, e: BenchError) -> BenchError {
     match e {
         BenchError::Fs { context, error } => BenchError::Fs {
             context: format!("{label}: {context}"),

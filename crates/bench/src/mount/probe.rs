@@ -7,7 +7,7 @@ use std::time::Duration;
 use flashfs::fs::ROOT_INO;
 use flashfs::{BlockDevice, Fs, FsConfig, Ftl, FtlConfig};
 
-use super::device::{copy, discard, now, reads, Dev};
+use super::device::{copy, discard, now, reads, Dev, SimVolume};
 use super::fill::{check_files, check_sectors, FileDone, Pattern};
 use crate::error::{Context, Result};
 use crate::heap::HeapMeter;
@@ -32,6 +32,10 @@ pub struct Measured {
     pub page_reads: u64,
     /// Heap high-water mark of the mount, bytes.
     pub heap: u64,
+    /// Heap the mounted volume holds once the mount returned, bytes.
+    pub heap_held: u64,
+    /// Bytes the mount read from the volume's NVRAM (0 without one).
+    pub nvram_bytes_read: u64,
     /// Whether the mount restored the log from a checkpoint.
     pub restored: bool,
 }
@@ -52,8 +56,23 @@ pub fn ftl_config(scan: bool) -> FtlConfig {
 
 /// Mounts a copy of `state` as the native file system, creates and writes a small file
 /// and syncs, then checks the first and last of `files`.
-pub fn fs_mount(state: &Dev, scan: bool, pat: &Pattern, files: &[FileDone]) -> Result<Measured> {
-    let (mut fs, m) = fs_mount_only(state, scan)?;
+pub fn fs_mount<D: SimVolume>(
+    state: &D,
+    scan: bool,
+    pat: &Pattern,
+    files: &[FileDone],
+) -> Result<Measured> {
+    fs_mount_checked(state, fs_config(scan), pat, files)
+}
+
+/// As [`fs_mount`], with `config`.
+pub fn fs_mount_checked<D: SimVolume>(
+    state: &D,
+    config: FsConfig,
+    pat: &Pattern,
+    files: &[FileDone],
+) -> Result<Measured> {
+    let (mut fs, m) = fs_mount_with(state, config)?;
 
     let t1 = now(fs.ftl().log().device());
     let ino = fs
@@ -83,12 +102,20 @@ pub fn fs_mount(state: &Dev, scan: bool, pat: &Pattern, files: &[FileDone]) -> R
 
 /// Mounts a copy of `state` as the native file system and measures the mount alone (its
 /// `first_write` is zero).
-pub fn fs_mount_only(state: &Dev, scan: bool) -> Result<(Fs<Dev>, Measured)> {
+pub fn fs_mount_only<D: SimVolume>(state: &D, scan: bool) -> Result<(Fs<D>, Measured)> {
+    fs_mount_with(state, fs_config(scan))
+}
+
+/// Mounts a copy of `state` as the native file system with `config` and measures the mount
+/// alone (its `first_write` is zero).
+pub fn fs_mount_with<D: SimVolume>(state: &D, config: FsConfig) -> Result<(Fs<D>, Measured)> {
+    let scan = config.ftl.log.scan_mount;
     let dev = copy(state);
-    let (t0, r0) = (now(&dev), reads(&dev));
+    let (t0, r0, n0) = (now(&dev), reads(&dev), dev.fast_bytes_read());
     let meter = HeapMeter::start();
-    let mounted = Fs::mount(dev, fs_config(scan));
+    let mounted = Fs::mount(dev, config);
     let heap = meter.peak();
+    let heap_held = meter.current().max(0) as u64;
     drop(meter);
     let fs = mounted.context(|| format!("mount (scan {scan})"))?;
     let dev = fs.ftl().log().device();
@@ -99,6 +126,8 @@ pub fn fs_mount_only(state: &Dev, scan: bool) -> Result<(Fs<Dev>, Measured)> {
         sweep_reads: 0,
         page_reads: reads(dev) - r0,
         heap,
+        heap_held,
+        nvram_bytes_read: dev.fast_bytes_read() - n0,
         restored: fs.ftl().log().restored(),
     };
     Ok((fs, m))
@@ -141,6 +170,8 @@ pub fn ftl_mount(state: &Dev, scan: bool, pat: &Pattern, sectors: u64) -> Result
         sweep_reads: 0,
         page_reads,
         heap,
+        heap_held: 0,
+        nvram_bytes_read: 0,
         restored,
     })
 }

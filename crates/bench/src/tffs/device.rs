@@ -3,8 +3,8 @@
 
 use flash::preset;
 use flash::{
-    DeviceClock, DeviceSpec, ImageMeta, NandFlash, NandSpec, NorFlash, NorSim, NorSpec, PageAddr,
-    ReadStatus,
+    DeviceClock, DeviceSpec, ImageMeta, NandFlash, NandSpec, NorFlash, NorSim, NorSpec, Nvram,
+    NvramSpec, PageAddr, ReadStatus,
 };
 use flashfs::NorSegments;
 use serde::Serialize;
@@ -183,5 +183,19 @@ impl<F: NandFlash> NandFlash for Uncounted<F> {
 
     fn as_mlc(&mut self) -> Option<&mut dyn flash::MlcNand> {
         self.0.as_mlc()
+    }
+}
+
+impl<N: Nvram> Nvram for Uncounted<N> {
+    fn spec(&self) -> &NvramSpec {
+        self.0.spec()
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> flash::Result<()> {
+        uncounted(|| self.0.read(addr, buf))
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> flash::Result<()> {
+        uncounted(|| self.0.write(addr, data))
     }
 }
