@@ -22,6 +22,9 @@
 //!   or at random places, synced at the end, every 4 KiB or after each write, with and
 //!   without write-back of partial blocks: bytes programmed per user byte, programs per
 //!   sync, device time, latency and heap.
+//! - [`frash`]: FRASH's metadata on FRAM beside NAND against the NAND alone (mounted by a
+//!   scan or from the checkpoint): mount time against partition size and fill, file
+//!   create, delete, read and write, heap and NVRAM use.
 //! - [`heap`]: a counting global allocator, for the heap figures.
 //! - [`torture`]: power cuts at device operations of block-device workloads, checked after
 //!   every remount against a model of what may survive.
@@ -37,6 +40,7 @@
 
 mod error;
 pub mod flexfs;
+pub mod frash;
 pub mod fs_cuts;
 pub mod fswork;
 pub mod heap;

@@ -305,6 +305,7 @@ fn every_command_has_help_with_an_example() {
         &["bench", "tffs"][..],
         &["bench", "peers"][..],
         &["bench", "mount"][..],
+        &["bench", "frash"][..],
         &["bench", "small-writes"][..],
     ] {
         flashfs()
@@ -680,6 +681,39 @@ fn bench_mount_prints_scan_and_checkpoint_rows_as_json() {
             .unwrap()
     };
     assert!(reads("checkpoint") < reads("scan"));
+}
+
+#[test]
+fn bench_frash_prints_mount_rows_of_three_configs_as_json() {
+    let rows = json_rows(
+        flashfs()
+            .args(["bench", "frash", "--quick", "--experiment", "mount"])
+            .args(["--partition", "8", "--file-kib", "10", "--json"]),
+    );
+    // Three configurations x two steps x two endings.
+    assert_eq!(rows.len(), 12);
+    for r in &rows {
+        has_keys(
+            r,
+            &[
+                "experiment",
+                "config",
+                "partition_mb",
+                "stored_mb",
+                "file_kb",
+                "mount_ms",
+                "ms_per_mb",
+                "mount_nand_reads",
+                "heap_bytes",
+            ],
+        );
+        assert_eq!(r["experiment"], "mount");
+        // The binary counts the mount's heap.
+        assert!(r["heap_bytes"].as_u64().unwrap() > 0, "{r}");
+        if r["config"] == "frash" && r["ending"] == "clean" {
+            assert_eq!(r["mount_nand_reads"], 0, "{r}");
+        }
+    }
 }
 
 #[test]

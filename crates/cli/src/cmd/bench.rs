@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use flashfs::log::policy::Policy;
 use flashfs_bench::flexfs::{self, run_flexfs, FlexfsOptions};
+use flashfs_bench::frash::{self, run_frash, FrashOptions};
 use flashfs_bench::integrity::{run_integrity, IntegrityOptions};
 use flashfs_bench::kawaguchi::{run_kawaguchi, Basis, KawaguchiOptions};
 use flashfs_bench::mount::{run_mount, Experiment, FileSet, Mode, MountOptions, Part};
@@ -46,6 +47,9 @@ pub const EXAMPLES: &str = "Examples:
   flashfs bench integrity --json                fsck and scrub of the 1 GiB NAND 90% full (minutes)
   flashfs bench flexfs --quick                  SLC/MLC regions on a 16 MiB MLC part (seconds)
   flashfs bench flexfs --plot out/              FlexFS's experiments on 64 MiB (and 120 MiB)
+  flashfs bench frash --quick                   FRAM beside NAND against the NAND alone (seconds)
+  flashfs bench frash --plot out/               FRASH's mount and file operations, with plots (minutes)
+  flashfs bench frash --experiment ops --json   create, delete, read, write; one JSON row per phase
   flashfs bench fuse                            FUSE mount of a native image vs. bindfs on tmpfs
   flashfs bench fuse --json --mib 16            one JSON object per metric";
 
@@ -105,6 +109,14 @@ pub enum Command {
     /// management; a synthetic mobile trace. All in device time.
     #[command(after_help = EXAMPLES)]
     Flexfs(FlexfsArgs),
+    /// Kim et al. (FRASH): metadata on FRAM beside NAND (fram-8m beside nand-128m) against
+    /// the NAND alone mounted by a full scan and from its checkpoint, in the same run. Mount
+    /// time against partition size (10 to 100 MiB) holding 2 MiB and full, with files of
+    /// 10 KiB and of 10 MiB; create, delete, read and write of small files (lmbench's
+    /// lat_fs) and of a 10 MiB file; heap, and NVRAM used per file and per MiB. All in
+    /// device time, with the paper's figures beside ours.
+    #[command(after_help = EXAMPLES)]
+    Frash(FrashArgs),
     /// Host-side speed through FUSE: sequential and random 4 KiB I/O and file creation and
     /// deletion on a mounted native image (on tmpfs) against a FUSE passthrough of tmpfs
     /// (bindfs), in the same run, with the ratio per metric. Needs bindfs and fusermount3.
@@ -288,6 +300,50 @@ pub struct FlexfsArgs {
     plot: Option<PathBuf>,
 }
 
+/// Options of `flashfs bench frash`.
+#[derive(Debug, Args)]
+pub struct FrashArgs {
+    /// Partitions of 8 and 16 MiB, 20 files per phase (seconds instead of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// One JSON object per mount or phase instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON rows to this file (beside the tables or the JSON printed).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
+    /// Write the plots (PNG and SVG: mount time against partition size, and the operations
+    /// as bars) into this directory.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// Only these experiments (repeatable; default both).
+    #[arg(long, value_parser = ["mount", "ops"])]
+    experiment: Vec<String>,
+    /// Only these configurations (repeatable; default all three).
+    #[arg(long = "config", value_parser = ["nand-scan", "nand-checkpoint", "frash"])]
+    configs: Vec<String>,
+    /// Partition sizes of the mount experiment, MiB (repeatable; default 10, 20, ... 100).
+    #[arg(long = "partition", value_name = "MIB")]
+    partitions: Vec<u64>,
+    /// File sizes of the mount experiment's fills, KiB (repeatable; default 10 and 10240).
+    #[arg(long = "file-kib", value_name = "KIB")]
+    file_kib: Vec<u64>,
+    /// The FRAM's time per access, ns, instead of the preset's 85 (the paper's board ran
+    /// 110 to 180 ns cycles).
+    #[arg(long, value_name = "NS")]
+    nvram_access_ns: Option<u64>,
+    /// Files per small-file phase of the ops experiment (default 1000, or 20 with --quick).
+    #[arg(long, value_name = "N")]
+    ops_files: Option<u64>,
+    /// Run the ops experiment's groups (a file size and sync setting each, then the large
+    /// file) in turn on one volume instead of each on a fresh one.
+    #[arg(long)]
+    ops_one_volume: bool,
+    /// Seed of the data and of the simulated parts.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
 /// Options of `flashfs bench scale`.
 #[derive(Debug, Args)]
 pub struct ScaleArgs {
@@ -398,6 +454,7 @@ pub fn run(cmd: &Command, global: Global, out: &mut dyn Write) -> Result<()> {
         Command::Tffs(args) => tffs_bench(args, global, out),
         Command::Peers(args) => peers(args, global, out),
         Command::Mount(args) => mount(args, global, out),
+        Command::Frash(args) => frash_bench(args, global, out),
         Command::SmallWrites(args) => small_writes(args, global, out),
         Command::Fuse(args) => super::fusebench::run(args, global, out),
     }
@@ -653,6 +710,67 @@ fn mount(args: &MountArgs, global: Global, out: &mut dyn Write) -> Result<()> {
         write_plots(dir, |dir| {
             Ok(flashfs_bench::mount::plot::plot(&report.rows, dir)?)
         })?;
+    }
+    Ok(())
+}
+
+fn frash_bench(args: &FrashArgs, global: Global, out: &mut dyn Write) -> Result<()> {
+    let mut opts = if args.quick {
+        FrashOptions::quick()
+    } else {
+        FrashOptions::default()
+    };
+    if !args.experiment.is_empty() {
+        opts.experiments = args
+            .experiment
+            .iter()
+            .filter_map(|e| frash::Experiment::from_name(e))
+            .collect();
+    }
+    if !args.configs.is_empty() {
+        opts.configs = args
+            .configs
+            .iter()
+            .filter_map(|c| frash::Config::from_name(c))
+            .collect();
+    }
+    if !args.partitions.is_empty() {
+        let mut p = args.partitions.clone();
+        p.sort_unstable();
+        p.dedup();
+        opts.partitions_mib = p;
+    }
+    if !args.file_kib.is_empty() {
+        opts.file_kib = args.file_kib.clone();
+    }
+    if let Some(ns) = args.nvram_access_ns {
+        if ns == 0 {
+            bail!("--nvram-access-ns must be at least 1");
+        }
+        opts.nvram_access_ns = Some(ns);
+    }
+    if let Some(n) = args.ops_files {
+        opts.ops_files = n;
+    }
+    opts.ops_one_volume = args.ops_one_volume;
+    if let Some(s) = args.seed {
+        opts.seed = s;
+    }
+    let rows = with_progress(global, "{msg:>40} [{bar:40}] {pos}/{len} {eta}", |p| {
+        run_frash(&opts, p)
+    })?;
+    let json = report::json_lines(&rows)?;
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        out.write_all(json.as_bytes())?;
+    } else {
+        let heap = flashfs_bench::heap::CountingAlloc::installed();
+        out.write_all(frash::table::table(&opts, &rows, heap).as_bytes())?;
+    }
+    if let Some(dir) = &args.plot {
+        write_plots(dir, |dir| Ok(frash::plot::plot(&rows, dir)?))?;
     }
     Ok(())
 }
