@@ -278,8 +278,9 @@ pub fn table(opts: &FrashOptions, rows: &[FrashRow], heap_counted: bool) -> Stri
     }
     if rows.iter().any(|r| r.experiment == "mount") {
         s.push_str(&format!(
-            "\nmount after a clean unmount, partitions holding {} MiB (\"few MiB\") and {}% \
-             full (the paper's Figs 7 and 8); NAND reads: pages the mount read\n",
+            "\nmount after a clean unmount, partitions holding {} MiB (\"few MiB\") and full \
+             ({}% of what the NAND alone holds, the same data in every configuration; the \
+             paper's Figs 7 and 8); NAND reads: pages the mount read\n",
             opts.stored_mib, opts.full_pct
         ));
         s.push_str(&mount_table(rows, "clean"));
