@@ -348,3 +348,37 @@ fn a_session_after_a_close_is_found_after_a_cut() {
     assert_eq!(fs.read_file(b"/f5").unwrap(), data(4000, 99));
     assert_eq!(fs.read_file(b"/f4").unwrap(), data(6000, 5));
 }
+
+/// Metadata written many times over what the NVRAM holds stays there: the NVRAM's segments
+/// are cleaned on their own once few are free, though the NAND has hundreds free (the
+/// cleaner's threshold counts both tiers).
+#[test]
+fn the_nvram_is_cleaned_on_its_own() {
+    let mut fs = Fs::format(hybrid(1024, 256), FsConfig::default()).unwrap();
+    let nvram = |fs: &Fs<Hybrid>| {
+        let dev = fs.ftl().log().device();
+        dev.fast().flash().nvram().stats().bytes_programmed
+    };
+    let nand = |fs: &Fs<Hybrid>| fs.ftl().log().device().bulk().flash().stats().programs;
+    let (nvram0, nand0) = (nvram(&fs), nand(&fs));
+    for i in 0..1500u32 {
+        let name = format!("/e{}", i % 50);
+        fs.write_file(name.as_bytes(), b"").unwrap();
+        fs.sync().unwrap();
+    }
+    let written = nvram(&fs) - nvram0;
+    assert!(
+        written > 4 * 256 * 1024,
+        "{written} bytes: more than the NVRAM holds"
+    );
+    // Segment headers and a few spilled slots at most; the metadata itself (thousands of
+    // slots) went to the NVRAM.
+    let spilled = nand(&fs) - nand0;
+    assert!(spilled < 100, "{spilled} NAND pages programmed");
+    let dev = fs.unmount().unwrap();
+    let before = nand_reads(&dev);
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    assert_eq!(nand_reads(fs.ftl().log().device()), before);
+    assert_eq!(fs.read_file(b"/e49").unwrap(), b"");
+    assert!(fs.check(false).unwrap().is_clean());
+}

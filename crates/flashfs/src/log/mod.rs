@@ -74,6 +74,10 @@ pub const SET_SEGMENT_SLOTS: u32 = 64;
 /// recorder −1.4).
 pub const HOT_HEAD_MIN_SEGMENTS: u32 = 64;
 
+/// Free segments the fast tier of a volume on two devices keeps by cleaning its own: one for
+/// the metadata head to open next, one for a checkpoint's set.
+const FAST_TIER_FREE: usize = 2;
+
 impl Head {
     const ALL: [Head; HEADS] = [Head::Hot, Head::Warm, Head::Cold, Head::Meta];
 
@@ -396,6 +400,8 @@ struct Take {
     slc: bool,
     /// Whether segments of rewritten data are left out (locality-aware migration).
     cold: bool,
+    /// Whether only segments of the fast tier qualify (the NVRAM beside the flash).
+    fast: bool,
 }
 
 impl Take {
@@ -406,6 +412,18 @@ impl Take {
         fresh: true,
         slc: false,
         cold: false,
+        fast: false,
+    };
+
+    /// Cleaning of the fast tier running short (on two devices): any of its segments with
+    /// dead slots, whatever the flash has free.
+    const FAST: Take = Take {
+        th: 0.0,
+        max_live: u32::MAX,
+        fresh: false,
+        slc: false,
+        cold: false,
+        fast: true,
     };
 
     /// Cleaning ahead of need: victims scoring above `th` with at most `max_live` live slots.
@@ -416,6 +434,7 @@ impl Take {
             fresh: false,
             slc: false,
             cold: false,
+            fast: false,
         }
     }
 
@@ -428,6 +447,7 @@ impl Take {
             fresh: true,
             slc: true,
             cold: keep_hot,
+            fast: false,
         }
     }
 }
@@ -1234,6 +1254,13 @@ impl<D: Segments> Log<D> {
             };
             self.clean_step(owner, self.config.step_slots, Take::above(th, max_live))?;
         }
+        // On two devices the NVRAM is cleaned on its own once it runs short of free
+        // segments, whatever the flash has free: the cleaner's threshold counts both tiers,
+        // so the NVRAM's dead metadata would stay, and new metadata spill to the flash once
+        // a few MiB of it were written.
+        if self.fast_tier_short() {
+            self.clean_step(owner, self.config.step_slots, Take::FAST)?;
+        }
         // Each round cleans one whole victim. If as many rounds as there are segments gain
         // nothing (victims so full that what their copies cost eats what they free), the
         // space is gone: say so rather than spin.
@@ -1661,6 +1688,9 @@ impl<D: Segments> Log<D> {
             if s.live() > take.max_live || (take.slc && !s.slc()) || (take.cold && s.hot()) {
                 continue;
             }
+            if take.fast && self.dev.tier(i as u32) != Tier::Fast {
+                continue;
+            }
             let score_at = |age_ns: u64| {
                 let score = policy.score(s.live(), self.geo.slots, age_ns as f64 / 1e9)?;
                 Some(if s.live() == 0 { f64::INFINITY } else { score })
@@ -1975,6 +2005,24 @@ impl<D: Segments> Log<D> {
         } else {
             Tier::Bulk
         }
+    }
+
+    /// Whether the fast tier, where metadata goes, has fewer than [`FAST_TIER_FREE`] free
+    /// segments left.
+    fn fast_tier_short(&self) -> bool {
+        if !self.dev.is_tiered() || !self.meta_apart() {
+            return false;
+        }
+        let free = (0..self.geo.segments)
+            .filter(|&s| self.dev.tier(s) == Tier::Fast)
+            .filter(|&s| {
+                matches!(
+                    self.segs[s as usize].state,
+                    SegState::Free | SegState::Dirty
+                )
+            })
+            .count();
+        free < FAST_TIER_FREE
     }
 
     /// Whether the wear leveller counts `seg`: not the fast tier's segments, whose NVRAM
