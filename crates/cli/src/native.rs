@@ -2,7 +2,7 @@
 //! figures for `info`, and the image given back, flushed, when it closes.
 
 use flash::store::Store;
-use flash::{NandSim, Simulated};
+use flash::NandSim;
 use flashfs::fs::{Attr, FileType, Timespec};
 use flashfs::log::policy::Policy;
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments, Segments};
@@ -10,52 +10,7 @@ use serde::Serialize;
 
 use crate::device::NorPart;
 use crate::units::count;
-use crate::volume::{self, ftl_log_usage, rewrap, Hybrid, Images, LogUsage, Media, Space};
-
-/// A medium a volume runs on, able to give its images back.
-pub trait Medium: Segments + Send + 'static {
-    /// Where the images live.
-    type Store: Store;
-    /// Makes the images durable on the host (background erases finished).
-    fn sync_image(&mut self) -> flash::Result<()>;
-    /// Gives the images' stores back.
-    fn into_images(self) -> Images<Self::Store>;
-}
-
-impl<S: Store + Send + 'static> Medium for NorSegments<NorPart<S>> {
-    type Store = S;
-    fn sync_image(&mut self) -> flash::Result<()> {
-        Simulated::flush(self.flash_mut())
-    }
-    fn into_images(self) -> Images<S> {
-        Images::one(self.into_inner().into_store())
-    }
-}
-
-impl<S: Store + Send + 'static> Medium for NandSegments<NandSim<S>> {
-    type Store = S;
-    fn sync_image(&mut self) -> flash::Result<()> {
-        Simulated::flush(self.flash_mut())
-    }
-    fn into_images(self) -> Images<S> {
-        Images::one(self.into_inner().into_store())
-    }
-}
-
-impl<S: Store + Send + 'static> Medium for Hybrid<S> {
-    type Store = S;
-    fn sync_image(&mut self) -> flash::Result<()> {
-        Simulated::flush(self.bulk_mut().flash_mut())?;
-        Simulated::flush(self.fast_mut().flash_mut())
-    }
-    fn into_images(self) -> Images<S> {
-        let (nvram, nand) = self.into_inner();
-        Images {
-            main: nand.into_inner().into_store(),
-            nvram: Some(nvram.into_inner().into_inner().into_store()),
-        }
-    }
-}
+use crate::volume::{self, ftl_log_usage, rewrap, Hybrid, Images, LogUsage, Media, Medium, Space};
 
 /// The native file system on any medium.
 // Two devices make the largest variant; a command holds one value of it at a time, so a

@@ -24,7 +24,6 @@ use flashfs::{BlockDevice, Ftl, FtlConfig, Log, NandSegments, NorSegments, Segme
 use serde::Serialize;
 
 use crate::device::{self, AtPath, NorPart};
-use crate::native::Medium;
 use crate::units;
 
 /// Sector size of the block device on NOR flash unless `mkfs --sector-size` says otherwise
@@ -902,6 +901,51 @@ impl<S: Store> Store for Overlay<S> {
             at += n;
         }
         Ok(())
+    }
+}
+
+/// A medium a volume runs on, able to give its images back.
+pub trait Medium: Segments + Send + 'static {
+    /// Where the images live.
+    type Store: Store;
+    /// Makes the images durable on the host (background erases finished).
+    fn sync_image(&mut self) -> flash::Result<()>;
+    /// Gives the images' stores back.
+    fn into_images(self) -> Images<Self::Store>;
+}
+
+impl<S: Store + Send + 'static> Medium for NorSegments<NorPart<S>> {
+    type Store = S;
+    fn sync_image(&mut self) -> flash::Result<()> {
+        Simulated::flush(self.flash_mut())
+    }
+    fn into_images(self) -> Images<S> {
+        Images::one(self.into_inner().into_store())
+    }
+}
+
+impl<S: Store + Send + 'static> Medium for NandSegments<NandSim<S>> {
+    type Store = S;
+    fn sync_image(&mut self) -> flash::Result<()> {
+        Simulated::flush(self.flash_mut())
+    }
+    fn into_images(self) -> Images<S> {
+        Images::one(self.into_inner().into_store())
+    }
+}
+
+impl<S: Store + Send + 'static> Medium for Hybrid<S> {
+    type Store = S;
+    fn sync_image(&mut self) -> flash::Result<()> {
+        Simulated::flush(self.bulk_mut().flash_mut())?;
+        Simulated::flush(self.fast_mut().flash_mut())
+    }
+    fn into_images(self) -> Images<S> {
+        let (nvram, nand) = self.into_inner();
+        Images {
+            main: nand.into_inner().into_store(),
+            nvram: Some(nvram.into_inner().into_inner().into_store()),
+        }
     }
 }
 

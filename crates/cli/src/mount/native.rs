@@ -24,8 +24,9 @@ use fuser::{
 
 use super::idle::{Idle, IdleThread, Shared};
 use super::Volume;
-use crate::native::{self, Medium};
+use crate::native;
 use crate::units;
+use crate::volume::Medium;
 
 /// How long the kernel may cache names and attributes. Every change goes through this
 /// process, which answers with the new attributes, so the cache is never stale for long.
