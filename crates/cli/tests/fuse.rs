@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     assert_clean, data, flashfs_bin, info_json, is_mounted, mount, mount_pid, require_fuse, run,
-    wait_gone, Mounted,
+    unmount, wait_gone, Mounted,
 };
 use tempfile::TempDir;
 
@@ -87,7 +87,7 @@ fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
     run(Command::new("fsck.fat").arg("-n").arg(&disk));
 
     // Unmount from outside: the mount process flushes, closes the image and ends.
-    run(Command::new("fusermount3").arg("-u").arg(&mnt));
+    unmount(&mnt);
     wait_gone(pid);
     assert!(!is_mounted(&mnt));
     let logged = std::fs::read_to_string(&log).unwrap();
@@ -149,7 +149,7 @@ fn fat_on_the_mounted_block_device_survives_unmount_and_remount() {
     let pid = mount_pid(&text);
     assert!(std::fs::OpenOptions::new().write(true).open(&disk).is_err());
     run(Command::new("fsck.fat").arg("-n").arg(&disk));
-    run(Command::new("fusermount3").arg("-u").arg(&mnt));
+    unmount(&mnt);
     wait_gone(pid);
     drop(guard);
     assert!(
@@ -184,7 +184,7 @@ fn the_block_device_on_two_devices_is_served_as_one_file() {
     let mut f = std::fs::OpenOptions::new().write(true).open(&disk).unwrap();
     std::io::Write::write_all(&mut f, &bytes).unwrap();
     drop(f);
-    run(Command::new("fusermount3").arg("-u").arg(&mnt));
+    unmount(&mnt);
     wait_gone(pid);
     drop(guard);
 
@@ -203,7 +203,7 @@ fn the_block_device_on_two_devices_is_served_as_one_file() {
         std::fs::read(&disk).unwrap() == bytes,
         "the device reads back wrong"
     );
-    run(Command::new("fusermount3").arg("-u").arg(&mnt));
+    unmount(&mnt);
     wait_gone(pid);
     drop(guard);
     assert_clean(&img);

@@ -34,7 +34,7 @@ fn formatted(preset: &str) -> (TempDir, PathBuf, PathBuf) {
 }
 
 fn unmount(mnt: &Path, pid: u32) {
-    run(Command::new("fusermount3").arg("-u").arg(mnt));
+    common::unmount(mnt);
     wait_gone(pid);
     assert!(!is_mounted(mnt));
 }

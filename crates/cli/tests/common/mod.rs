@@ -170,6 +170,32 @@ pub fn run(cmd: &mut std::process::Command) -> Output {
     out
 }
 
+/// Unmounts `mnt`, waiting while the kernel still holds a file of it: a `close` returns before
+/// the file system's release of the file, so right after a large write the mount can be busy
+/// for a moment.
+pub fn unmount(mnt: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(mnt)
+            .output()
+            .expect("fusermount3 starts");
+        if out.status.success() {
+            return;
+        }
+        let busy = String::from_utf8_lossy(&out.stderr).contains("busy");
+        assert!(
+            busy && Instant::now() < deadline,
+            "fusermount3 -u {} failed ({}): {}",
+            mnt.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Unmounts on drop, so that a failing test leaves no mount behind.
 pub struct Mounted<'a>(pub &'a Path);
 
