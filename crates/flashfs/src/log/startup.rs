@@ -1080,7 +1080,7 @@ impl<D: Segments> Log<D> {
     /// segments, whose set cannot shrink below a segment per head), or the log writes
     /// outside any set (after a scan, or once a set ran out), so a power cut now would
     /// cost the next mount a scan; or, on two devices, the set's fast-tier segments are
-    /// all opened while the fast tier has others free ([`Log::fast_share_used`]).
+    /// all opened while the fast tier has others free.
     pub fn checkpoint_due(&self) -> bool {
         let Some(a) = &self.anchors else {
             return false;
