@@ -76,7 +76,7 @@ pub const HOT_HEAD_MIN_SEGMENTS: u32 = 64;
 
 /// Free segments the fast tier of a volume on two devices keeps by cleaning its own: one for
 /// the metadata head to open next, one for a checkpoint's set.
-const FAST_TIER_FREE: usize = 2;
+const FAST_TIER_FREE: u32 = 2;
 
 impl Head {
     const ALL: [Head; HEADS] = [Head::Hot, Head::Warm, Head::Cold, Head::Meta];
@@ -495,6 +495,8 @@ pub struct Log<D> {
     segs: Vec<SegInfo>,
     heads: [Option<u32>; HEADS],
     free: u32,
+    /// Of them, the fast tier's (a volume on two devices; 0 on one device).
+    free_fast: u32,
     /// Segments open, full or failing: those whose headers identify the volume.
     in_use: u32,
     seq: u64,
@@ -561,6 +563,9 @@ impl<D: Segments> Log<D> {
             heads: [None; HEADS],
             // Every segment starts Dirty, which counts as free.
             free: geo.segments,
+            free_fast: (0..geo.segments)
+                .filter(|&s| dev.tier(s) == Tier::Fast)
+                .count() as u32,
             in_use: 0,
             seq: 1,
             stats: LogStats::default(),
@@ -2010,19 +2015,7 @@ impl<D: Segments> Log<D> {
     /// Whether the fast tier, where metadata goes, has fewer than [`FAST_TIER_FREE`] free
     /// segments left.
     fn fast_tier_short(&self) -> bool {
-        if !self.dev.is_tiered() || !self.meta_apart() {
-            return false;
-        }
-        let free = (0..self.geo.segments)
-            .filter(|&s| self.dev.tier(s) == Tier::Fast)
-            .filter(|&s| {
-                matches!(
-                    self.segs[s as usize].state,
-                    SegState::Free | SegState::Dirty
-                )
-            })
-            .count();
-        free < FAST_TIER_FREE
+        self.dev.is_tiered() && self.meta_apart() && self.free_fast < FAST_TIER_FREE
     }
 
     /// Whether the wear leveller counts `seg`: not the fast tier's segments, whose NVRAM
@@ -2168,9 +2161,16 @@ impl<D: Segments> Log<D> {
         s.state = state;
         let is = *s;
         let free = |x: &SegInfo| matches!(x.state, SegState::Free | SegState::Dirty);
+        let fast = self.dev.tier(seg) == Tier::Fast;
         match (free(&was), free(&is)) {
-            (false, true) => self.free += 1,
-            (true, false) => self.free -= 1,
+            (false, true) => {
+                self.free += 1;
+                self.free_fast += u32::from(fast);
+            }
+            (true, false) => {
+                self.free -= 1;
+                self.free_fast -= u32::from(fast);
+            }
             _ => {}
         }
         match (was.in_use(), is.in_use()) {

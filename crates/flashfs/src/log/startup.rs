@@ -1122,9 +1122,10 @@ impl<D: Segments> Log<D> {
                 SegState::Free | SegState::Dirty
             )
         };
+        // With none of the set's fast segments free, any free one lies outside the set.
         set.iter().any(|&s| fast(s))
             && !set.iter().any(|&s| fast(s) && free(s))
-            && (0..self.geo.segments).any(|s| fast(s) && free(s) && !set.contains(&s))
+            && self.free_fast > 0
     }
 
     /// The free segments (erased or to be erased), least worn first.
