@@ -1728,7 +1728,11 @@ pub const HYBRID_NVRAM_SEGMENTS: u32 = 8;
 /// preset's torture device ([`torture_device`]), and beside it [`HYBRID_NVRAM_SEGMENTS`]
 /// segments of the NVRAM preset's part, each holding as many slots as a NAND segment.
 fn hybrid_device(name: &'static str) -> Result<TortureDevice> {
-    let (flash_name, nvram_name) = name.split_once('+').expect("a name of two presets");
+    let Some((flash_name, nvram_name)) = name.split_once('+') else {
+        return Err(BenchError::InvalidOptions(format!(
+            "{name} does not name two presets"
+        )));
+    };
     let flash = torture_device(flash_name)?;
     match flash.spec {
         DeviceSpec::Nand(s) if !s.is_mlc() => {}
@@ -2534,10 +2538,26 @@ fn format_for<D: Segments>(dev: &TortureDevice, opts: &TortureOptions, seg: D) -
 /// A copy of the formatted part kept in `base`, formatted by `format` the first time: every
 /// case of a preset starts from the same image.
 fn formatted_once<D: Clone>(base: &mut Option<D>, format: impl FnOnce() -> Result<D>) -> Result<D> {
-    if base.is_none() {
-        *base = Some(format()?);
+    match base {
+        Some(d) => Ok(d.clone()),
+        None => Ok(base.insert(format()?).clone()),
     }
-    Ok(base.clone().expect("formatted above"))
+}
+
+fn unknown_workload(name: &str) -> BenchError {
+    BenchError::InvalidOptions(format!("no workload of this target is called {name}"))
+}
+
+/// Runs the workload called `name` on copies of the formatted part `base`.
+fn run_copies<D: SimSegments>(
+    base: D,
+    dev: &TortureDevice,
+    fault: Fault,
+    name: &str,
+    opts: &TortureOptions,
+    tick: &mut dyn FnMut(u64, u64),
+) -> Result<(Report, Vec<Violation>)> {
+    run_named(&move |_| Ok(base.clone()), dev, fault, name, opts, tick)
 }
 
 /// Runs the workload called `name` (the target's kind of workload) under `fault`.
@@ -2551,11 +2571,11 @@ fn run_named<D: SimSegments>(
 ) -> Result<(Report, Vec<Violation>)> {
     match dev.target {
         TargetKind::Ftl => {
-            let w = Workload::from_name(name).expect("a block-device workload");
+            let w = Workload::from_name(name).ok_or_else(|| unknown_workload(name))?;
             run_ftl(base, dev, fault, w, opts, tick)
         }
         TargetKind::Fs => {
-            let w = FsWorkload::from_name(name).expect("a file-system workload");
+            let w = FsWorkload::from_name(name).ok_or_else(|| unknown_workload(name))?;
             run_fs(base, dev, fault, w, opts, tick)
         }
     }
@@ -2604,26 +2624,12 @@ fn run_preset(
                     let base = formatted_once(&mut hybrid_base, || {
                         format_for(dev, opts, hybrid_part(dev, 1)?)
                     })?;
-                    run_named(
-                        &move |_| Ok(base.clone()),
-                        dev,
-                        fault,
-                        &name,
-                        opts,
-                        &mut tick,
-                    )?
+                    run_copies(base, dev, fault, &name, opts, &mut tick)?
                 }
                 DeviceSpec::Nor(_) => {
                     let base =
                         formatted_once(&mut nor_base, || format_for(dev, opts, nor_part(dev)?))?;
-                    run_named(
-                        &move |_| Ok(base.clone()),
-                        dev,
-                        fault,
-                        &name,
-                        opts,
-                        &mut tick,
-                    )?
+                    run_copies(base, dev, fault, &name, opts, &mut tick)?
                 }
                 DeviceSpec::Nand(_) if fault == Fault::BadBlocks => {
                     let base = |seed| formatted_bad_block_part(dev, seed, &formatted_nand);
@@ -2632,27 +2638,13 @@ fn run_preset(
                 DeviceSpec::Nand(_) => {
                     let base =
                         formatted_once(&mut nand_base, || formatted_nand(nand_part(dev, 1)?))?;
-                    run_named(
-                        &move |_| Ok(base.clone()),
-                        dev,
-                        fault,
-                        &name,
-                        opts,
-                        &mut tick,
-                    )?
+                    run_copies(base, dev, fault, &name, opts, &mut tick)?
                 }
                 DeviceSpec::Nvram(_) => {
                     let base = formatted_once(&mut nvram_base, || {
                         format_for(dev, opts, nvram_part(dev)?)
                     })?;
-                    run_named(
-                        &move |_| Ok(base.clone()),
-                        dev,
-                        fault,
-                        &name,
-                        opts,
-                        &mut tick,
-                    )?
+                    run_copies(base, dev, fault, &name, opts, &mut tick)?
                 }
             };
             outcome.reports.push(report);

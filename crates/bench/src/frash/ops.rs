@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use flash::stats::Stats;
-use flashfs::fs::ROOT_INO;
+use flashfs::fs::{Ino, ROOT_INO};
 use flashfs::Fs;
 
 use super::volume::{hybrid, nvram_spec, Config, Volume};
@@ -211,15 +211,8 @@ impl Run<'_> {
                 .create(dir, &name(i), 0o644, 0, 0)
                 .context(|| format!("create {dir_name}/{i}"))?
                 .ino;
-            fs.open(ino).context(|| "open".into())?;
-            if len > 0 {
-                fs.write(ino, 0, self.pat.file(content(i, false), 0, len))
-                    .context(|| format!("write {dir_name}/{i}"))?;
-            }
-            fs.release(ino).context(|| "close".into())?;
-            if each {
-                fs.fsync(ino, false).context(|| "fsync".into())?;
-            }
+            let data = self.pat.file(content(i, false), 0, len);
+            write_whole(&mut fs, ino, data, each).context(|| format!("write {dir_name}/{i}"))?;
         }
         if !each {
             fs.sync().context(|| "sync".into())?;
@@ -233,13 +226,9 @@ impl Run<'_> {
                     .lookup(dir, &name(i))
                     .context(|| format!("lookup {dir_name}/{i}"))?
                     .ino;
-                fs.open(ino).context(|| "open".into())?;
-                fs.write(ino, 0, self.pat.file(content(i, true), 0, len))
+                let data = self.pat.file(content(i, true), 0, len);
+                write_whole(&mut fs, ino, data, each)
                     .context(|| format!("overwrite {dir_name}/{i}"))?;
-                fs.release(ino).context(|| "close".into())?;
-                if each {
-                    fs.fsync(ino, false).context(|| "fsync".into())?;
-                }
             }
             if !each {
                 fs.sync().context(|| "sync".into())?;
@@ -336,4 +325,23 @@ impl Run<'_> {
         rows.push(read);
         Ok(fs)
     }
+}
+
+/// Opens file `ino`, writes `data` at its start (nothing when empty), closes it, and with
+/// `each` syncs it: one `lat_fs` file operation.
+fn write_whole<D: Volume>(
+    fs: &mut Fs<D>,
+    ino: Ino,
+    data: &[u8],
+    each: bool,
+) -> flashfs::Result<()> {
+    fs.open(ino)?;
+    if !data.is_empty() {
+        fs.write(ino, 0, data)?;
+    }
+    fs.release(ino)?;
+    if each {
+        fs.fsync(ino, false)?;
+    }
+    Ok(())
 }

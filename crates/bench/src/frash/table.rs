@@ -77,16 +77,7 @@ fn mount_table(rows: &[FrashRow], ending: &str) -> String {
         .collect();
     let mut lines = Vec::new();
     for l in lead {
-        let mut line = vec![
-            format!("{}", l.file_kb),
-            if l.full == Some(true) {
-                "full"
-            } else {
-                "few MiB"
-            }
-            .into(),
-            format!("{:.0}", l.partition_mb),
-        ];
+        let mut line = mount_key(l);
         for c in &cfgs {
             match peer(rows, l, c) {
                 Some(r) => {
@@ -156,17 +147,8 @@ fn heap_table(rows: &[FrashRow]) -> String {
         .iter()
         .filter(|r| r.experiment == "mount" && r.ending == Some("clean") && r.config == cfgs[0])
     {
-        let mut line = vec![
-            format!("{}", l.file_kb),
-            if l.full == Some(true) {
-                "full"
-            } else {
-                "few MiB"
-            }
-            .into(),
-            format!("{:.0}", l.partition_mb),
-            l.files.to_string(),
-        ];
+        let mut line = mount_key(l);
+        line.push(l.files.to_string());
         let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{:.1}", b as f64 / 1024.0));
         for c in &cfgs {
             let r = peer(rows, l, c);
@@ -459,4 +441,18 @@ pub fn goals(rows: &[FrashRow]) -> Vec<String> {
         &equal,
     ));
     out
+}
+
+/// The columns that name a mount row: file size, fill, partition size.
+fn mount_key(l: &FrashRow) -> Vec<String> {
+    let fill = if l.full == Some(true) {
+        "full"
+    } else {
+        "few MiB"
+    };
+    vec![
+        format!("{}", l.file_kb),
+        fill.into(),
+        format!("{:.0}", l.partition_mb),
+    ]
 }
