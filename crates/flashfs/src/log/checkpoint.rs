@@ -165,7 +165,7 @@ pub(crate) struct Root {
     pub set: Vec<u32>,
     /// Whether the volume was closed with this root: the owner forgot nothing after it
     /// unless something was programmed after it too. On a volume on two devices nothing
-    /// was: the first program after a close appends the root again, not closed, so a
+    /// was: the first slot written after a close appends the root again, not closed, so a
     /// mount that finds a closed root newest rolls nothing forward (SPEC.md §3.5).
     pub closed: bool,
 }
