@@ -171,7 +171,7 @@ pub struct LogConfig {
     /// in segments of [`SET_SEGMENT_SLOTS`] slots; larger segments (NAND segments of
     /// several blocks, SPEC.md §2.1) take proportionally fewer, at least 4, so that a
     /// roll-forward reads about as many tags whatever the segments' size, and smaller ones
-    /// (the W25Q64JV's 15 slots) proportionally more, as many as a root names, so that
+    /// (the W25Q64JV's 30 slots) proportionally more, as many as a root names, so that
     /// checkpoints come as rarely.
     pub checkpoint_set: u32,
     /// Whether a mount scans every segment even when a checkpoint is current (the baseline
@@ -1938,6 +1938,11 @@ impl<D: Segments> Log<D> {
                     .set_slc(seg, header.slc)
                     .and_then(|()| self.dev.write_header(seg, &header))
             };
+            // A header may wait in RAM with its segment's first tags (SPI NOR): it goes
+            // down before it is read back.
+            if r.is_ok() && self.config.verify_programs {
+                r = self.dev.sync();
+            }
             if r.is_ok()
                 && self.config.verify_programs
                 && self.dev.read_header(seg)? != HeaderState::Valid(header)

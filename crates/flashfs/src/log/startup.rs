@@ -682,8 +682,8 @@ impl<D: Segments> Log<D> {
         let asked = self.config.checkpoint_set.max(2);
         let scaled = u64::from(asked) * u64::from(SET_SEGMENT_SLOTS) / u64::from(self.geo.slots);
         if self.geo.slots <= SET_SEGMENT_SLOTS {
-            // The W25Q64JV's segments of 15 slots: 136 asked, the root names about 100,
-            // and a checkpoint comes after about 750 slots instead of 240.
+            // The W25Q64JV's segments of 30 slots: 68, and a checkpoint comes after about
+            // 1,000 slots instead of 480.
             return scaled.min(u64::from(u16::MAX)) as u32;
         }
         (scaled as u32).clamp(asked.min(4), asked)
@@ -1405,6 +1405,9 @@ impl<D: Segments> Log<D> {
         }
         if header && r.is_ok() {
             r = self.dev.write_header(seg, &head);
+            if r.is_ok() && self.config.verify_programs {
+                r = self.dev.sync();
+            }
             if r.is_ok()
                 && self.config.verify_programs
                 && self.dev.read_header(seg)? != HeaderState::Valid(head)

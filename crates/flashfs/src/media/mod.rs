@@ -327,6 +327,11 @@ pub trait Segments {
 /// 512 bytes (75% of the unit) where 4 units hold 15 (94%).
 pub const NOR_MIN_SEGMENT: u32 = 8 * 1024;
 
+/// [`NOR_MIN_SEGMENT`] on a part with a program page (SPI NOR), where every program command
+/// costs its time whatever its size: a segment's header and tag summary take two commands
+/// (SPEC.md §2.2), beside 30 of data in 8 KiB and 60 in 16 KiB.
+pub const SPI_NOR_MIN_SEGMENT: u32 = 16 * 1024;
+
 /// NOR flash as segments: per segment (one erase unit, or several consecutive units of one
 /// bank where units are smaller than [`NOR_MIN_SEGMENT`]), header, tag summary, then slots
 /// of `slot_size`.
@@ -821,7 +826,7 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 
     fn read_header(&mut self, seg: u32) -> Result<HeaderState> {
         let mut b = [0u8; HEADER_LEN];
-        self.read_at(self.base(seg), &mut b)?;
+        self.read_entries(self.base(seg), &mut b)?;
         if b.iter().all(|&x| x == 0) {
             return Ok(HeaderState::Bad);
         }
@@ -836,7 +841,17 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         let head = round_up(HEADER_LEN as u32, self.flash.spec().word_size) as usize;
         let mut b = alloc::vec![0xFFu8; head];
         b[..HEADER_LEN].copy_from_slice(&header.encode());
-        self.program(self.base(seg), &b)
+        let at = self.base(seg);
+        // Where entries wait, the header waits with them: the first entries follow it in
+        // the same program page, and a segment whose header a cut leaves erased over
+        // programmed slots is erased before use, as every segment a mount finds without a
+        // header is (SPEC.md §2.2).
+        if self.defers && head as u32 <= self.flash.spec().program_page {
+            self.pending.retain(|p| p.seg != seg);
+            self.pending.push(Pending { seg, at, bytes: b });
+            return Ok(());
+        }
+        self.program(at, &b)
     }
 
     fn read_tags(&mut self, seg: u32, out: &mut [TagState]) -> Result<()> {
@@ -1129,11 +1144,17 @@ impl<F: NorFlash> Segments for NorSegments<F> {
 }
 
 /// Erase units per segment on a NOR part: the fewest (a power of two, at most 128, the
-/// header's field) that make at least [`NOR_MIN_SEGMENT`] bytes, within one bank.
+/// header's field) that make at least [`NOR_MIN_SEGMENT`] bytes ([`SPI_NOR_MIN_SEGMENT`]
+/// on a part with a program page), within one bank.
 pub fn units_per_segment(s: &flash::NorSpec) -> u32 {
     let per_bank = s.units / s.banks.max(1);
+    let min = if s.program_page > 0 {
+        SPI_NOR_MIN_SEGMENT
+    } else {
+        NOR_MIN_SEGMENT
+    };
     let mut units = 1;
-    while s.unit_size * units < NOR_MIN_SEGMENT && units < 128 && per_bank % (units * 2) == 0 {
+    while s.unit_size * units < min && units < 128 && per_bank % (units * 2) == 0 {
         units *= 2;
     }
     units
@@ -1734,7 +1755,7 @@ mod tests {
             ("st10f280", 1, 7, 124),
             ("st10f280/2", 4, 56, 15),
             ("st10f280/8", 1, 56, 15),
-            ("w25q64jv", 2, 1024, 15),
+            ("w25q64jv", 4, 512, 30),
         ] {
             assert_layout(&part(name), name, (units, segments, slots));
         }
@@ -1743,9 +1764,9 @@ mod tests {
     #[test]
     fn nor_slot_data_starts_on_a_program_page_at_no_cost_in_slots() {
         let mut d = part("w25q64jv");
-        // 32 + 15 × 16 bytes of header and entries, then the data from 512 (not 272): the
-        // 15 slots of 512 bytes still fill the 8 KiB segment exactly.
-        assert_eq!((d.shape.data_off, d.geometry().slots), (512, 15));
+        // 32 + 30 × 16 bytes of header and entries, then the data from 512: 30 slots of 512
+        // bytes in the 16 KiB segment, as many per KiB as 15 in 8 KiB.
+        assert_eq!((d.shape.data_off, d.geometry().slots), (512, 30));
         let data = [0x5Au8; 512];
         let before = d.flash().stats().programs;
         d.write_slot(3, 4, &sector_tag(1), &data).unwrap();
@@ -1771,6 +1792,10 @@ mod tests {
         let mut d = part("w25q64jv");
         let data = [0x5Au8; 512];
         let before = d.flash().stats().programs;
+        let header = test_header(9, 2);
+        // The header waits with the entries that follow it.
+        d.write_header(2, &header).unwrap();
+        assert_eq!(d.read_header(2).unwrap(), HeaderState::Valid(header));
         // The header and the entries of slots 0–13 fill the first program page.
         for slot in 0..13 {
             d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
@@ -1782,29 +1807,69 @@ mod tests {
         let mut back = [0u8; 512];
         d.read_slot(2, 12, &mut back).unwrap();
         assert!(!d.slot_erased(2, 12).unwrap());
-        // On flash, though, slot 12 has no entry: a cut now loses slots 0–12.
+        // On flash, though, slot 12 has no entry and the segment no header: a cut now
+        // leaves slots 0–12 programmed under an erased header, which a mount erases.
         let mut raw = [0u8; 16];
         let at = d.entry_at(2, 12);
         d.flash_mut().read(at, &mut raw).unwrap();
         assert!(raw.iter().all(|&b| b == 0xFF));
+        let mut head = [0u8; HEADER_LEN];
+        let base = d.base(2);
+        d.flash_mut().read(base, &mut head).unwrap();
+        assert!(head.iter().all(|&b| b == 0xFF));
         d.write_slot(2, 13, &sector_tag(13), &data).unwrap();
-        // Slot 13's data, and the first page of entries in one command.
+        // Slot 13's data, and the header with the first page of entries in one command.
         assert_eq!(d.flash().stats().programs - before, 29);
         d.flash_mut().read(at, &mut raw).unwrap();
         assert!(matches!(
             NorEntry::new(true).decode(&raw),
             TagState::Valid(_)
         ));
-        let at = d.entry_at(2, 14);
+        d.flash_mut().read(base, &mut head).unwrap();
+        assert_eq!(SegHeader::decode(&head), Ok(Some(header)));
+        for slot in 14..29 {
+            d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
+                .unwrap();
+        }
+        let at = d.entry_at(2, 28);
         d.flash_mut().read(at, &mut raw).unwrap();
         assert!(raw.iter().all(|&b| b == 0xFF));
-        // The segment's last slot puts down the rest of its run.
-        d.write_slot(2, 14, &sector_tag(14), &data).unwrap();
-        assert_eq!(d.flash().stats().programs - before, 32);
+        // The segment's last slot puts down the rest of its run: the second page.
+        d.write_slot(2, 29, &sector_tag(29), &data).unwrap();
+        assert_eq!(d.flash().stats().programs - before, 62);
         assert!(d.pending.is_empty());
-        let mut tags = [TagState::Erased; 15];
+        let mut tags = [TagState::Erased; 30];
         d.read_tags(2, &mut tags).unwrap();
         assert!(tags.iter().all(|t| matches!(t, TagState::Valid(_))));
+    }
+
+    #[test]
+    fn spi_nor_header_waiting_goes_down_at_a_sync_and_a_cut_loses_it() {
+        let mut d = part("w25q64jv");
+        let data = [0x5Au8; 512];
+        let header = test_header(9, 2);
+        d.write_header(3, &header).unwrap();
+        d.write_slot(3, 0, &sector_tag(1), &data).unwrap();
+        let before = d.flash().stats().programs;
+        // Header and entry in one command.
+        d.sync().unwrap();
+        assert_eq!(d.flash().stats().programs - before, 1);
+        d.power_cut();
+        assert_eq!(d.read_header(3).unwrap(), HeaderState::Valid(header));
+        assert!(matches!(d.read_tag(3, 0).unwrap(), TagState::Valid(_)));
+        // Unsynced, both are gone with the power: the segment reads unopened, its slot
+        // programmed (a mount takes every segment without a header for dirty).
+        d.write_header(4, &header).unwrap();
+        d.write_slot(4, 0, &sector_tag(2), &data).unwrap();
+        d.power_cut();
+        assert_eq!(d.read_header(4).unwrap(), HeaderState::Erased);
+        assert_eq!(d.read_tag(4, 0).unwrap(), TagState::Erased);
+        assert!(!d.slot_erased(4, 0).unwrap());
+        // A header whose segment is erased before its entries come goes with it.
+        d.write_header(5, &header).unwrap();
+        d.erase(5, false).unwrap();
+        d.sync().unwrap();
+        assert_eq!(d.read_header(5).unwrap(), HeaderState::Erased);
     }
 
     #[test]
@@ -1848,7 +1913,7 @@ mod tests {
         assert_eq!(d.resume_slot(2, 3).unwrap(), Some(6));
         assert_eq!(d.resume_slot(2, 6).unwrap(), Some(6));
         // Nothing left: a full segment is not resumed.
-        for slot in 6..15 {
+        for slot in 6..30 {
             d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
                 .unwrap();
         }
@@ -1865,10 +1930,10 @@ mod tests {
             d.write_slot(2, slot, &sector_tag(u64::from(slot)), &data)
                 .unwrap();
         }
-        // Segment 2 is units 4 and 5: the header's unit, with the entries, wears out.
+        // Segment 2 is units 8–11: the header's unit, with the entries, wears out.
         d.flash_mut().set_faults(FaultConfig {
             timebombs: alloc::vec![Timebomb {
-                block: 4,
+                block: 8,
                 at_erases: 0,
             }],
             ..FaultConfig::default()
