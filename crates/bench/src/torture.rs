@@ -2397,6 +2397,12 @@ pub const TORTURE_REGIONS: flashfs::Regions = flashfs::Regions::Locality;
 /// (SPEC.md §3.5), and cuts fall inside both.
 pub const TORTURE_WEAR_SPREAD: u32 = 2;
 
+/// Bytes at the start of each file the torture's file system puts on the NVRAM of a volume
+/// on two devices ([`flashfs::FsConfig::fast_tier_file_bytes`]): one 512-byte block, so
+/// that every case writes file data to both parts (its small files would otherwise fit on
+/// the NVRAM whole, and no cut fall on the NAND) and writes across the boundary split.
+pub const TORTURE_FAST_FILE_BYTES: u64 = 512;
+
 /// The torture's map cache: none beyond the one page it always holds, so that on devices
 /// of a few map pages every other page is read back and changed pages force checkpoints.
 pub const SMALL_MAP_CACHE: usize = 0;

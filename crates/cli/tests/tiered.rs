@@ -63,7 +63,8 @@ fn u(v: &serde_json::Value) -> u64 {
 }
 
 #[test]
-fn the_native_file_system_keeps_its_metadata_on_the_nvram_and_its_data_on_the_nand() {
+fn the_native_file_system_keeps_its_metadata_and_small_files_on_the_nvram_and_the_rest_on_the_nand()
+{
     let dir = TempDir::new().unwrap();
     let img = dir.path().join("dev.img");
     let text = mkfs(&img, &[]);
@@ -80,13 +81,15 @@ fn the_native_file_system_keeps_its_metadata_on_the_nvram_and_its_data_on_the_na
     // A tree in, without mounting.
     let host = dir.path().join("host");
     std::fs::create_dir_all(host.join("sub")).unwrap();
-    let mut stored = 0u64;
     for i in 0..30u32 {
         let d = data(3000 + i as usize * 100, i + 1);
-        stored += d.len() as u64;
         let at = if i % 2 == 0 { "" } else { "sub/" };
         std::fs::write(host.join(format!("{at}f{i}")), d).unwrap();
     }
+    // Files' first 16 KiB go to the NVRAM while it has room: the rest of a large one, to
+    // the NAND.
+    std::fs::write(host.join("big"), data(80 << 10, 99)).unwrap();
+    let stored = 64u64 << 10;
     let before = digests(&img);
     flashfs()
         .arg("put")
@@ -141,8 +144,8 @@ fn the_native_file_system_keeps_its_metadata_on_the_nvram_and_its_data_on_the_na
         u(&log["segments"])
     );
     assert!(u(&tiers["bulk_segments"]) <= 512, "{tiers}");
-    // The index and the checkpoint live on the NVRAM; the NAND holds the files' blocks
-    // (rounded up to whole blocks) and nothing else.
+    // The index, the checkpoint and the small files live on the NVRAM; the NAND holds the
+    // large file's blocks past its first 16 KiB and nothing else.
     assert!(u(&tiers["fast_live_bytes"]) > 0, "{tiers}");
     assert!(u(&tiers["fast_segments_in_use"]) > 0, "{tiers}");
     let bulk = u(&tiers["bulk_live_bytes"]);

@@ -51,9 +51,17 @@ fn fast_segments_in_use<D: Segments>(fs: &Fs<D>) -> usize {
         .count()
 }
 
+/// Metadata only on the NVRAM: file data there is turned off.
+fn metadata_only() -> FsConfig {
+    FsConfig {
+        fast_tier_file_bytes: 0,
+        ..FsConfig::default()
+    }
+}
+
 #[test]
 fn metadata_goes_to_the_nvram_and_data_to_the_nand() {
-    let mut fs = Fs::format(hybrid(1024, 512), FsConfig::default()).unwrap();
+    let mut fs = Fs::format(hybrid(1024, 512), metadata_only()).unwrap();
     for i in 0..40u32 {
         let name = format!("/f{i}");
         fs.write_file(name.as_bytes(), &data(3000 + i as usize * 100, i + 3))
@@ -71,7 +79,7 @@ fn metadata_goes_to_the_nvram_and_data_to_the_nand() {
         nand < stored * 13 / 10,
         "metadata went to the NAND: {nand} bytes for {stored}"
     );
-    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    let mut fs = Fs::mount(dev, metadata_only()).unwrap();
     for i in 0..40u32 {
         let name = format!("/f{i}");
         assert_eq!(
@@ -80,6 +88,87 @@ fn metadata_goes_to_the_nvram_and_data_to_the_nand() {
         );
     }
     assert!(fast_segments_in_use(&fs) > 0, "live metadata on the NVRAM");
+}
+
+/// Live slots on the NVRAM, and the slots it has beside its anchors.
+fn fast_live_and_room<D: Segments>(fs: &Fs<D>) -> (u64, u64) {
+    let log = fs.ftl().log();
+    let slots = u64::from(log.geometry().slots);
+    let fast: Vec<u32> = (0..log.geometry().segments)
+        .filter(|&s| log.device().tier(s) == Tier::Fast)
+        .collect();
+    let live = fast
+        .iter()
+        .map(|&s| u64::from(log.segments()[s as usize].live()))
+        .sum();
+    (live, (fast.len() as u64 - 2) * slots)
+}
+
+/// The first 16 KiB of every file go to the NVRAM while data takes less than half of its
+/// slots (`FsConfig::fast_tier_file_bytes`): a small file costs no NAND program, a large
+/// one only its first blocks' worth less; once the half is taken, data goes to the NAND
+/// and the metadata keeps the NVRAM.
+#[test]
+fn small_files_go_to_the_nvram_while_it_has_room() {
+    let mut fs = Fs::format(hybrid(2048, 1024), FsConfig::default()).unwrap();
+    fs.sync().unwrap();
+    let nand = |fs: &Fs<Hybrid>| {
+        let dev = fs.ftl().log().device();
+        dev.bulk().flash().stats().bytes_programmed
+    };
+    let nand0 = nand(&fs);
+    for i in 0..40u32 {
+        let name = format!("/s{i}");
+        fs.write_file(name.as_bytes(), &data(2048, i + 1)).unwrap();
+    }
+    fs.sync().unwrap();
+    // Segment headers at most: 80 KiB of data and their metadata went to the NVRAM.
+    assert!(nand(&fs) - nand0 < 4096, "{} NAND bytes", nand(&fs) - nand0);
+    // A large file: its first 16 KiB on the NVRAM, the rest on the NAND.
+    let nand1 = nand(&fs);
+    fs.write_file(b"/large", &data(64 << 10, 99)).unwrap();
+    fs.sync().unwrap();
+    let on_nand = nand(&fs) - nand1;
+    assert!(
+        (48 << 10..56 << 10).contains(&on_nand),
+        "{on_nand} NAND bytes for 48 KiB past the file's first 16 KiB"
+    );
+    // Small files until data has half of the NVRAM: later ones go to the NAND.
+    let (_, room) = fast_live_and_room(&fs);
+    let files = (room / 8 + 200) as u32;
+    for i in 0..files {
+        let name = format!("/t{i}");
+        fs.write_file(name.as_bytes(), &data(4096, i + 7)).unwrap();
+    }
+    fs.sync().unwrap();
+    assert!(!fs.ftl().log().fast_tier_takes_data());
+    let (live, room) = fast_live_and_room(&fs);
+    assert!(
+        live < room * 3 / 4,
+        "{live} of {room} NVRAM slots live: data took more than its half"
+    );
+    let dev = fs.unmount().unwrap();
+    // The metadata stayed on the NVRAM: the mount after a close reads no NAND.
+    let before = nand_reads(&dev);
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    assert_eq!(nand_reads(fs.ftl().log().device()), before);
+    for i in (0..40u32).step_by(7) {
+        let name = format!("/s{i}");
+        assert_eq!(fs.read_file(name.as_bytes()).unwrap(), data(2048, i + 1));
+    }
+    for i in (0..files).step_by(13) {
+        let name = format!("/t{i}");
+        assert_eq!(fs.read_file(name.as_bytes()).unwrap(), data(4096, i + 7));
+    }
+    assert_eq!(fs.read_file(b"/large").unwrap(), data(64 << 10, 99));
+    // Deleting small files gives the NVRAM back to data.
+    for i in 0..files {
+        let name = format!("/t{i}");
+        fs.remove_path(name.as_bytes()).unwrap();
+    }
+    fs.sync().unwrap();
+    assert!(fs.ftl().log().fast_tier_takes_data());
+    assert!(fs.check(false).unwrap().is_clean());
 }
 
 /// After a clean unmount the mount reads the NVRAM only: the closed root describes the log

@@ -103,6 +103,9 @@ pub struct FrashOptions {
     /// large file) run in turn on one volume, each on what the ones before left, rather
     /// than each on a fresh volume.
     pub ops_one_volume: bool,
+    /// Bytes at the start of each file the `frash` configuration writes to the NVRAM
+    /// (`FsConfig::fast_tier_file_bytes`), if not the default's.
+    pub nvram_file_bytes: Option<u64>,
     /// Seed of the data and of the simulated parts.
     pub seed: u64,
 }
@@ -124,6 +127,7 @@ impl Default for FrashOptions {
             ops_small_bytes: vec![0, 1024, 4096, 10 * 1024],
             ops_large_kib: 10 * 1024,
             ops_one_volume: false,
+            nvram_file_bytes: None,
             seed: 2008,
         }
     }
@@ -169,6 +173,10 @@ pub struct FrashRow {
     /// The NVRAM's time per access, ns (`frash` rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvram_access_ns: Option<u64>,
+    /// Bytes at the start of each file written to the NVRAM while data takes under half of
+    /// it (`FsConfig::fast_tier_file_bytes`; `frash` rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvram_file_bytes: Option<u64>,
     /// Erase blocks of the partition.
     pub blocks: u32,
     /// MiB of the partition (pages only).
@@ -285,6 +293,8 @@ impl FrashRow {
             } else {
                 None
             },
+            nvram_file_bytes: frash
+                .then(|| config.fs_config(opts.nvram_file_bytes).fast_tier_file_bytes),
             blocks: spec.blocks,
             partition_mb: spec.capacity() as f64 / MIB,
             stored_mb: 0.0,

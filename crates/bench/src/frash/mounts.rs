@@ -46,7 +46,7 @@ pub(super) fn run(
 
 /// The capacity of the NAND-only volume on `part` (default configuration), bytes.
 fn nand_capacity(part: &Part, seed: u64) -> Result<u64> {
-    let fs = Fs::format(part.build(seed)?, Config::NandCheckpoint.fs_config())
+    let fs = Fs::format(part.build(seed)?, Config::NandCheckpoint.fs_config(None))
         .context(|| format!("mkfs {}", part.label()))?;
     let st = fs.statfs();
     discard(fs);
@@ -70,7 +70,7 @@ impl Series<'_> {
         pat: &Pattern,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Vec<FrashRow>> {
-        let config = self.config.fs_config();
+        let config = self.config.fs_config(self.opts.nvram_file_bytes);
         let mut fs = Fs::format(dev, config).context(|| "mkfs".into())?;
         let st = fs.statfs();
         let capacity = st.blocks * u64::from(st.block_size);

@@ -150,7 +150,8 @@ impl Run<'_> {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Vec<FrashRow>> {
         let format = || -> Result<Fs<D>> {
-            Fs::format(build()?, self.config.fs_config()).context(|| "mkfs".into())
+            Fs::format(build()?, self.config.fs_config(self.opts.nvram_file_bytes))
+                .context(|| "mkfs".into())
         };
         let mut fs = format()?;
         let mut rows = Vec::new();
@@ -180,7 +181,7 @@ impl Run<'_> {
     /// Unmounts and mounts again, timed: what a read then finds comes from flash.
     fn remount<D: Volume>(&self, fs: Fs<D>) -> Result<(Fs<D>, f64)> {
         let state = fs.unmount().context(|| "unmount".into())?;
-        let (fs, m) = fs_mount_with(&state, self.config.fs_config())?;
+        let (fs, m) = fs_mount_with(&state, self.config.fs_config(self.opts.nvram_file_bytes))?;
         discard(state);
         Ok((fs, m.mount.as_secs_f64() * 1e3))
     }

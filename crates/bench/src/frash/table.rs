@@ -1,6 +1,6 @@
 //! The rows as tables, the paper's figures beside ours, and the goals as measured.
 
-use super::{FrashOptions, FrashRow};
+use super::{Config, FrashOptions, FrashRow};
 use crate::report::columns;
 
 /// FRASH's figure for YAFFS's mount (a scan), ms per MB of partition.
@@ -251,9 +251,16 @@ pub fn table(opts: &FrashOptions, rows: &[FrashRow], heap_counted: bool) -> Stri
         "FRASH: partitions of {} ({} pages and timing, that many blocks); frash: {} beside \
          the NAND ({access}); configs nand-scan (NAND only, no checkpoints, mounted by a scan: \
          YAFFS's way), nand-checkpoint (NAND only, the default: mounted from the checkpoint), \
-         frash (metadata on the NVRAM, data on the NAND); native file system, default \
+         frash (metadata on the NVRAM, and each file's first {} KiB while data takes under \
+         half of it; the rest of the data on the NAND); native file system, default \
          configuration; all times are device time\n",
-        opts.nand_preset, opts.nand_preset, opts.nvram_preset
+        opts.nand_preset,
+        opts.nand_preset,
+        opts.nvram_preset,
+        Config::Frash
+            .fs_config(opts.nvram_file_bytes)
+            .fast_tier_file_bytes as f64
+            / 1024.0
     ));
     if !heap_counted {
         s.push_str("heap not measured: the counting allocator is not installed\n");

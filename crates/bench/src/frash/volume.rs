@@ -101,12 +101,17 @@ impl Config {
         Config::ALL.into_iter().find(|c| c.name() == s)
     }
 
-    /// The file system's configuration, at format and at every mount.
-    pub fn fs_config(self) -> FsConfig {
+    /// The file system's configuration, at format and at every mount: the default, but a
+    /// full scan at every mount for `nand-scan`, and the NVRAM's share of file data
+    /// (`nvram_file_bytes`, if given) for `frash`.
+    pub fn fs_config(self, nvram_file_bytes: Option<u64>) -> FsConfig {
         let mut c = FsConfig::default();
         if self == Config::NandScan {
             c.ftl.log.checkpoints = false;
             c.ftl.log.scan_mount = true;
+        }
+        if let (Config::Frash, Some(bytes)) = (self, nvram_file_bytes) {
+            c.fast_tier_file_bytes = bytes;
         }
         c
     }

@@ -38,7 +38,8 @@ fn fixed_clock() -> Timespec {
 /// cut rolls forward from the last one — but not the smallest (seven units of 64 KiB),
 /// which their anchors and room would leave too small for the file system. MLC parts run
 /// with regions ([`super::TORTURE_REGIONS`]); every part with the torture's wear spread
-/// ([`super::TORTURE_WEAR_SPREAD`]). `journal_blocks`
+/// ([`super::TORTURE_WEAR_SPREAD`]); on two devices a file's first block on the NVRAM
+/// ([`super::TORTURE_FAST_FILE_BYTES`]). `journal_blocks`
 /// as [`FsConfig::journal_blocks`] (`None`: the medium's default).
 pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
     let mut c = FsConfig {
@@ -50,6 +51,7 @@ pub fn fs_config(fault: Fault, journal_blocks: Option<u16>) -> FsConfig {
     c.ftl.log.verify_programs |= fault.verifies_programs();
     c.ftl.log.checkpoint_min_segments = flashfs::log::SEPARATE_HEADS_MIN_SEGMENTS;
     c.ftl.map_cache = super::SMALL_MAP_CACHE;
+    c.fast_tier_file_bytes = super::TORTURE_FAST_FILE_BYTES;
     c.journal_blocks = journal_blocks;
     c
 }

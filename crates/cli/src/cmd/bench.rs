@@ -339,6 +339,10 @@ pub struct FrashArgs {
     /// file) in turn on one volume instead of each on a fresh one.
     #[arg(long)]
     ops_one_volume: bool,
+    /// Bytes at the start of each file the frash configuration writes to the NVRAM while
+    /// data takes less than half of it, instead of the default 16 KiB (0: metadata only).
+    #[arg(long, value_name = "BYTES")]
+    nvram_file_bytes: Option<u64>,
     /// Seed of the data and of the simulated parts.
     #[arg(long)]
     seed: Option<u64>,
@@ -753,6 +757,7 @@ fn frash_bench(args: &FrashArgs, global: Global, out: &mut dyn Write) -> Result<
         opts.ops_files = n;
     }
     opts.ops_one_volume = args.ops_one_volume;
+    opts.nvram_file_bytes = args.nvram_file_bytes;
     if let Some(s) = args.seed {
         opts.seed = s;
     }

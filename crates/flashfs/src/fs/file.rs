@@ -418,7 +418,7 @@ impl<D: Segments> Fs<D> {
                 if end % bs == 0 {
                     let mut block = buffered.to_vec();
                     block[at..at + data.len()].copy_from_slice(data);
-                    store.write_data(s, &block)?;
+                    store.write_file_block(s, &block, b0)?;
                     store.wb.take(s);
                     store.wb.changed();
                 } else {
@@ -490,7 +490,11 @@ impl<D: Segments> Fs<D> {
         }
         if programmed < new.len() {
             let last = content[programmed * bs as usize..].to_vec();
-            if let Err(e) = self.tree.store_mut().defer_data(new[programmed], ino, last) {
+            if let Err(e) =
+                self.tree
+                    .store_mut()
+                    .defer_data(new[programmed], ino, b0 + programmed as u64, last)
+            {
                 self.undo_alloc(&allocated);
                 return Err(e);
             }

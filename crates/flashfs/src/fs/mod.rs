@@ -151,6 +151,14 @@ pub struct FsConfig {
     /// there, never from the cache. RAM only: nothing of it reaches flash or outlives the
     /// mount. Each block held costs its size in heap ([`Fs::read_cache_stats`]).
     pub read_cache_bytes: usize,
+    /// Bytes at the start of every file whose blocks go to the NVRAM of a volume on two
+    /// devices (NVRAM beside NAND), while data takes less than half of the NVRAM's slots
+    /// ([`crate::log::Log::fast_tier_takes_data`]); blocks beyond, and every block once
+    /// that half is taken, go to the NAND. 16 KiB by default: a small file is written at
+    /// the NVRAM's speed, where on the NAND it would cost a page program per block, and a
+    /// large file keeps all but its first blocks on the NAND. Data there stays until
+    /// rewritten or deleted. 0: data never goes to the NVRAM. Ignored on one device.
+    pub fast_tier_file_bytes: u64,
     /// One figure for the RAM of the caches and buffers, in bytes, shared out when the
     /// volume is formatted or mounted ([`FsConfig::budgeted`]) over the block device's map
     /// cache, the index's node cache, the dirty index nodes a commit waits for, the extent
@@ -178,6 +186,7 @@ impl Default for FsConfig {
             journal_blocks: None,
             write_buffer_bytes: 32 << 10,
             read_cache_bytes: 8 << 10,
+            fast_tier_file_bytes: 16 << 10,
             extent_map_extents: extents::EXTENTS,
             ram_budget: None,
         }

@@ -93,6 +93,16 @@ impl Usage {
     }
 }
 
+/// Blocks at the start of every file that go to the fast tier ([`FsConfig::fast_tier_file_bytes`]):
+/// none on one device.
+fn fast_file_blocks<D: Segments>(config: &FsConfig, ftl: &Ftl<D>) -> u64 {
+    if ftl.log().device().is_tiered() {
+        config.fast_tier_file_bytes / ftl.sector_size() as u64
+    } else {
+        0
+    }
+}
+
 /// The index's settings: spare pointers as configured, or wherever the device can patch.
 fn tree_config<D: Segments>(config: &FsConfig, ftl: &Ftl<D>) -> TreeConfig {
     TreeConfig {
@@ -157,6 +167,7 @@ impl<D: Segments> Fs<D> {
         let space = Space::from_used(sectors, |k| k <= u64::from(journal_blocks));
         let tree_config = tree_config(&config, &ftl);
         let hot_in_slc = ftl.log().keeps_hot_in_slc();
+        let fast_file_blocks = fast_file_blocks(&config, &ftl);
         let store = Store {
             ftl,
             space,
@@ -167,6 +178,7 @@ impl<D: Segments> Fs<D> {
             rc: ReadCache::new(config.read_cache_bytes / ss),
             locality: Locality::new(hot_in_slc),
             sweep: Sweep::default(),
+            fast_file_blocks,
         };
         let tree = TxTree::new(
             Tree::open_at(store, None, 0, tree_config)?,
@@ -233,6 +245,7 @@ impl<D: Segments> Fs<D> {
         let mut buf = vec![0; ss];
         let tree_config = tree_config(&config, &ftl);
         let hot_in_slc = ftl.log().keeps_hot_in_slc();
+        let fast_file_blocks = fast_file_blocks(&config, &ftl);
         let mut store = Store {
             ftl,
             space: Space::default(),
@@ -243,6 +256,7 @@ impl<D: Segments> Fs<D> {
             rc: ReadCache::new(config.read_cache_bytes / ss),
             locality: Locality::new(hot_in_slc),
             sweep: Sweep::default(),
+            fast_file_blocks,
         };
         store.read(0, &mut buf)?;
         // The newest of the superblocks block 0 holds. The first commit after the mount

@@ -36,6 +36,9 @@ pub struct Store<D> {
     pub locality: Locality,
     /// The look for data of free sectors a power cut left the block device (`sweep`).
     pub sweep: Sweep,
+    /// Blocks at the start of every file whose data goes to the fast tier of a volume on
+    /// two devices while it takes data ([`FsConfig::fast_tier_file_bytes`]).
+    pub fast_file_blocks: u64,
 }
 
 impl<D: Segments> Store<D> {
@@ -147,7 +150,8 @@ impl<D: Segments> Store<D> {
 
     /// Writes whole sectors of file data of `ino` from its block `block` on: the log keeps
     /// them with other rewritten data if the 2Q ([`Locality`]) finds that block's extent
-    /// hot (a run of sectors is classified by its first block).
+    /// hot (a run of sectors is classified by its first block), on the fast tier if it is
+    /// at a file's start ([`Store::file_block_head`]).
     pub fn write_file_data(
         &mut self,
         sector: u64,
@@ -155,11 +159,38 @@ impl<D: Segments> Store<D> {
         ino: Ino,
         block: u64,
     ) -> Result<()> {
-        if !self.locality.wrote(ino, block) {
-            return self.write_data(sector, data);
+        let ss = self.ftl.sector_size();
+        // A run across the end of the file's start goes down in two parts.
+        let start = self.fast_file_blocks.saturating_sub(block);
+        if start > 0 && start < (data.len() / ss) as u64 {
+            let (head, tail) = data.split_at(start as usize * ss);
+            self.write_file_data(sector, head, ino, block)?;
+            return self.write_file_data(sector + start, tail, ino, block + start);
         }
+        let hot = self.locality.wrote(ino, block).then_some(Head::Hot);
+        let head = self.file_block_head(block, hot);
+        self.changing(sector, data.len() / ss);
+        self.ftl.write_to(sector, data, head)
+    }
+
+    /// Writes a whole file block, block `block` of its file, whose content waited in RAM.
+    pub fn write_file_block(&mut self, sector: u64, data: &[u8], block: u64) -> Result<()> {
+        let head = self.file_block_head(block, None);
         self.changing(sector, data.len() / self.ftl.sector_size());
-        self.ftl.write_to(sector, data, Some(Head::Hot))
+        self.ftl.write_to(sector, data, head)
+    }
+
+    /// The log's head for data of a file's block `block`: the metadata head, whose
+    /// segments are on the fast tier of a volume on two devices, for the first
+    /// [`Store::fast_file_blocks`] of a file while that tier takes data
+    /// ([`crate::log::Log::fast_tier_takes_data`]); `otherwise` else. A small file is then
+    /// written to the NVRAM whole, at its speed, where its data would cost NAND programs.
+    fn file_block_head(&self, block: u64, otherwise: Option<Head>) -> Option<Head> {
+        if block < self.fast_file_blocks && self.ftl.log().fast_tier_takes_data() {
+            Some(Head::Meta)
+        } else {
+            otherwise
+        }
     }
 
     /// Writes whole sectors that are not file data (maps, the superblock) with the log's
@@ -204,9 +235,9 @@ impl<D: Segments> Store<D> {
     /// Keeps `data`, the whole block of file `ino` at `sector`, in RAM instead of
     /// programming it, and programs the least recently written buffered blocks beyond the
     /// bound.
-    pub fn defer_data(&mut self, sector: u64, ino: Ino, data: Vec<u8>) -> Result<()> {
+    pub fn defer_data(&mut self, sector: u64, ino: Ino, block: u64, data: Vec<u8>) -> Result<()> {
         self.changing(sector, 1);
-        self.wb.insert(sector, ino, data);
+        self.wb.insert(sector, ino, block, data);
         while let Some(k) = self.wb.over_limit() {
             self.write_back(k)?;
         }
@@ -216,17 +247,16 @@ impl<D: Segments> Store<D> {
     /// Programs buffered `sector` and drops it from the buffers (nothing if not buffered);
     /// on failure it stays buffered.
     pub fn write_back(&mut self, sector: u64) -> Result<()> {
-        let Some(ino) = self.wb.owner(sector) else {
+        let Some((ino, block)) = self.wb.owner(sector) else {
             return Ok(());
         };
         let Some(data) = self.wb.take(sector) else {
             return Ok(());
         };
-        self.changing(sector, 1);
-        match self.ftl.write_to(sector, &data, None) {
+        match self.write_file_block(sector, &data, block) {
             Ok(()) => Ok(()),
             Err(e) => {
-                self.wb.put_back(sector, ino, data);
+                self.wb.put_back(sector, ino, block, data);
                 Err(e)
             }
         }

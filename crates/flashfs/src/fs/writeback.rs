@@ -27,6 +27,8 @@ use super::layout::Ino;
 struct Buffered {
     /// The file it belongs to.
     ino: Ino,
+    /// Its block number in the file.
+    block: u64,
     /// The whole block.
     data: Vec<u8>,
     /// When it was last written (a counter): the least recent goes first.
@@ -109,11 +111,20 @@ impl WriteBack {
         self.changes
     }
 
-    /// Buffers `data` as `sector`'s content (replacing what was buffered for it).
-    pub fn insert(&mut self, sector: u64, ino: Ino, data: Vec<u8>) {
+    /// Buffers `data` as `sector`'s content, block `block` of file `ino` (replacing what
+    /// was buffered for it).
+    pub fn insert(&mut self, sector: u64, ino: Ino, block: u64, data: Vec<u8>) {
         self.clock += 1;
         let used = self.clock;
-        self.blocks.insert(sector, Buffered { ino, data, used });
+        self.blocks.insert(
+            sector,
+            Buffered {
+                ino,
+                block,
+                data,
+                used,
+            },
+        );
         self.high_water = self.high_water.max(self.bytes());
     }
 
@@ -134,13 +145,21 @@ impl WriteBack {
     }
 
     /// Puts back a block taken out whose program failed, as if never taken.
-    pub fn put_back(&mut self, sector: u64, ino: Ino, data: Vec<u8>) {
-        self.blocks.insert(sector, Buffered { ino, data, used: 0 });
+    pub fn put_back(&mut self, sector: u64, ino: Ino, block: u64, data: Vec<u8>) {
+        self.blocks.insert(
+            sector,
+            Buffered {
+                ino,
+                block,
+                data,
+                used: 0,
+            },
+        );
     }
 
-    /// The file `sector`'s content belongs to.
-    pub fn owner(&self, sector: u64) -> Option<Ino> {
-        self.blocks.get(&sector).map(|b| b.ino)
+    /// The file `sector`'s content belongs to, and its block number there.
+    pub fn owner(&self, sector: u64) -> Option<(Ino, u64)> {
+        self.blocks.get(&sector).map(|b| (b.ino, b.block))
     }
 
     /// The buffered sectors, in order; of file `ino` only if given.
@@ -202,12 +221,12 @@ mod tests {
     #[test]
     fn the_least_recently_written_block_goes_first() {
         let mut wb = WriteBack::new(2);
-        wb.insert(10, 1, alloc::vec![0; 4]);
-        wb.insert(20, 1, alloc::vec![0; 4]);
+        wb.insert(10, 1, 0, alloc::vec![0; 4]);
+        wb.insert(20, 1, 0, alloc::vec![0; 4]);
         assert_eq!(wb.over_limit(), None);
         // Writing 10 again makes 20 the least recent.
         assert!(wb.write(10, 1, &[7, 7]));
-        wb.insert(30, 2, alloc::vec![0; 4]);
+        wb.insert(30, 2, 0, alloc::vec![0; 4]);
         assert_eq!(wb.over_limit(), Some(20));
         assert_eq!(wb.take(20), Some(alloc::vec![0; 4]));
         assert_eq!(wb.over_limit(), None);
@@ -219,9 +238,9 @@ mod tests {
     #[test]
     fn freed_sectors_are_dropped_and_writes_past_the_block_refused() {
         let mut wb = WriteBack::new(4);
-        wb.insert(5, 1, alloc::vec![0; 4]);
-        wb.insert(6, 1, alloc::vec![0; 4]);
-        wb.insert(9, 1, alloc::vec![0; 4]);
+        wb.insert(5, 1, 0, alloc::vec![0; 4]);
+        wb.insert(6, 1, 0, alloc::vec![0; 4]);
+        wb.insert(9, 1, 0, alloc::vec![0; 4]);
         assert!(!wb.write(5, 3, &[1, 1]));
         assert!(!wb.write(7, 0, &[1]));
         wb.drop_range(5, 2);

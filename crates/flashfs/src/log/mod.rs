@@ -2023,6 +2023,29 @@ impl<D: Segments> Log<D> {
         self.dev.is_tiered() && self.meta_apart() && self.free_fast < FAST_TIER_FREE
     }
 
+    /// Whether the fast tier of a volume on two devices takes file data beside the metadata
+    /// (written with the metadata head, [`Head::Meta`]): while fewer than half of its slots
+    /// are live. Its other half stays for the metadata and for the cleaner's room, so data
+    /// never pushes the metadata out to the bulk tier; data written there stays until it
+    /// is rewritten or deleted, and what does not fit goes to the bulk tier as on one device.
+    pub fn fast_tier_takes_data(&self) -> bool {
+        if !self.dev.is_tiered() || !self.meta_apart() {
+            return false;
+        }
+        // The fast tier's segments are numbered first (`Tiered`).
+        let (mut live, mut room) = (0u64, 0u64);
+        for (seg, s) in self.segs.iter().enumerate() {
+            if self.dev.tier(seg as u32) != Tier::Fast {
+                break;
+            }
+            if !matches!(s.state, SegState::Bad | SegState::Anchor) {
+                live += u64::from(s.live());
+                room += u64::from(self.geo.slots);
+            }
+        }
+        live * 2 < room
+    }
+
     /// Whether the wear leveller counts `seg`: not the fast tier's segments, whose NVRAM
     /// wears without limit that matters, and which take every checkpoint.
     fn levelled(&self, seg: usize) -> bool {
