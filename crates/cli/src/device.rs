@@ -304,6 +304,10 @@ impl<S: Store> NorFlash for NorPart<S> {
     fn sync(&mut self) -> flash::Result<()> {
         with_part!(self, f => NorFlash::sync(f))
     }
+
+    fn writes_in_place(&self) -> bool {
+        with_part!(self, f => f.writes_in_place())
+    }
 }
 
 /// A simulator of whichever medium an image holds.

@@ -52,6 +52,14 @@ pub trait NorFlash: DeviceClock {
     fn sync(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// Whether a program writes its bytes as given, setting bits as well as clearing them
+    /// (NVRAM seen as NOR, [`crate::NvramNor`]): a program over written bytes then leaves
+    /// exactly the new ones, and a layout may take back part of a unit without erasing it
+    /// whole. False by default: NOR's programs only clear bits.
+    fn writes_in_place(&self) -> bool {
+        false
+    }
 }
 
 /// Where a NAND page is.

@@ -156,6 +156,10 @@ impl<N: Nvram> NorFlash for NvramNor<N> {
             .step_by(ERASE_CHUNK)
             .try_for_each(|a| self.nvram.write(a, &ERASED))
     }
+
+    fn writes_in_place(&self) -> bool {
+        true
+    }
 }
 
 impl<N: Nvram + crate::sim::Simulated> crate::sim::Simulated for NvramNor<N> {

@@ -141,6 +141,10 @@ impl<F: NorFlash> NorFlash for Uncounted<F> {
     fn sync(&mut self) -> flash::Result<()> {
         uncounted(|| self.0.sync())
     }
+
+    fn writes_in_place(&self) -> bool {
+        self.0.writes_in_place()
+    }
 }
 
 impl<F: NandFlash> NandFlash for Uncounted<F> {

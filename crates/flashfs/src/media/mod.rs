@@ -343,6 +343,10 @@ pub struct NorSegments<F> {
     /// with a program page (SPI NOR), where a program command costs its time whatever its
     /// size.
     defers: bool,
+    /// Whether programs write their bytes as given (NVRAM, SPEC.md §2.2b): a segment is then
+    /// taken back by writing `0xFF` over its header and tag summary only, and a slot is
+    /// unwritten when its entry is, whatever its data bytes hold.
+    in_place: bool,
     /// Tag entries whose slots' data is programmed, not yet themselves, a run per segment.
     pending: alloc::vec::Vec<Pending>,
 }
@@ -459,10 +463,12 @@ impl<F: NorFlash> NorSegments<F> {
 
     fn from_shape(flash: F, shape: NorShape) -> Self {
         let defers = flash.spec().program_page > 0;
+        let in_place = flash.writes_in_place();
         NorSegments {
             flash,
             shape,
             defers,
+            in_place,
             pending: alloc::vec::Vec::new(),
         }
     }
@@ -1019,10 +1025,15 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn slot_erased(&mut self, seg: u32, slot: u32) -> Result<bool> {
-        let mut data = alloc::vec![0u8; self.shape.slot_size as usize];
-        self.read_at(self.data_at(seg, slot), &mut data)?;
         let mut tag = alloc::vec![0u8; self.shape.tag_stride as usize];
         self.read_entries(self.entry_at(seg, slot), &mut tag)?;
+        if self.in_place {
+            // Data bytes left by a cut before the entry, or by the slot's last use, are
+            // written over as given: only the entry says the slot is unwritten.
+            return Ok(tag.iter().all(|&b| b == 0xFF));
+        }
+        let mut data = alloc::vec![0u8; self.shape.slot_size as usize];
+        self.read_at(self.data_at(seg, slot), &mut data)?;
         Ok(data.iter().chain(&tag).all(|&b| b == 0xFF))
     }
 
@@ -1087,6 +1098,14 @@ impl<F: NorFlash> Segments for NorSegments<F> {
         // run goes with it.
         self.pending.retain(|p| p.seg != seg);
         self.flush_all()?;
+        if self.in_place {
+            // NVRAM: the header and the tag summary alone, in address order, as an erase
+            // would begin (a cut leaves an erased or garbled header, and a prefix of the
+            // entries erased); the slots' data is written over as given when they are
+            // written again. 8 KiB instead of a whole segment on a large one.
+            let summary = alloc::vec![0xFFu8; self.shape.data_off as usize];
+            return self.program(self.base(seg), &summary);
+        }
         // The unit holding the header and tags goes first: a cut part-way leaves an erased
         // or garbled header, so the mount erases the whole segment again before using it.
         // A valid header over tags vouching for slots already scrambled would be believed.
@@ -1139,6 +1158,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn erase_time(&self) -> Duration {
+        if self.in_place {
+            // A write of the header and tag summary, over when `erase` returns.
+            return Duration::ZERO;
+        }
         Duration::from_nanos(self.flash.spec().timing.erase_ns * u64::from(self.shape.units))
     }
 }
