@@ -59,6 +59,14 @@ pub(super) fn run(
 }
 
 /// The name of small file `i`.
+/// The inode of the phase's file `i` in directory `dir` (`dir_name` for messages).
+fn file_ino<D: Volume>(fs: &mut Fs<D>, dir: Ino, dir_name: &str, i: u64) -> Result<Ino> {
+    Ok(fs
+        .lookup(dir, &name(i))
+        .context(|| format!("lookup {dir_name}/{i}"))?
+        .ino)
+}
+
 fn name(i: u64) -> Vec<u8> {
     format!("f{i:05}").into_bytes()
 }
@@ -223,10 +231,7 @@ impl Run<'_> {
         if len > 0 {
             let ph = Phase::start(&fs);
             for i in 0..n {
-                let ino = fs
-                    .lookup(dir, &name(i))
-                    .context(|| format!("lookup {dir_name}/{i}"))?
-                    .ino;
+                let ino = file_ino(&mut fs, dir, &dir_name, i)?;
                 let data = self.pat.file(content(i, true), 0, len);
                 write_whole(&mut fs, ino, data, each)
                     .context(|| format!("overwrite {dir_name}/{i}"))?;
@@ -242,10 +247,7 @@ impl Run<'_> {
             let mut buf = vec![0u8; len];
             let ph = Phase::start(&fs);
             for i in 0..n {
-                let ino = fs
-                    .lookup(dir, &name(i))
-                    .context(|| format!("lookup {dir_name}/{i}"))?
-                    .ino;
+                let ino = file_ino(&mut fs, dir, &dir_name, i)?;
                 fs.open(ino).context(|| "open".into())?;
                 let got = fs
                     .read(ino, 0, &mut buf)

@@ -115,17 +115,18 @@ impl WriteBack {
     /// was buffered for it).
     pub fn insert(&mut self, sector: u64, ino: Ino, block: u64, data: Vec<u8>) {
         self.clock += 1;
-        let used = self.clock;
-        self.blocks.insert(
-            sector,
-            Buffered {
-                ino,
-                block,
-                data,
-                used,
-            },
-        );
+        self.put(sector, ino, block, data, self.clock);
         self.high_water = self.high_water.max(self.bytes());
+    }
+
+    fn put(&mut self, sector: u64, ino: Ino, block: u64, data: Vec<u8>, used: u64) {
+        let b = Buffered {
+            ino,
+            block,
+            data,
+            used,
+        };
+        self.blocks.insert(sector, b);
     }
 
     /// The least recently written block, if the buffers hold more than their bound.
@@ -146,15 +147,7 @@ impl WriteBack {
 
     /// Puts back a block taken out whose program failed, as if never taken.
     pub fn put_back(&mut self, sector: u64, ino: Ino, block: u64, data: Vec<u8>) {
-        self.blocks.insert(
-            sector,
-            Buffered {
-                ino,
-                block,
-                data,
-                used: 0,
-            },
-        );
+        self.put(sector, ino, block, data, 0);
     }
 
     /// The file `sector`'s content belongs to, and its block number there.
