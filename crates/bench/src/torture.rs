@@ -49,7 +49,7 @@ use flash::{
     NorSim, NorSpec, NvramNor, NvramSim, NvramSpec, Timebomb,
 };
 use flashfs::media::tag::{Kind, TagState};
-use flashfs::media::tiered::{NvramNand, Tiered};
+use flashfs::media::tiered::{NvramBesideNor, NvramNand, Tiered};
 use flashfs::media::HeaderState;
 use flashfs::{BlockDevice, Error, Ftl, FtlConfig, NandSegments, NorSegments, Segments};
 use serde::Serialize;
@@ -1695,7 +1695,7 @@ impl TortureDevice {
         let Some(nvram) = self.nvram else {
             return part;
         };
-        let segments = hybrid_part(self, 1).map_or(0, |h| h.fast_segments());
+        let segments = nvram_segments(self);
         format!(
             "{part}, beside {} in {segments} segments",
             nvram_geometry(&nvram)
@@ -1713,10 +1713,10 @@ fn nvram_geometry(s: &NvramSpec) -> String {
     )
 }
 
-/// Volumes on two devices the torture runs: a NAND preset and an NVRAM preset joined by `+`,
-/// the NVRAM beside the NAND as one volume ([`flashfs::media::tiered`]): the metadata on
-/// the NVRAM, the data on the NAND.
-pub const HYBRID_PRESETS: [&str; 1] = ["nand-128m+fram-8m"];
+/// Volumes on two devices the torture runs: a flash preset (SLC NAND or NOR) and an NVRAM
+/// preset joined by `+`, the NVRAM beside the flash as one volume
+/// ([`flashfs::media::tiered`]): the metadata on the NVRAM, the data on the flash.
+pub const HYBRID_PRESETS: [&str; 2] = ["nand-128m+fram-8m", "w25q64jv+cy15b102q"];
 
 /// Segments of the NVRAM of a volume on two devices on its torture device: the two anchors
 /// and room for the metadata head beyond them, which its workloads fill, so that the NVRAM's
@@ -1724,9 +1724,9 @@ pub const HYBRID_PRESETS: [&str; 1] = ["nand-128m+fram-8m"];
 /// and then.
 pub const HYBRID_NVRAM_SEGMENTS: u32 = 8;
 
-/// The torture device of a volume on two devices (`name` from [`HYBRID_PRESETS`]): the NAND
+/// The torture device of a volume on two devices (`name` from [`HYBRID_PRESETS`]): the flash
 /// preset's torture device ([`torture_device`]), and beside it [`HYBRID_NVRAM_SEGMENTS`]
-/// segments of the NVRAM preset's part, each holding as many slots as a NAND segment.
+/// segments of the NVRAM preset's part, each holding as many slots as a flash segment.
 fn hybrid_device(name: &'static str) -> Result<TortureDevice> {
     let Some((flash_name, nvram_name)) = name.split_once('+') else {
         return Err(BenchError::InvalidOptions(format!(
@@ -1734,22 +1734,23 @@ fn hybrid_device(name: &'static str) -> Result<TortureDevice> {
         )));
     };
     let flash = torture_device(flash_name)?;
-    match flash.spec {
-        DeviceSpec::Nand(s) if !s.is_mlc() => {}
+    // The units one NVRAM segment takes follow from the flash's segments.
+    let g = match flash.spec {
+        DeviceSpec::Nand(s) if !s.is_mlc() => nand_part(&flash, 1)?.geometry(),
+        DeviceSpec::Nor(_) => nor_part(&flash)?.geometry(),
         _ => {
             return Err(BenchError::InvalidOptions(format!(
-                "{name}: the flash of a volume on two devices is SLC NAND"
+                "{name}: the flash of a volume on two devices is SLC NAND or NOR"
             )))
         }
-    }
+    };
     let p = flash::preset::lookup(nvram_name).context(|| format!("preset {nvram_name:?}"))?;
     let DeviceSpec::Nvram(part) = p.spec else {
         return Err(BenchError::InvalidOptions(format!(
             "{name}: {nvram_name} is not NVRAM"
         )));
     };
-    // The units one NVRAM segment takes, found on a part of many units of the smallest size.
-    let g = nand_part(&flash, 1)?.geometry();
+    // Found on a part of many units of the smallest size.
     let unit = flash::nvram_nor::MIN_UNIT;
     let probe = NvramSpec {
         size: 64 * u64::from(unit),
@@ -1769,7 +1770,7 @@ fn hybrid_device(name: &'static str) -> Result<TortureDevice> {
     Ok(TortureDevice {
         preset: name,
         nvram: Some(spec),
-        note: "the NAND's torture device, and beside it a small part of the NVRAM",
+        note: "the flash's torture device, and beside it a small part of the NVRAM",
         ..flash
     })
 }
@@ -1843,18 +1844,19 @@ pub struct TortureOptions {
 }
 
 /// Presets a default run covers: a banked parallel NOR, small-page NAND, SPI NOR, MLC NAND,
-/// and NVRAM beside small-page NAND as one volume.
-pub const DEFAULT_PRESETS: [&str; 5] = [
+/// and NVRAM beside small-page NAND and beside SPI NOR, each as one volume.
+pub const DEFAULT_PRESETS: [&str; 6] = [
     "28f008sa",
     "nand-128m",
     "w25q64jv",
     "mlc-flexfs",
     "nand-128m+fram-8m",
+    "w25q64jv+cy15b102q",
 ];
 
 /// Every NOR, NAND and NVRAM preset, and the volumes on two devices ([`HYBRID_PRESETS`]):
 /// what the campaign covers.
-pub const ALL_PRESETS: [&str; 11] = [
+pub const ALL_PRESETS: [&str; 12] = [
     "28f008sa",
     "m29dw640d",
     "st10f280",
@@ -1866,6 +1868,7 @@ pub const ALL_PRESETS: [&str; 11] = [
     "cy15b102q",
     "fram-8m",
     "nand-128m+fram-8m",
+    "w25q64jv+cy15b102q",
 ];
 
 /// Operations per workload unless told otherwise.
@@ -2094,15 +2097,36 @@ pub fn nvram_part(dev: &TortureDevice) -> Result<NorSegments<NvramNor<NvramSim>>
 /// A volume on two devices: NVRAM beside NAND, as the torture's hybrid presets run it.
 pub type Hybrid = NvramNand<NvramSim, NandSim>;
 
-/// The volume on two devices of a torture device of [`HYBRID_PRESETS`]: its NVRAM beside
-/// its NAND part, whose factory bad blocks (if its spec has any) follow from `meta_seed`.
+/// A volume on two devices: NVRAM beside NOR.
+pub type HybridNor = NvramBesideNor<NvramSim, NorSim>;
+
+/// The volume on two devices of a torture device of [`HYBRID_PRESETS`] whose flash is NAND:
+/// its NVRAM beside its NAND part, whose factory bad blocks (if its spec has any) follow
+/// from `meta_seed`.
 pub fn hybrid_part(dev: &TortureDevice, meta_seed: u64) -> Result<Hybrid> {
     nvram_beside(dev, nand_part(dev, meta_seed)?)
 }
 
-/// The NVRAM of a torture device of [`HYBRID_PRESETS`] beside `nand` (its NAND part), in
-/// segments of as many slots as the NAND's, as one volume.
-fn nvram_beside(dev: &TortureDevice, nand: NandSegments<NandSim>) -> Result<Hybrid> {
+/// The volume on two devices of a torture device of [`HYBRID_PRESETS`] whose flash is NOR:
+/// its NVRAM beside its NOR part.
+pub fn hybrid_nor_part(dev: &TortureDevice) -> Result<HybridNor> {
+    nvram_beside(dev, nor_part(dev)?)
+}
+
+/// Segments of the NVRAM of a torture device of [`HYBRID_PRESETS`] (0 for another device).
+pub fn nvram_segments(dev: &TortureDevice) -> u32 {
+    match dev.spec {
+        DeviceSpec::Nor(_) => hybrid_nor_part(dev).map_or(0, |h| h.fast_segments()),
+        _ => hybrid_part(dev, 1).map_or(0, |h| h.fast_segments()),
+    }
+}
+
+/// The NVRAM of a torture device of [`HYBRID_PRESETS`] beside `flash` (its flash part), in
+/// segments of as many slots as the flash's, as one volume.
+fn nvram_beside<B: Segments>(
+    dev: &TortureDevice,
+    flash: B,
+) -> Result<Tiered<NorSegments<NvramNor<NvramSim>>, B>> {
     let Some(spec) = dev.nvram else {
         return Err(BenchError::InvalidOptions(format!(
             "{} is not a volume on two devices",
@@ -2110,11 +2134,11 @@ fn nvram_beside(dev: &TortureDevice, nand: NandSegments<NandSim>) -> Result<Hybr
         )));
     };
     let what = || format!("the NVRAM of {}", dev.preset);
-    let g = nand.geometry();
+    let g = flash.geometry();
     let sim = NvramSim::new(spec, ImageMeta::new(dev.preset, 1)).context(what)?;
     let nvram = NorSegments::with_slots(NvramNor::new(sim).context(what)?, g.slot_size, g.slots)
         .context(what)?;
-    Tiered::new(nvram, nand).context(|| format!("joining the two devices of {}", dev.preset))
+    Tiered::new(nvram, flash).context(|| format!("joining the two devices of {}", dev.preset))
 }
 
 /// The simulated NAND part of a torture device, its factory bad blocks (if its spec has
@@ -2599,6 +2623,7 @@ fn run_preset(
     let mut nand_base = None;
     let mut nvram_base = None;
     let mut hybrid_base = None;
+    let mut hybrid_nor_base = None;
     let formatted_nand = |seg| format_for(dev, opts, seg);
     let formatted_hybrid = |nand| format_for(dev, opts, nvram_beside(dev, nand)?);
     for &fault in &opts.faults {
@@ -2625,6 +2650,12 @@ fn run_preset(
                 _ if dev.nvram.is_some() && fault == Fault::BadBlocks => {
                     let base = |seed| formatted_bad_block_part(dev, seed, &formatted_hybrid);
                     run_named(&base, dev, fault, &name, opts, &mut tick)?
+                }
+                DeviceSpec::Nor(_) if dev.nvram.is_some() => {
+                    let base = formatted_once(&mut hybrid_nor_base, || {
+                        format_for(dev, opts, hybrid_nor_part(dev)?)
+                    })?;
+                    run_copies(base, dev, fault, &name, opts, &mut tick)?
                 }
                 _ if dev.nvram.is_some() => {
                     let base = formatted_once(&mut hybrid_base, || {

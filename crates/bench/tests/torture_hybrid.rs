@@ -243,3 +243,38 @@ fn every_fault_kind_runs_on_the_hybrid_volume() {
         }
     }
 }
+
+const HYBRID_NOR: &str = "w25q64jv+cy15b102q";
+
+/// NVRAM beside SPI NOR: the NOR's torture device with a part of the FRAM in segments of as
+/// many slots; exhaustive cuts on both targets fall on both parts and lose nothing
+/// acknowledged (the NOR's tag entries wait in RAM for a program page: a cut drops them).
+#[test]
+fn exhaustive_cuts_on_nvram_beside_nor_lose_nothing_acknowledged() {
+    assert!(HYBRID_PRESETS.contains(&HYBRID_NOR));
+    assert!(ALL_PRESETS.contains(&HYBRID_NOR) && DEFAULT_PRESETS.contains(&HYBRID_NOR));
+    let dev = torture_device(HYBRID_NOR).unwrap();
+    assert_eq!(dev.spec, torture_device("w25q64jv").unwrap().spec);
+    assert!(
+        dev.geometry().contains("beside NVRAM") && dev.geometry().contains("in 8 segments"),
+        "{}",
+        dev.geometry()
+    );
+    for (target, ops) in [(TargetKind::Ftl, 12), (TargetKind::Fs, 40)] {
+        let opts = TortureOptions {
+            presets: vec![HYBRID_NOR.into()],
+            targets: vec![target],
+            workloads: vec![Workload::Mixed],
+            fs_workloads: vec![FsWorkload::Mixed],
+            faults: vec![Fault::PowerCut],
+            ops,
+            exhaustive: true,
+            ..TortureOptions::default()
+        };
+        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
+        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+        let r = &outcome.reports[0];
+        assert_eq!(r.cases, 2 * r.workload_device_ops, "{r:?}");
+        assert!(r.nvram_cuts > 0 && r.nvram_cuts < r.cuts, "{r:?}");
+    }
+}

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::device::NorPart;
 use crate::units::count;
-use crate::volume::{self, ftl_log_usage, rewrap, Hybrid, Images, LogUsage, Media, Medium, Space};
+use crate::volume::{
+    self, ftl_log_usage, rewrap, Hybrid, HybridNor, Images, LogUsage, Media, Medium, Space,
+};
 
 /// The native file system on any medium.
 // Two devices make the largest variant; a command holds one value of it at a time, so a
@@ -23,6 +25,8 @@ pub enum AnyFs<S: Store> {
     Nand(Fs<NandSegments<NandSim<S>>>),
     /// On NVRAM beside NAND.
     Tiered(Fs<Hybrid<S>>),
+    /// On NVRAM beside NOR.
+    TieredNor(Fs<HybridNor<S>>),
 }
 
 /// Calls `$f` with the file system inside `$fs`, whatever the medium.
@@ -33,6 +37,7 @@ macro_rules! with_fs {
             $crate::native::AnyFs::Nor($f) => $body,
             $crate::native::AnyFs::Nand($f) => $body,
             $crate::native::AnyFs::Tiered($f) => $body,
+            $crate::native::AnyFs::TieredNor($f) => $body,
         }
     };
 }

@@ -3,10 +3,10 @@
 //! segment usage in figures, and a copy-on-write view that lets a command mount an image
 //! without changing a byte of it.
 //!
-//! A volume on two devices (NVRAM beside NAND) lives in two image files: the NAND image
-//! named on the command line and the NVRAM image beside it, the same path with `.nvram`
-//! appended ([`nvram_path`]). Every command that opens an image opens both when the second
-//! exists, as one medium ([`Media::Tiered`]).
+//! A volume on two devices (NVRAM beside NAND or NOR) lives in two image files: the flash
+//! image named on the command line and the NVRAM image beside it, the same path with
+//! `.nvram` appended ([`nvram_path`]). Every command that opens an image opens both when the
+//! second exists, as one medium ([`Media::Tiered`], [`Media::TieredNor`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context};
 use flash::spec::DeviceSpec;
 use flash::store::Store;
-use flash::{NandSim, NvramSim, Simulated};
+use flash::{NandSim, NorSim, NvramSim, Simulated};
 use flashfs::ftl::Audit;
+use flashfs::log::checkpoint::ANCHOR_HEAD;
 use flashfs::log::segment::SegState;
 use flashfs::media::tag::{Volume, FORMAT_BLOCK_DEVICE};
-use flashfs::media::tiered::{NvramNand, Tiered, MAX_BULK_SEGMENTS};
+use flashfs::media::tiered::{
+    NvramBesideNor, NvramNand, Tiered, MAX_BULK_SEGMENTS, MIN_FAST_SEGMENTS,
+};
 use flashfs::media::{blocks_per_segment_within, HeaderState, Tier};
 use flashfs::{BlockDevice, Ftl, FtlConfig, Log, NandSegments, NorSegments, Segments};
 use serde::Serialize;
@@ -60,7 +63,7 @@ impl Format {
     }
 }
 
-/// The path of the NVRAM image of a volume on two devices whose NAND image is `image`:
+/// The path of the NVRAM image of a volume on two devices whose flash image is `image`:
 /// `image` with `.nvram` appended (`dev.img` → `dev.img.nvram`).
 pub fn nvram_path(image: &Path) -> PathBuf {
     let mut p = image.as_os_str().to_owned();
@@ -72,7 +75,7 @@ pub fn nvram_path(image: &Path) -> PathBuf {
 /// volume on two devices the NVRAM image beside it.
 #[derive(Debug)]
 pub struct Images<S> {
-    /// The image named on the command line (the NAND, on two devices).
+    /// The image named on the command line (the flash, on two devices).
     pub main: S,
     /// The NVRAM image beside it, if the volume lies on two devices.
     pub nvram: Option<S>,
@@ -85,7 +88,7 @@ impl<S> Images<S> {
     }
 
     /// The stores with the paths they belong to, `image` being the one named on the command
-    /// line: the NAND's first, so that a copy written back in this order has its data in
+    /// line: the flash's first, so that a copy written back in this order has its data in
     /// place before the metadata that names it.
     pub fn with_paths(self, image: &Path) -> impl Iterator<Item = (S, PathBuf)> {
         std::iter::once((self.main, image.to_path_buf()))
@@ -107,6 +110,9 @@ impl<S: Store> Images<S> {
 /// NVRAM beside NAND, both simulated on images.
 pub type Hybrid<S> = NvramNand<NvramSim<S>, NandSim<S>>;
 
+/// NVRAM beside NOR, both simulated on images.
+pub type HybridNor<S> = NvramBesideNor<NvramSim<S>, NorSim<S>>;
+
 /// The medium of an image seen the way the log sees it: segments of slots.
 // Two devices make the largest variant; a command holds one value of it at a time, so a
 // box would only add a step to every call.
@@ -118,6 +124,8 @@ pub enum Media<S: Store> {
     Nand(NandSegments<NandSim<S>>),
     /// NVRAM beside SLC NAND, one volume: the metadata on the NVRAM, the data on the NAND.
     Tiered(Hybrid<S>),
+    /// NVRAM beside NOR, one volume: the metadata on the NVRAM, the data on the NOR.
+    TieredNor(HybridNor<S>),
 }
 
 /// The medium of an image in words, e.g. `SLC NAND` or `NVRAM`.
@@ -131,8 +139,8 @@ pub fn medium_name(spec: &DeviceSpec) -> &'static str {
 }
 
 /// Refuses two devices that cannot make one volume: the NVRAM must be NVRAM, and the
-/// flash SLC NAND (the log keeps no SLC/MLC regions across two devices). The messages name
-/// the parts by `main` and `nvram`, how the caller shows them.
+/// flash SLC NAND or NOR (the log keeps no SLC/MLC regions across two devices). The
+/// messages name the parts by `main` and `nvram`, how the caller shows them.
 pub fn check_pair(
     main_spec: &DeviceSpec,
     nvram_spec: &DeviceSpec,
@@ -145,9 +153,11 @@ pub fn check_pair(
             medium_name(nvram_spec)
         );
     }
-    if !matches!(main_spec, DeviceSpec::Nand(s) if !s.is_mlc()) {
+    if !matches!(main_spec, DeviceSpec::Nand(s) if !s.is_mlc())
+        && !matches!(main_spec, DeviceSpec::Nor(_))
+    {
         bail!(
-            "{main} is {}: a volume on two devices keeps its data on SLC NAND",
+            "{main} is {}: a volume on two devices keeps its data on SLC NAND or NOR flash",
             medium_name(main_spec)
         );
     }
@@ -184,7 +194,7 @@ impl<S: Store> Media<S> {
         let (spec, _) = flash::image::read_header(&store).map_err(device::explain)?;
         device::check_ram(&spec)?;
         if let Some(nvram) = nvram {
-            return Self::open_tiered(store, spec, nvram);
+            return Self::open_tiered(store, spec, nvram, nor_slot);
         }
         Ok(match spec {
             DeviceSpec::Nor(_) | DeviceSpec::Nvram(_) => {
@@ -198,13 +208,29 @@ impl<S: Store> Media<S> {
         })
     }
 
-    /// Joins the NAND image in `nand` (whose device is `spec`) and the NVRAM image in
-    /// `nvram` as one volume's two tiers.
-    fn open_tiered(nand: S, spec: DeviceSpec, nvram: S) -> anyhow::Result<Self> {
+    /// Joins the flash image in `flash` (whose device is `spec`) and the NVRAM image in
+    /// `nvram` as one volume's two tiers; on NOR, slots are `nor_slot` bytes.
+    fn open_tiered(flash: S, spec: DeviceSpec, nvram: S, nor_slot: u32) -> anyhow::Result<Self> {
         let (nvram_spec, _) = flash::image::read_header(&nvram).map_err(device::explain)?;
         check_pair(&spec, &nvram_spec, "the image", "the NVRAM image")?;
-        let nand = NandSim::open(nand).map_err(device::explain)?;
         let nvram = NvramSim::open(nvram).map_err(device::explain)?;
+        let too_small = |segment: u64, e: flashfs::Error| {
+            anyhow!(
+                "the NVRAM ({}) cannot hold {MIN_FAST_SEGMENTS} segments of the flash's ({} \
+                 of data each; {e}): a larger NVRAM part, or fewer flash blocks, makes a volume",
+                units::bytes(nvram_spec.capacity()),
+                units::bytes(segment)
+            )
+        };
+        if let DeviceSpec::Nor(_) = spec {
+            let nor = NorSim::open(flash).map_err(device::explain)?;
+            let nor = NorSegments::new(nor, nor_slot).map_err(anyhow::Error::new)?;
+            let g = nor.geometry();
+            let joined = Tiered::nvram_beside_nor(nvram, nor.into_inner(), nor_slot)
+                .map_err(|e| too_small(u64::from(g.slots) * u64::from(g.slot_size), e))?;
+            return Ok(Media::TieredNor(joined));
+        }
+        let nand = NandSim::open(flash).map_err(device::explain)?;
         let segment = {
             use flash::NandFlash;
             let s = nand.spec();
@@ -212,14 +238,7 @@ impl<S: Store> Media<S> {
                 * u64::from(s.pages_per_block)
                 * u64::from(s.page_size)
         };
-        let joined = Tiered::nvram_beside_nand(nvram, nand).map_err(|e| {
-            anyhow!(
-                "the NVRAM ({}) cannot hold one segment of the NAND's ({} of data; {e}): \
-                 a larger NVRAM part, or fewer NAND blocks, makes a volume",
-                units::bytes(nvram_spec.capacity()),
-                units::bytes(segment)
-            )
-        })?;
+        let joined = Tiered::nvram_beside_nand(nvram, nand).map_err(|e| too_small(segment, e))?;
         Ok(Media::Tiered(joined))
     }
 
@@ -253,7 +272,19 @@ impl<S: Store> Media<S> {
     /// volume, as at mount.
     pub fn probe(&mut self) -> anyhow::Result<Format> {
         let newest = match self {
-            Media::Nor(s) => newest_volume(s)?,
+            Media::Nor(s) => {
+                let newest = newest_volume(s)?;
+                if let Some(v) = newest {
+                    if !holds_its_anchors(s, &v)? {
+                        bail!(
+                            "the volume's anchors are not on this image: it lies on two \
+                             devices, and its NVRAM image (the image's path with .nvram \
+                             appended) is missing"
+                        );
+                    }
+                }
+                newest
+            }
             Media::Nand(s) => {
                 let newest = newest_volume(s)?;
                 if newest.is_some_and(|v| is_tiered_layout(s, &v)) {
@@ -265,6 +296,7 @@ impl<S: Store> Media<S> {
                 newest
             }
             Media::Tiered(s) => tiered_volume(s)?,
+            Media::TieredNor(s) => tiered_volume(s)?,
         };
         Ok(match newest {
             None => Format::Unformatted,
@@ -287,13 +319,14 @@ impl<S: Store> Media<S> {
         })
     }
 
-    /// The flash simulator underneath (on two devices, the NAND's: the NVRAM is written in
+    /// The flash simulator underneath (on two devices, the flash's: the NVRAM is written in
     /// place and keeps no erase counts).
     pub fn sim(&self) -> &dyn Simulated {
         match self {
             Media::Nor(s) => s.flash(),
             Media::Nand(s) => s.flash(),
             Media::Tiered(s) => s.bulk().flash(),
+            Media::TieredNor(s) => s.bulk().flash(),
         }
     }
 
@@ -302,7 +335,7 @@ impl<S: Store> Media<S> {
         match self {
             Media::Nand(s) => device::bad_blocks(s.flash_mut()).map(Some),
             Media::Tiered(s) => device::bad_blocks(s.bulk_mut().flash_mut()).map(Some),
-            Media::Nor(_) => Ok(None),
+            Media::Nor(_) | Media::TieredNor(_) => Ok(None),
         }
     }
 }
@@ -316,24 +349,51 @@ fn is_tiered_layout<S: Store>(nand: &NandSegments<NandSim<S>>, v: &Volume) -> bo
     tiered != nand.units_per_segment() && 1u32.checked_shl(u32::from(v.unit_shift)) == Some(tiered)
 }
 
+/// Whether the segments `v` names as its anchors hold an anchor's header here, or `v`
+/// keeps no anchors. The flash of a volume on two devices opened alone names anchors on
+/// the NVRAM (the volume's first segments), which here are the flash's first segments,
+/// opened for data or not at all; a volume on one device always holds the newest of its
+/// anchors (SPEC.md §3.5).
+fn holds_its_anchors<D: Segments>(dev: &mut D, v: &Volume) -> anyhow::Result<bool> {
+    let Some(anchors) = v.anchors else {
+        return Ok(true);
+    };
+    for seg in anchors {
+        if u32::from(seg) >= dev.geometry().segments {
+            return Ok(false);
+        }
+        if let HeaderState::Valid(h) = dev
+            .read_header(u32::from(seg))
+            .map_err(anyhow::Error::new)?
+        {
+            if h.head == ANCHOR_HEAD {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// The volume on two devices, if any: each tier's newest header must name the same volume
-/// (a NAND image beside another volume's NVRAM image would otherwise mount as garbage).
-/// Right after a format the NAND may hold no header yet.
-fn tiered_volume<S: Store>(dev: &mut Hybrid<S>) -> anyhow::Result<Option<Volume>> {
+/// (a flash image beside another volume's NVRAM image would otherwise mount as garbage).
+/// Right after a format the flash may hold no header yet.
+fn tiered_volume<F: Segments, B: Segments>(
+    dev: &mut Tiered<F, B>,
+) -> anyhow::Result<Option<Volume>> {
     let fast = newest_volume(dev.fast_mut())?;
     let bulk = newest_volume(dev.bulk_mut())?;
     let units = dev.bulk().units_per_segment();
     match (fast, bulk) {
         (_, Some(b)) if 1u32.checked_shl(u32::from(b.unit_shift)) != Some(units) => Err(anyhow!(
-            "the NAND image holds a volume of its own (formatted without --nvram), and the \
+            "the flash image holds a volume of its own (formatted without --nvram), and the \
              NVRAM image beside it is not part of it"
         )),
         (Some(f), Some(b)) if f != b => Err(anyhow!(
-            "the NVRAM image and the NAND image hold different volumes (an NVRAM image of \
+            "the NVRAM image and the flash image hold different volumes (an NVRAM image of \
              another volume, or one formatted alone?)"
         )),
         (None, Some(_)) => Err(anyhow!(
-            "the NVRAM image holds no volume, but the NAND image does: the volume's metadata \
+            "the NVRAM image holds no volume, but the flash image does: the volume's metadata \
              is not there (a fresh NVRAM image, or another one?)"
         )),
         (f, _) => Ok(f),
@@ -361,6 +421,7 @@ macro_rules! rewrap {
             $from::Nor($f) => $to::Nor($body),
             $from::Nand($f) => $to::Nand($body),
             $from::Tiered($f) => $to::Tiered($body),
+            $from::TieredNor($f) => $to::TieredNor($body),
         }
     };
 }
@@ -377,6 +438,8 @@ pub enum AnyFtl<S: Store> {
     Nand(Ftl<NandSegments<NandSim<S>>>),
     /// On NVRAM beside NAND.
     Tiered(Ftl<Hybrid<S>>),
+    /// On NVRAM beside NOR.
+    TieredNor(Ftl<HybridNor<S>>),
 }
 
 /// Calls `$f` with the block device inside `$ftl`, whatever the medium.
@@ -386,6 +449,7 @@ macro_rules! with_ftl {
             AnyFtl::Nor($f) => $body,
             AnyFtl::Nand($f) => $body,
             AnyFtl::Tiered($f) => $body,
+            AnyFtl::TieredNor($f) => $body,
         }
     };
 }
@@ -546,7 +610,7 @@ pub struct LogUsage {
 }
 
 /// The segments of a volume on two devices: the NVRAM's (the fast tier, numbered first),
-/// which hold the metadata, and the NAND's (the bulk tier), which hold the data.
+/// which hold the metadata, and the flash's (the bulk tier), which hold the data.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Tiers {
     /// Segments on the NVRAM.
@@ -557,11 +621,11 @@ pub struct Tiers {
     pub fast_live_slots: u64,
     /// Bytes of those slots.
     pub fast_live_bytes: u64,
-    /// Segments on the NAND.
+    /// Segments on the flash.
     pub bulk_segments: u64,
     /// Of them, the segments holding data or open for writing.
     pub bulk_segments_in_use: u64,
-    /// Live slots on the NAND.
+    /// Live slots on the flash.
     pub bulk_live_slots: u64,
     /// Bytes of those slots.
     pub bulk_live_bytes: u64,
@@ -944,6 +1008,21 @@ impl<S: Store + Send + 'static> Medium for Hybrid<S> {
         let (nvram, nand) = self.into_inner();
         Images {
             main: nand.into_inner().into_store(),
+            nvram: Some(nvram.into_inner().into_inner().into_store()),
+        }
+    }
+}
+
+impl<S: Store + Send + 'static> Medium for HybridNor<S> {
+    type Store = S;
+    fn sync_image(&mut self) -> flash::Result<()> {
+        Simulated::flush(self.bulk_mut().flash_mut())?;
+        Simulated::flush(self.fast_mut().flash_mut())
+    }
+    fn into_images(self) -> Images<S> {
+        let (nvram, nor) = self.into_inner();
+        Images {
+            main: nor.into_inner().into_store(),
             nvram: Some(nvram.into_inner().into_inner().into_store()),
         }
     }

@@ -1,7 +1,7 @@
-//! Volumes on two devices end to end: `mkfs --nvram` makes a NAND image and an NVRAM image
-//! beside it (IMAGE.nvram), every command opens both as one volume, the metadata lands on
-//! the NVRAM and the data on the NAND, and what does not make a volume is refused in one
-//! line with both images left as they were.
+//! Volumes on two devices end to end: `mkfs --nvram` makes a flash image (NAND or NOR) and
+//! an NVRAM image beside it (IMAGE.nvram), every command opens both as one volume, the
+//! metadata lands on the NVRAM and the data on the flash, and what does not make a volume
+//! is refused in one line with both images left as they were.
 
 mod common;
 
@@ -279,7 +279,7 @@ fn mkfs_refuses_what_makes_no_volume_on_two_devices() {
             "fram-8m",
             "fram-8m",
             &[][..],
-            "--preset fram-8m is NVRAM: a volume on two devices keeps its data on SLC NAND",
+            "--preset fram-8m is NVRAM: a volume on two devices keeps its data on SLC NAND or NOR",
         ),
         (
             "nand-128m",
@@ -293,13 +293,19 @@ fn mkfs_refuses_what_makes_no_volume_on_two_devices() {
             &[],
             "--preset mlc-flexfs is MLC NAND",
         ),
-        ("28f008sa", "cy15b102q", &[], "is NOR flash"),
+        // 256 KiB NOR segments of 500 slots: the 256 KiB FRAM holds one.
+        (
+            "28f008sa",
+            "cy15b102q",
+            &[],
+            "cannot hold 3 segments of the flash's",
+        ),
         ("nand-128m", "fram-9m", &[], "unknown preset 'fram-9m'"),
         (
             "nand-1g",
             "cy15b102q",
             &[],
-            "cannot hold one segment of the NAND's",
+            "cannot hold 3 segments of the flash's",
         ),
         (
             "nand-128m",
@@ -399,7 +405,7 @@ fn images_that_do_not_make_the_volume_fail_in_one_line_and_stay_as_they_were() {
     check("dev.img.nvram is SLC NAND, not NVRAM");
     // A fresh NVRAM image.
     create(&nvram, "fram-8m");
-    check("the NVRAM image holds no volume, but the NAND image does");
+    check("the NVRAM image holds no volume, but the flash image does");
     // Another volume's NVRAM image.
     let other = dir.path().join("other.img");
     mkfs(&other, &["--ftl"]);
@@ -407,7 +413,7 @@ fn images_that_do_not_make_the_volume_fail_in_one_line_and_stay_as_they_were() {
     check("hold different volumes");
     // An NVRAM part too small for the NAND's segments.
     create(&nvram, "cy15b102q");
-    check("cannot hold one segment of the NAND's");
+    check("cannot hold 3 segments of the flash's");
     // A directory.
     std::fs::remove_file(&nvram).unwrap();
     std::fs::create_dir(&nvram).unwrap();
@@ -434,7 +440,84 @@ fn images_that_do_not_make_the_volume_fail_in_one_line_and_stay_as_they_were() {
     std::fs::copy(&nvram, nvram_image(&plain)).unwrap();
     let line = fails(flashfs().arg("ls").arg(&plain).arg("/"), 1);
     assert!(
-        line.contains("the NAND image holds a volume of its own"),
+        line.contains("the flash image holds a volume of its own"),
         "{line}"
     );
+}
+
+/// NVRAM beside SPI NOR (the W25Q64JV and the CY15B102Q FRAM, both on one SPI bus in a
+/// device): the same commands, small files on the NVRAM, a large file's rest on the NOR;
+/// the NOR image alone is refused rather than mounted without its metadata.
+#[test]
+fn nvram_beside_nor_is_a_volume_too() {
+    let dir = TempDir::new().unwrap();
+    let img = dir.path().join("dev.img");
+    let text = stdout(
+        flashfs()
+            .args(["mkfs", "--preset", "w25q64jv", "--nvram", "cy15b102q"])
+            .arg(&img),
+    );
+    assert!(
+        text.contains("16 segments on the NVRAM for metadata, 512 on the flash for data"),
+        "{text}"
+    );
+    let host = dir.path().join("host");
+    std::fs::create_dir_all(&host).unwrap();
+    for i in 0..6u32 {
+        std::fs::write(host.join(format!("f{i}")), data(900 + i as usize, i + 1)).unwrap();
+    }
+    std::fs::write(host.join("big"), data(100 << 10, 77)).unwrap();
+    let before = digests(&img);
+    flashfs()
+        .arg("put")
+        .arg(&img)
+        .arg(&host)
+        .arg("/h")
+        .arg("-r")
+        .assert()
+        .success();
+    let after = digests(&img);
+    assert_ne!(
+        after.0, before.0,
+        "the large file's rest went to the NOR image"
+    );
+    assert_ne!(after.1, before.1, "the metadata went to the NVRAM image");
+
+    let info = info_json(&img);
+    assert_eq!(info["kind"], "nor");
+    assert_eq!(info["nvram"]["preset"], "cy15b102q");
+    let tiers = &info["log"]["tiers"];
+    let bulk = u(&tiers["bulk_live_bytes"]);
+    let rest = (100u64 - 16) << 10;
+    assert!(
+        (rest..rest * 11 / 10).contains(&bulk),
+        "{bulk} bytes live on the NOR for {rest} of the large file's rest: {tiers}"
+    );
+    assert_eq!(info["log"]["mounted_from"], "checkpoint");
+    let (code, out) = fsck(&img, false);
+    assert_eq!(code, 0, "{out}");
+    let back = dir.path().join("back");
+    flashfs()
+        .arg("get")
+        .arg(&img)
+        .arg("/h")
+        .arg(&back)
+        .arg("-r")
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(back.join("big")).unwrap(),
+        data(100 << 10, 77)
+    );
+    assert_eq!(std::fs::read(back.join("f5")).unwrap(), data(905, 6));
+    assert_eq!(digests(&img), after, "reading changed an image");
+
+    // The NOR image without its NVRAM holds no volume of its own.
+    std::fs::rename(nvram_image(&img), dir.path().join("kept.nvram")).unwrap();
+    let line = fails(flashfs().args(["ls"]).arg(&img).arg("/h"), 1);
+    assert!(
+        line.contains("it lies on two devices, and its NVRAM image"),
+        "{line}"
+    );
+    assert_eq!(digest(&img), after.0, "the NOR image alone was changed");
 }

@@ -1,8 +1,9 @@
 //! Volumes on two devices (FRASH): NVRAM beside NAND, the metadata on the NVRAM's segments
 //! and the data on the NAND's, one log over both (`flashfs::media::tiered`).
 
-use flash::{preset, DeviceSpec, ImageMeta, NandSim, NvramSim, NvramSpec, Simulated};
-use flashfs::media::tiered::{NvramNand, Tiered};
+use flash::{preset, DeviceSpec, ImageMeta, NandSim, NorSim, NvramSim, NvramSpec, Simulated};
+use flashfs::media::tag::{Kind, Tag, TagState};
+use flashfs::media::tiered::{NvramBesideNor, NvramNand, Tiered, MIN_FAST_SEGMENTS};
 use flashfs::media::Tier;
 use flashfs::{
     BlockDevice, Error, Fs, FsConfig, Ftl, FtlConfig, LogConfig, NandSegments, NorSegments,
@@ -239,8 +240,8 @@ fn synced_metadata_stays_on_the_nvram_while_it_has_room() {
 /// An NVRAM too small for the metadata: it spills to the NAND, and nothing is lost.
 #[test]
 fn metadata_spills_to_the_nand_when_the_nvram_is_full() {
-    let dev = hybrid(512, 64);
-    assert!(dev.fast_segments() <= 3, "a small NVRAM");
+    let dev = hybrid(512, 72);
+    assert_eq!(dev.fast_segments(), MIN_FAST_SEGMENTS, "the smallest NVRAM");
     let mut fs = Fs::format(dev, FsConfig::default()).unwrap();
     for i in 0..300u32 {
         let name = format!("/f{i}");
@@ -302,10 +303,29 @@ fn the_two_devices_must_have_segments_of_one_shape() {
     };
     let sim = NvramSim::new(fram, ImageMeta::new("fram", 1)).unwrap();
     let nvram = NorSegments::new(flash::NvramNor::new(sim).unwrap(), 512).unwrap();
+    let g = nand.geometry();
     assert!(matches!(
-        Tiered::new(nvram, nand),
+        Tiered::new(nvram, nand.clone()),
         Err(Error::InvalidArgument(_))
     ));
+    // The shape alike, the NVRAM must still hold both anchors and a segment of metadata.
+    let nvram_of = |kib: u64| {
+        let fram = NvramSpec {
+            size: kib << 10,
+            ..fram
+        };
+        let sim = NvramSim::new(fram, ImageMeta::new("fram", 1)).unwrap();
+        NorSegments::with_slots(flash::NvramNor::new(sim).unwrap(), g.slot_size, g.slots).unwrap()
+    };
+    let two = nvram_of(48);
+    assert_eq!(two.geometry().segments, 2);
+    assert!(matches!(
+        Tiered::new(two, nand.clone()),
+        Err(Error::InvalidArgument(_))
+    ));
+    let three = nvram_of(72);
+    assert_eq!(three.geometry().segments, MIN_FAST_SEGMENTS);
+    assert!(Tiered::new(three, nand).is_ok());
 }
 
 fn ftl_config() -> FtlConfig {
@@ -470,4 +490,98 @@ fn the_nvram_is_cleaned_on_its_own() {
     assert_eq!(nand_reads(fs.ftl().log().device()), before);
     assert_eq!(fs.read_file(b"/e49").unwrap(), b"");
     assert!(fs.check(false).unwrap().is_clean());
+}
+
+type HybridNor = NvramBesideNor<NvramSim, NorSim>;
+
+/// The W25Q64JV (SPI NOR, whose tag entries wait in RAM for a program page) beside the
+/// 256 KiB CY15B102Q FRAM.
+fn hybrid_nor() -> HybridNor {
+    let DeviceSpec::Nor(spec) = preset::lookup("w25q64jv").unwrap().spec else {
+        unreachable!()
+    };
+    let nor = NorSim::new(spec, ImageMeta::new("nor", 1)).unwrap();
+    let DeviceSpec::Nvram(fram) = preset::lookup("cy15b102q").unwrap().spec else {
+        unreachable!()
+    };
+    let nvram = NvramSim::new(fram, ImageMeta::new("fram", 1)).unwrap();
+    Tiered::nvram_beside_nor(nvram, nor, 512).unwrap()
+}
+
+/// NVRAM beside NOR flash is a volume like NVRAM beside NAND: the NOR keeps its own
+/// segments, the NVRAM's hold as many slots; small files and metadata go to the NVRAM, the
+/// rest of the data to the NOR, and a mount after a close reads nothing of the NOR.
+#[test]
+fn nvram_beside_nor_keeps_metadata_and_small_files_off_the_nor() {
+    let dev = hybrid_nor();
+    let (f, b) = (dev.fast().geometry(), dev.bulk().geometry());
+    assert_eq!((b.segments, b.slots, b.slot_size), (512, 30, 512));
+    assert_eq!((f.slots, f.slot_size), (30, 512));
+    assert_eq!(f.segments, 16, "256 KiB in segments of two 8 KiB units");
+    let nor_programmed = |d: &HybridNor| d.bulk().flash().stats().bytes_programmed;
+
+    let mut fs = Fs::format(dev, FsConfig::default()).unwrap();
+    let before = nor_programmed(fs.ftl().log().device());
+    for i in 0..8u32 {
+        fs.write_file(format!("/small{i}").as_bytes(), &data(700, i + 1))
+            .unwrap();
+        fs.sync().unwrap();
+    }
+    assert_eq!(
+        nor_programmed(fs.ftl().log().device()),
+        before,
+        "small files and their metadata cost no NOR program"
+    );
+    fs.write_file(b"/large", &data(200_000, 9)).unwrap();
+    fs.sync().unwrap();
+    let large = nor_programmed(fs.ftl().log().device()) - before;
+    assert!(
+        (180_000..240_000).contains(&large),
+        "the large file's data past its first 16 KiB went to the NOR: {large} bytes"
+    );
+
+    let dev = fs.unmount().unwrap();
+    let reads = dev.bulk().flash().stats().reads;
+    let mut fs = Fs::mount(dev, FsConfig::default()).unwrap();
+    assert_eq!(
+        fs.ftl().log().device().bulk().flash().stats().reads,
+        reads,
+        "a mount after a close reads the NVRAM only"
+    );
+    for i in 0..8u32 {
+        assert_eq!(
+            fs.read_file(format!("/small{i}").as_bytes()).unwrap(),
+            data(700, i + 1)
+        );
+    }
+    assert_eq!(fs.read_file(b"/large").unwrap(), data(200_000, 9));
+    fs.check(true).unwrap();
+}
+
+/// The SPI NOR's tag entries wait in RAM until a program page fills or a barrier; on two
+/// devices the log asks for them before an erase on the NVRAM, which may destroy the only
+/// other copy of the slots they vouch for ([`Segments::program_waiting`]): after it, a cut
+/// no longer takes them.
+#[test]
+fn waiting_nor_entries_are_programmed_when_asked() {
+    let mut dev = hybrid_nor();
+    let split = dev.fast_segments();
+    let (seg, slot_size) = (split + 3, dev.geometry().slot_size as usize);
+    dev.erase(seg, false).unwrap();
+    let tag = Tag {
+        key: 7,
+        seq: 1,
+        kind: Kind::Sector,
+        copy: false,
+    };
+    dev.write_slot(seg, 0, &tag, &vec![0x42; slot_size])
+        .unwrap();
+    let after_cut = |d: &HybridNor| {
+        let mut d = d.clone();
+        d.power_cut();
+        d.read_tag(seg, 0).unwrap()
+    };
+    assert_eq!(after_cut(&dev), TagState::Erased, "the entry waits in RAM");
+    dev.program_waiting().unwrap();
+    assert_eq!(after_cut(&dev), TagState::Valid(tag));
 }

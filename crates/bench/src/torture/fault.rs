@@ -445,6 +445,9 @@ impl<D: SimSegments> Segments for Interruptible<D> {
     fn sync(&mut self) -> flashfs::Result<()> {
         self.access(|d| d.sync())
     }
+    fn program_waiting(&mut self) -> flashfs::Result<()> {
+        self.access(|d| d.program_waiting())
+    }
     fn power_cut(&mut self) {
         self.inner.power_cut()
     }

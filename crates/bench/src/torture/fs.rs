@@ -74,6 +74,11 @@ pub fn format_fs<D: Segments>(
 fn free_blocks_of(dev: &TortureDevice) -> std::result::Result<u64, Error> {
     let config = fs_config(Fault::PowerCut, None);
     let free = match dev.spec {
+        DeviceSpec::Nor(_) if dev.nvram.is_some() => {
+            let seg = super::hybrid_nor_part(dev)
+                .map_err(|_| Error::InvalidArgument("no volume on two devices"))?;
+            Fs::format(seg, config)?.statfs().blocks_free
+        }
         _ if dev.nvram.is_some() => {
             let seg = super::hybrid_part(dev, 1)
                 .map_err(|_| Error::InvalidArgument("no volume on two devices"))?;

@@ -352,7 +352,7 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 "tiers".into(),
                 format!(
                     "{} segments on the NVRAM for metadata: {} in use, {} live; \
-                     {} on the NAND for data: {} in use, {} live",
+                     {} on the flash for data: {} in use, {} live",
                     count(t.fast_segments),
                     count(t.fast_segments_in_use),
                     bytes(t.fast_live_bytes),

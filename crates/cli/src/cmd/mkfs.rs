@@ -2,8 +2,8 @@
 //!
 //! The image is built under a temporary name next to IMAGE and renamed over it only once the
 //! format succeeded, so a failed `mkfs` leaves IMAGE exactly as it was (or absent). With
-//! `--nvram` the volume lies on two devices, NVRAM beside NAND, in two images: IMAGE (the
-//! NAND) and IMAGE.nvram, each built the same way.
+//! `--nvram` the volume lies on two devices, NVRAM beside NAND or NOR, in two images: IMAGE
+//! (the flash) and IMAGE.nvram, each built the same way.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,7 @@ Examples:
   flashfs mkfs fram.img --preset cy15b102q                   the native file system on 256 KiB of FRAM
   flashfs mkfs dev.img --preset nand-128m --nvram fram-8m    NAND for data, FRAM for metadata:
                                                              dev.img and dev.img.nvram
+  flashfs mkfs dev.img --preset w25q64jv --nvram cy15b102q   SPI NOR for data, SPI FRAM for metadata
 
 Without --ftl the image holds the native file system (blocks of a NAND page, or 512 bytes
 on NOR and NVRAM, which is laid out as NOR of 8 KiB units or more): mount it with `flashfs mount`, or use `flashfs ls/put/get` on the image directly.
@@ -38,7 +39,8 @@ The block device exports fixed-size sectors (on NAND a page, elsewhere 512 bytes
 --sector-size says otherwise); `flashfs mount` shows it as one file that any file system
 can be made on. The cleaning policy is chosen when mounting (`flashfs mount --policy`).
 With --nvram the volume lies on two devices: the metadata (index, journal, checkpoint) on
-the NVRAM, in IMAGE.nvram, and the data on the SLC NAND, in IMAGE. Every command given
+the NVRAM, in IMAGE.nvram, and the data on the flash (SLC NAND or NOR), in IMAGE, with
+small files' first 16 KiB on the NVRAM while it has room. Every command given
 IMAGE opens IMAGE.nvram with it; keep the two files together.";
 
 /// Options of `flashfs mkfs`.
@@ -49,7 +51,7 @@ pub struct Args {
     /// The device (see `flashfs presets`; `st10f280/N` for N KiB units).
     #[arg(long, value_name = "NAME")]
     pub preset: String,
-    /// An NVRAM part (`fram-8m`, `cy15b102q`) beside the NAND of --preset, for the
+    /// An NVRAM part (`fram-8m`, `cy15b102q`) beside the NAND or NOR of --preset, for the
     /// volume's metadata: its image is IMAGE.nvram.
     #[arg(long, value_name = "NAME")]
     pub nvram: Option<String>,
@@ -147,7 +149,7 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
         None => None,
     };
     let made = build(a, &main, nvram.as_ref()).and_then(|summary| {
-        // The NVRAM first: a NAND image renamed into place alone would pair with the
+        // The NVRAM first: a flash image renamed into place alone would pair with the
         // stale NVRAM image beside it.
         for t in nvram.iter().chain([&main]) {
             std::fs::rename(&t.temp, &t.path)
@@ -309,7 +311,7 @@ fn build(a: &Args, main: &Target, nvram: Option<&Target>) -> anyhow::Result<Stri
 fn tiers_summary(log: &LogUsage) -> String {
     match &log.tiers {
         Some(t) => format!(
-            " ({} segments on the NVRAM for metadata, {} on the NAND for data)",
+            " ({} segments on the NVRAM for metadata, {} on the flash for data)",
             count(t.fast_segments),
             count(t.bulk_segments)
         ),

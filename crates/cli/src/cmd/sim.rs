@@ -1,5 +1,5 @@
 //! `flashfs sim`: simulated-device image files, one device each: of a volume on two devices
-//! (`mkfs --nvram`), the NAND image and the NVRAM image beside it are two devices.
+//! (`mkfs --nvram`), the flash image and the NVRAM image beside it are two devices.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ Examples:
   flashfs sim info dev.img --json
   flashfs sim info dev.img.nvram           the NVRAM image of a volume on two devices
 
-One image, one device: beside the NAND image of a volume on two devices (`mkfs --nvram`)
+One image, one device: beside the flash image of a volume on two devices (`mkfs --nvram`)
 the NVRAM image is named, and `sim info` on it shows that device.";
 
 /// Subcommands of `flashfs sim`.

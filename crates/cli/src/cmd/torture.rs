@@ -51,17 +51,18 @@ all the space. The fault kinds add to that:
 Typed errors under ecc-beyond, silent, wear-out and at-rest are media damage, counted (column media),
 not violations. Large presets run with fewer and smaller erase blocks (listed above the
 table) so the cleaner works within one workload; the file system gets more of them where it
-would not fit. On a volume on two devices (nand-128m+fram-8m) a cut counts the operations
-of both parts and falls on whichever makes the operation at its count, torn as that part
-tears (a prefix of an NVRAM write); both parts lose power and reboot together. Silent
-failures strike both parts, the other faults of the medium the NAND.";
+would not fit. On a volume on two devices (nand-128m+fram-8m, w25q64jv+cy15b102q) a cut
+counts the operations of both parts and falls on whichever makes the operation at its
+count, torn as that part tears (a prefix of an NVRAM write); both parts lose power and
+reboot together. Silent failures strike both parts, the other faults of the medium the
+flash.";
 
 /// Options of `flashfs torture`.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
-    /// Presets to run on: NOR, NAND, NVRAM, or NVRAM beside NAND as one volume
-    /// (nand-128m+fram-8m) (repeatable) [default: 28f008sa, nand-128m, w25q64jv, mlc-flexfs,
-    /// nand-128m+fram-8m].
+    /// Presets to run on: NOR, NAND, NVRAM, or NVRAM beside NAND or NOR as one volume
+    /// (nand-128m+fram-8m, w25q64jv+cy15b102q) (repeatable) [default: 28f008sa, nand-128m,
+    /// w25q64jv, mlc-flexfs, nand-128m+fram-8m, w25q64jv+cy15b102q].
     #[arg(long, value_name = "NAME")]
     preset: Vec<String>,
     /// Fault kinds: power-cut, mount-cut, ecc-within, ecc-beyond, silent, wear-out,

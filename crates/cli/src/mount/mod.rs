@@ -43,7 +43,7 @@ Examples:
   flashfs mkfs blk.img --preset nand-128m --ftl && flashfs mount blk.img mnt/
   mkfs.fat mnt/disk.img                      a block device shows as one file
 
-A volume on two devices (`mkfs --nvram`) is mounted by its NAND image: the NVRAM image
+A volume on two devices (`mkfs --nvram`) is mounted by its flash image: the NVRAM image
 beside it, IMAGE.nvram, is opened with it.
 Options for -o (comma-separated): ro, rw, allow_other, allow_root.
 Unmounting needs `fusermount3` (Debian package fuse3) unless run as root.";

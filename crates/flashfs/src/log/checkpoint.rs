@@ -28,7 +28,7 @@ use super::SlotAddr;
 use crate::error::{Error, Result};
 
 /// Head code in the header of an anchor segment.
-pub(crate) const ANCHOR_HEAD: u8 = 5;
+pub const ANCHOR_HEAD: u8 = 5;
 
 /// Slots of an anchor that take records, at most: on a part of long segments an anchor takes
 /// its turn after as many records as on a part of short ones, so that a mount's search for

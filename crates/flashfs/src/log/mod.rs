@@ -2124,6 +2124,7 @@ impl<D: Segments> Log<D> {
     /// Erases a segment (in the background where configured); a failed erase retires it.
     fn erase_segment(&mut self, seg: u32) -> Result<()> {
         self.segs[seg as usize].erase_count = self.segs[seg as usize].erase_count.saturating_add(1);
+        self.before_dropping()?;
         let mut r = self.dev.erase(seg, self.config.background_erase);
         if r.is_ok() && self.config.verify_programs {
             // An erase that did nothing leaves old tags that a mount would read as live
@@ -2158,6 +2159,7 @@ impl<D: Segments> Log<D> {
         self.close(seg);
         self.set_state(seg, SegState::Bad);
         self.stats.retired += 1;
+        self.before_dropping()?;
         self.dev.mark_bad(seg)?;
         // A retirement mark that did not take (NOR: the header survived its clearing) would
         // let a mount read the segment's old slots as live.
@@ -2168,6 +2170,17 @@ impl<D: Segments> Log<D> {
                 break;
             }
             self.dev.mark_bad(seg)?;
+        }
+        Ok(())
+    }
+
+    /// Before a segment's slots are dropped (erased, retired): on two devices the cleaner's
+    /// copies of them may lie on the other part, whose medium programs its waiting tag
+    /// entries before its own erases only (SPI NOR, SPEC.md §2.2): they go down first, in an
+    /// operation of their own, or a cut just after the erase would lose both copies.
+    fn before_dropping(&mut self) -> Result<()> {
+        if self.dev.is_tiered() {
+            self.dev.program_waiting()?;
         }
         Ok(())
     }

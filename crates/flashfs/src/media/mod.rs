@@ -293,6 +293,14 @@ pub trait Segments {
     /// Makes every program so far durable (a barrier): on SPI NOR, programs the tag entries
     /// still waiting in RAM ([`NorSegments`]).
     fn sync(&mut self) -> Result<()>;
+    /// Programs what still waits in RAM (SPI NOR's tag entries, [`NorSegments`]) and nothing
+    /// else: unlike [`Segments::sync`], it waits for no operation of the device. A medium
+    /// programs what waits before its own erases; a volume on two devices asks for it
+    /// before an erase on the other part, which may destroy the only other copy of a slot
+    /// whose entry waits here.
+    fn program_waiting(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Forgets what a power cut takes: tag entries still waiting in RAM to be programmed
     /// (SPI NOR, [`NorSegments`]), whose slots a mount then finds as a cut left them. Called
     /// by every mount and format: whatever was not synced is then read as the flash holds it.
@@ -794,6 +802,9 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     fn sync(&mut self) -> Result<()> {
         (**self).sync()
     }
+    fn program_waiting(&mut self) -> Result<()> {
+        (**self).program_waiting()
+    }
     fn power_cut(&mut self) {
         (**self).power_cut()
     }
@@ -1147,6 +1158,10 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     fn sync(&mut self) -> Result<()> {
         self.flush_all()?;
         Ok(self.flash.sync()?)
+    }
+
+    fn program_waiting(&mut self) -> Result<()> {
+        self.flush_all()
     }
 
     fn now(&self) -> Duration {

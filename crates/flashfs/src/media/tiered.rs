@@ -1,6 +1,7 @@
-//! A volume on two devices (FRASH, Kim et al.): an NVRAM part beside the flash, each seen
-//! as segments of the same shape, numbered one after the other — the NVRAM's first, as the
-//! [`Tier::Fast`] tier, then the flash's, the [`Tier::Bulk`] tier (SPEC.md §2.2c).
+//! A volume on two devices (FRASH, Kim et al.): an NVRAM part beside the flash (NAND, or
+//! NOR), each seen as segments of the same shape, numbered one after the other — the
+//! NVRAM's first, as the [`Tier::Fast`] tier, then the flash's, the [`Tier::Bulk`] tier
+//! (SPEC.md §2.2c).
 //!
 //! The log sees one device and chooses the tier when a head opens a segment: metadata (the
 //! checkpoint, the anchors, the file system's index nodes and journal) to the fast tier,
@@ -16,7 +17,7 @@
 use core::time::Duration;
 
 use flash::nvram_nor::NvramNor;
-use flash::{NandFlash, Nvram};
+use flash::{NandFlash, NorFlash, Nvram};
 
 use super::tag::{SegHeader, Tag, TagLayout, TagState};
 use super::{blocks_per_segment_within, HeaderState, NandSegments, NorSegments, SegGeometry};
@@ -29,6 +30,12 @@ use crate::error::{Error, Result};
 /// FRAM's 85 ns per 16-bit word. Segments are larger instead (on nand-128m, 16 blocks).
 pub const MAX_BULK_SEGMENTS: u32 = 512;
 
+/// Segments the NVRAM must hold at least: the two anchors (SPEC.md §3.5), which must lie on
+/// it, and one for the metadata head. With so few the metadata soon spills to the flash
+/// (the log keeps two NVRAM segments free by cleaning them on its own), but the mount
+/// still starts from the NVRAM.
+pub const MIN_FAST_SEGMENTS: u32 = 3;
+
 /// NVRAM beside NAND: the volume of FRASH.
 pub type NvramNand<N, F> = Tiered<NorSegments<NvramNor<N>>, NandSegments<F>>;
 
@@ -39,6 +46,21 @@ impl<N: Nvram, F: NandFlash> NvramNand<N, F> {
     pub fn nvram_beside_nand(nvram: N, nand: F) -> Result<Self> {
         let units = blocks_per_segment_within(nand.spec(), MAX_BULK_SEGMENTS);
         let bulk = NandSegments::with_blocks_per_segment(nand, units)?;
+        let g = bulk.geometry();
+        let fast = NorSegments::with_slots(NvramNor::new(nvram)?, g.slot_size, g.slots)?;
+        Tiered::new(fast, bulk)
+    }
+}
+
+/// NVRAM beside NOR flash: the metadata on the NVRAM, the data on the NOR.
+pub type NvramBesideNor<N, F> = Tiered<NorSegments<NvramNor<N>>, NorSegments<F>>;
+
+impl<N: Nvram, F: NorFlash> NvramBesideNor<N, F> {
+    /// Joins `nvram` and `nor` as a volume's two tiers: the NOR in its own segments
+    /// ([`NorSegments::new`]) of slots of `slot_size` bytes, the NVRAM laid out as NOR in
+    /// segments holding as many slots.
+    pub fn nvram_beside_nor(nvram: N, nor: F, slot_size: u32) -> Result<Self> {
+        let bulk = NorSegments::new(nor, slot_size)?;
         let g = bulk.geometry();
         let fast = NorSegments::with_slots(NvramNor::new(nvram)?, g.slot_size, g.slots)?;
         Tiered::new(fast, bulk)
@@ -61,8 +83,9 @@ enum On {
 }
 
 impl<F: Segments, B: Segments> Tiered<F, B> {
-    /// Joins `fast` and `bulk`. Their segments must hold as many slots of the same size;
-    /// the bulk device may not have an SLC mode (its MSB slots would shape the fast tier's).
+    /// Joins `fast` and `bulk`. Their segments must hold as many slots of the same size, the
+    /// fast device at least [`MIN_FAST_SEGMENTS`] of them; the bulk device may not have an
+    /// SLC mode (its MSB slots would shape the fast tier's).
     pub fn new(fast: F, bulk: B) -> Result<Self> {
         let (f, b) = (fast.geometry(), bulk.geometry());
         if f.slots != b.slots || f.slot_size != b.slot_size {
@@ -75,8 +98,10 @@ impl<F: Segments, B: Segments> Tiered<F, B> {
                 "a volume on two devices takes SLC flash, not MLC",
             ));
         }
-        if f.segments == 0 {
-            return Err(Error::InvalidArgument("the NVRAM holds no segment"));
+        if f.segments < MIN_FAST_SEGMENTS {
+            return Err(Error::InvalidArgument(
+                "the NVRAM holds fewer than 3 segments (the two anchors and one for metadata)",
+            ));
         }
         Ok(Tiered {
             split: f.segments,
@@ -291,6 +316,11 @@ impl<F: Segments, B: Segments> Segments for Tiered<F, B> {
     fn sync(&mut self) -> Result<()> {
         self.timed(|d| d.sync())?;
         self.bulk.sync()
+    }
+
+    fn program_waiting(&mut self) -> Result<()> {
+        self.timed(|d| d.program_waiting())?;
+        self.bulk.program_waiting()
     }
 
     fn power_cut(&mut self) {
