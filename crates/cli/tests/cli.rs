@@ -319,9 +319,15 @@ fn every_command_has_help_with_an_example() {
 }
 
 fn demo_succeeds(preset: &str) -> String {
+    demo_succeeds_with(preset, &[])
+}
+
+fn demo_succeeds_with(preset: &str, extra: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = flashfs()
-        .args(["demo", "--quick", "--preset", preset, "--plot"])
+        .args(["demo", "--quick", "--preset", preset])
+        .args(extra)
+        .arg("--plot")
         .arg(dir.path())
         .assert()
         .success()
@@ -374,6 +380,50 @@ fn demo_quick_on_nand_and_mlc() {
 #[test]
 fn demo_runs_on_nvram() {
     demo_succeeds("cy15b102q");
+}
+
+/// `--nvram` runs the demo on a volume on two devices, NVRAM beside NAND or NOR, and says
+/// what each part took; a pair that makes no volume is refused in one line.
+#[test]
+fn demo_runs_on_nvram_beside_the_flash() {
+    for (flash, nvram) in [("nand-128m", "fram-8m"), ("w25q64jv", "cy15b102q")] {
+        let text = demo_succeeds_with(flash, &["--nvram", nvram]);
+        for expect in [
+            format!("beside it {nvram} (nvram"),
+            "written to the NVRAM".into(),
+            "counting the NVRAM".into(),
+            "segments on the NVRAM (".into(),
+        ] {
+            assert!(
+                text.contains(&expect),
+                "{flash}+{nvram}: no '{expect}' in\n{text}"
+            );
+        }
+    }
+    let line = fails(
+        flashfs().args([
+            "demo",
+            "--quick",
+            "--preset",
+            "nand-1g",
+            "--nvram",
+            "cy15b102q",
+        ]),
+        1,
+    );
+    assert!(line.contains("part too small for one segment"), "{line}");
+    let line = fails(
+        flashfs().args([
+            "demo",
+            "--quick",
+            "--preset",
+            "fram-8m",
+            "--nvram",
+            "cy15b102q",
+        ]),
+        1,
+    );
+    assert!(line.contains("keeps its data on SLC NAND or NOR"), "{line}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use flash::preset::{Preset, DEFAULT_PRESET};
 use flash::{DeviceSpec, ImageMeta, NandSim, NorSim, NvramNor, NvramSim};
+use flashfs::media::tiered::Tiered;
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments};
 use flashfs_bench::fs_cuts::{self, CutPlan};
 use flashfs_bench::fswork::{self, FsOp, FsWorkload, Node, Tree};
@@ -27,6 +28,8 @@ pub const EXAMPLES: &str = "\
 Examples:
   flashfs demo
   flashfs demo --quick --preset mlc-flexfs
+  flashfs demo --preset nand-128m --nvram fram-8m    metadata and small files on FRAM beside NAND
+  flashfs demo --preset w25q64jv --nvram cy15b102q   the same beside SPI NOR
   flashfs demo --tree ~/photos --plot out/ --seed 42";
 
 /// Options of `flashfs demo`.
@@ -35,6 +38,11 @@ pub struct Args {
     /// The device to simulate (see `flashfs presets`).
     #[arg(long, value_name = "NAME", default_value = DEFAULT_PRESET)]
     pub preset: String,
+    /// An NVRAM part beside the flash of --preset (SLC NAND or NOR), one volume on two
+    /// devices as `mkfs --nvram` makes it: the metadata and small files' first 16 KiB on
+    /// the NVRAM, the rest of the data on the flash.
+    #[arg(long, value_name = "NAME")]
+    pub nvram: Option<String>,
     /// Seed of every random choice: workload, cut points, torn operations.
     #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
@@ -58,22 +66,57 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<(
     let preset = device::lookup(&args.preset)?;
     device::check_ram(&preset.spec)?;
     let meta = ImageMeta::new(preset.name, args.seed);
+    if let Some(name) = &args.nvram {
+        let nvram = device::lookup(name)?;
+        volume::check_pair(
+            &preset.spec,
+            &nvram.spec,
+            &format!("--preset {}", args.preset),
+            &format!("--nvram {name}"),
+        )?;
+        let DeviceSpec::Nvram(nvram_spec) = nvram.spec else {
+            unreachable!("check_pair takes NVRAM only")
+        };
+        let part = NvramSim::new(nvram_spec, ImageMeta::new(nvram.name, args.seed))
+            .map_err(device::explain)?;
+        let joined = |e: flashfs::Error| {
+            anyhow::anyhow!(
+                "--nvram {name} beside --preset {}: {e} (a larger NVRAM part, or a smaller \
+                 flash, makes a volume)",
+                args.preset
+            )
+        };
+        let beside = Some(&nvram);
+        return match preset.spec {
+            DeviceSpec::Nor(spec) => {
+                let sim = NorSim::new(spec, meta).map_err(device::explain)?;
+                let dev = Tiered::nvram_beside_nor(part, sim, 512).map_err(joined)?;
+                demo(dev, &preset, beside, args, global, out)
+            }
+            DeviceSpec::Nand(spec) => {
+                let sim = NandSim::new(spec, meta).map_err(device::explain)?;
+                let dev = Tiered::nvram_beside_nand(part, sim).map_err(joined)?;
+                demo(dev, &preset, beside, args, global, out)
+            }
+            DeviceSpec::Nvram(_) => unreachable!("check_pair refuses NVRAM for the flash"),
+        };
+    }
     match preset.spec {
         DeviceSpec::Nor(spec) => {
             let sim = NorSim::new(spec, meta).map_err(device::explain)?;
             let dev = NorSegments::new(sim, 512).map_err(anyhow::Error::new)?;
-            demo(dev, &preset, args, global, out)
+            demo(dev, &preset, None, args, global, out)
         }
         DeviceSpec::Nand(spec) => {
             let sim = NandSim::new(spec, meta).map_err(device::explain)?;
             let dev = NandSegments::new(sim).map_err(anyhow::Error::new)?;
-            demo(dev, &preset, args, global, out)
+            demo(dev, &preset, None, args, global, out)
         }
         DeviceSpec::Nvram(spec) => {
             let sim = NvramSim::new(spec, meta).map_err(device::explain)?;
             let part = NvramNor::new(sim).map_err(device::explain)?;
             let dev = NorSegments::new(part, 512).map_err(anyhow::Error::new)?;
-            demo(dev, &preset, args, global, out)
+            demo(dev, &preset, None, args, global, out)
         }
     }
 }
@@ -148,9 +191,11 @@ fn host_tree(dir: Option<&Path>, budget: u64, seed: u64) -> anyhow::Result<(Stri
     Ok(("a generated tree".into(), out))
 }
 
+/// Runs the demo on `dev`, a simulated `preset`, with the `nvram` part beside it if any.
 fn demo<D: SimSegments>(
     dev: D,
     preset: &Preset,
+    nvram: Option<&Preset>,
     args: &Args,
     global: Global,
     out: &mut dyn Write,
@@ -179,6 +224,18 @@ fn demo<D: SimSegments>(
     )?;
     say(out, format!("  {}", preset.summary))?;
     say(out, format!("  geometry: {}", device::geometry(&spec)))?;
+    if let Some(n) = nvram {
+        say(
+            out,
+            format!(
+                "  beside it {} ({}, {}), one volume on two devices: {}",
+                n.name,
+                n.spec.kind(),
+                bytes(n.spec.capacity()),
+                n.summary
+            ),
+        )?;
+    }
     say(out, String::new())?;
 
     // 1. Format.
@@ -302,8 +359,11 @@ fn demo<D: SimSegments>(
     // 4. Space, write amplification and wear.
     let st = fs.statfs();
     let usage = volume::log_usage(fs.ftl().log());
-    let sim = fs.ftl().log().device().sim();
+    let dev = fs.ftl().log().device();
+    let sim = dev.sim();
     let programmed = sim.stats().bytes_programmed;
+    // On two devices the NVRAM is the first of the supply's parts.
+    let nvram_written = nvram.map(|_| dev.sims()[0].stats().bytes_programmed);
     let user = stored + written;
     let counts = sim.erase_counts();
     let spread = Spread::of(&counts);
@@ -323,7 +383,7 @@ fn demo<D: SimSegments>(
     say(
         out,
         format!(
-            "5. writes      {} written by the user, {} programmed on flash{}: write amplification {:.2}",
+            "5. writes      {} written by the user, {} programmed on flash{}{}: write amplification {:.2}{}",
             bytes(user),
             bytes(programmed),
             if matches!(spec, DeviceSpec::Nand(_)) {
@@ -331,9 +391,27 @@ fn demo<D: SimSegments>(
             } else {
                 ""
             },
-            programmed as f64 / user.max(1) as f64
+            nvram_written.map_or(String::new(), |n| format!(", {} written to the NVRAM", bytes(n))),
+            programmed as f64 / user.max(1) as f64,
+            nvram_written.map_or(String::new(), |n| format!(
+                " on the flash, {:.2} counting the NVRAM",
+                (programmed + n) as f64 / user.max(1) as f64
+            ))
         ),
     )?;
+    if let Some(t) = &usage.tiers {
+        say(
+            out,
+            format!(
+                "               tiers: {} segments on the NVRAM ({} live: metadata, small files), \
+                 {} on the flash ({} live)",
+                count(t.fast_segments),
+                bytes(t.fast_live_bytes),
+                count(t.bulk_segments),
+                bytes(t.bulk_live_bytes)
+            ),
+        )?;
+    }
     say(
         out,
         format!(
