@@ -142,12 +142,34 @@ fn small_files_go_to_the_nvram_while_it_has_room() {
         fs.write_file(name.as_bytes(), &data(4096, i + 7)).unwrap();
     }
     fs.sync().unwrap();
-    assert!(!fs.ftl().log().fast_tier_takes_data());
+    assert!(!fs.ftl().log().fast_tier_takes_data(false));
     let (live, room) = fast_live_and_room(&fs);
     assert!(
         live < room * 3 / 4,
         "{live} of {room} NVRAM slots live: data took more than its half"
     );
+    // Past the half, a file whose data lies on the NVRAM is rewritten there (its old
+    // version goes at the commit); one on the NAND stays on the NAND.
+    let rewrite = |fs: &mut Fs<Hybrid>, path: &str, content: &[u8]| {
+        let ino = fs.resolve(path.as_bytes()).unwrap();
+        fs.write(ino, 0, content).unwrap();
+        fs.sync().unwrap();
+    };
+    let nand2 = nand(&fs);
+    rewrite(&mut fs, "/s3", &data(2048, 333));
+    assert_eq!(
+        nand(&fs),
+        nand2,
+        "the rewrite of a file on the NVRAM went to the NAND"
+    );
+    let last = format!("/t{}", files - 1);
+    rewrite(&mut fs, &last, &data(4096, 444));
+    assert!(
+        nand(&fs) - nand2 >= 4096,
+        "the rewrite of a file on the NAND left it"
+    );
+    let (live, room) = fast_live_and_room(&fs);
+    assert!(live < room * 3 / 4, "{live} of {room} NVRAM slots live");
     let dev = fs.unmount().unwrap();
     // The metadata stayed on the NVRAM: the mount after a close reads no NAND.
     let before = nand_reads(&dev);
@@ -157,7 +179,9 @@ fn small_files_go_to_the_nvram_while_it_has_room() {
         let name = format!("/s{i}");
         assert_eq!(fs.read_file(name.as_bytes()).unwrap(), data(2048, i + 1));
     }
-    for i in (0..files).step_by(13) {
+    assert_eq!(fs.read_file(b"/s3").unwrap(), data(2048, 333));
+    assert_eq!(fs.read_file(last.as_bytes()).unwrap(), data(4096, 444));
+    for i in (0..files - 1).step_by(13) {
         let name = format!("/t{i}");
         assert_eq!(fs.read_file(name.as_bytes()).unwrap(), data(4096, i + 7));
     }
@@ -168,7 +192,7 @@ fn small_files_go_to_the_nvram_while_it_has_room() {
         fs.remove_path(name.as_bytes()).unwrap();
     }
     fs.sync().unwrap();
-    assert!(fs.ftl().log().fast_tier_takes_data());
+    assert!(fs.ftl().log().fast_tier_takes_data(false));
     assert!(fs.check(false).unwrap().is_clean());
 }
 

@@ -481,8 +481,12 @@ impl<D: Segments> Fs<D> {
                 .take_while(|w| w[1] == w[0] + 1)
                 .count();
             let bytes = &content[i * bs as usize..(i + run) * bs as usize];
+            let replaced = match old[i] {
+                Some((s, false)) => Some(s),
+                _ => None,
+            };
             let store = self.tree.store_mut();
-            if let Err(e) = store.write_file_data(new[i], bytes, ino, b0 + i as u64) {
+            if let Err(e) = store.write_file_data(new[i], bytes, ino, b0 + i as u64, replaced) {
                 self.undo_alloc(&allocated);
                 return Err(e);
             }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
 use crate::index::{NodePtr, NodeStore};
 use crate::log::Head;
-use crate::media::Segments;
+use crate::media::{Segments, Tier};
 
 /// The block device the file system keeps its blocks in, and which of them are free.
 #[derive(Debug)]
@@ -152,30 +152,35 @@ impl<D: Segments> Store<D> {
     /// them with other rewritten data if the 2Q ([`Locality`]) finds that block's extent
     /// hot (a run of sectors is classified by its first block), on the fast tier if it is
     /// at a file's start ([`Store::file_block_head`]).
+    ///
+    /// `replaced` is the sector of the version the run's first block replaces, if it had
+    /// one on flash.
     pub fn write_file_data(
         &mut self,
         sector: u64,
         data: &[u8],
         ino: Ino,
         block: u64,
+        replaced: Option<u64>,
     ) -> Result<()> {
         let ss = self.ftl.sector_size();
-        // A run across the end of the file's start goes down in two parts.
+        // A run across the end of the file's start goes down in two parts; the second
+        // replaces what it replaces (a run is placed by its first block).
         let start = self.fast_file_blocks.saturating_sub(block);
         if start > 0 && start < (data.len() / ss) as u64 {
             let (head, tail) = data.split_at(start as usize * ss);
-            self.write_file_data(sector, head, ino, block)?;
-            return self.write_file_data(sector + start, tail, ino, block + start);
+            self.write_file_data(sector, head, ino, block, replaced)?;
+            return self.write_file_data(sector + start, tail, ino, block + start, None);
         }
         let hot = self.locality.wrote(ino, block).then_some(Head::Hot);
-        let head = self.file_block_head(block, hot);
+        let head = self.file_block_head(block, hot, replaced)?;
         self.changing(sector, data.len() / ss);
         self.ftl.write_to(sector, data, head)
     }
 
     /// Writes a whole file block, block `block` of its file, whose content waited in RAM.
     pub fn write_file_block(&mut self, sector: u64, data: &[u8], block: u64) -> Result<()> {
-        let head = self.file_block_head(block, None);
+        let head = self.file_block_head(block, None, None)?;
         self.changing(sector, data.len() / self.ftl.sector_size());
         self.ftl.write_to(sector, data, head)
     }
@@ -183,14 +188,30 @@ impl<D: Segments> Store<D> {
     /// The log's head for data of a file's block `block`: the metadata head, whose
     /// segments are on the fast tier of a volume on two devices, for the first
     /// [`Store::fast_file_blocks`] of a file while that tier takes data
-    /// ([`crate::log::Log::fast_tier_takes_data`]); `otherwise` else. A small file is then
-    /// written to the NVRAM whole, at its speed, where its data would cost NAND programs.
-    fn file_block_head(&self, block: u64, otherwise: Option<Head>) -> Option<Head> {
-        if block < self.fast_file_blocks && self.ftl.log().fast_tier_takes_data() {
-            Some(Head::Meta)
-        } else {
-            otherwise
+    /// ([`crate::log::Log::fast_tier_takes_data`], with more room for a block whose
+    /// `replaced` version lies there); `otherwise` else. A small file is then written to
+    /// the NVRAM whole, at its speed, where its data would cost NAND programs, and
+    /// rewritten there.
+    fn file_block_head(
+        &mut self,
+        block: u64,
+        otherwise: Option<Head>,
+        replaced: Option<u64>,
+    ) -> Result<Option<Head>> {
+        if block >= self.fast_file_blocks {
+            return Ok(otherwise);
         }
+        let log = self.ftl.log();
+        if log.fast_tier_takes_data(false) {
+            return Ok(Some(Head::Meta));
+        }
+        // Above the share, where the version replaced lies decides (one lookup in the
+        // sector map, only then).
+        let Some(old) = replaced else {
+            return Ok(otherwise);
+        };
+        let fast = log.fast_tier_takes_data(true) && self.ftl.tier_of(old)? == Some(Tier::Fast);
+        Ok(if fast { Some(Head::Meta) } else { otherwise })
     }
 
     /// Writes whole sectors that are not file data (maps, the superblock) with the log's

@@ -25,7 +25,7 @@ use flash::FlashError;
 
 use crate::log::{Head, Log, LogConfig, Owner, Restored, ScrubReport, SlotAddr, Start};
 use crate::media::tag::TagState;
-use crate::media::Segments;
+use crate::media::{Segments, Tier};
 use map::{Copies, Record, SectorMap};
 
 /// A device of fixed-size sectors.
@@ -1137,6 +1137,16 @@ impl<D: Segments> Ftl<D> {
             .map
             .slot(k, &mut self.log.checkpoint_pages())?
             .is_some())
+    }
+
+    /// The tier `sector`'s data lies on, if it has some (on one device, always the bulk
+    /// tier).
+    pub fn tier_of(&mut self, sector: u64) -> Result<Option<Tier>> {
+        let Ok(k) = usize::try_from(sector) else {
+            return Ok(None);
+        };
+        let at = self.map.slot(k, &mut self.log.checkpoint_pages())?;
+        Ok(at.map(|a| self.log.device().tier(a.seg)))
     }
 
     /// Sectors that currently hold data.

@@ -2028,7 +2028,13 @@ impl<D: Segments> Log<D> {
     /// are live. Its other half stays for the metadata and for the cleaner's room, so data
     /// never pushes the metadata out to the bulk tier; data written there stays until it
     /// is rewritten or deleted, and what does not fit goes to the bulk tier as on one device.
-    pub fn fast_tier_takes_data(&self) -> bool {
+    ///
+    /// Data `replacing` a version that lies on the fast tier may go there while fewer than
+    /// three quarters of its slots are live: the old version is live until the commit that
+    /// supersedes it, after which the tier holds what it held, so the file stays where it
+    /// was instead of the tier's share going to whichever files are written next. The last
+    /// quarter stays the metadata's and the cleaner's whatever is rewritten before a commit.
+    pub fn fast_tier_takes_data(&self, replacing: bool) -> bool {
         if !self.dev.is_tiered() || !self.meta_apart() {
             return false;
         }
@@ -2043,7 +2049,11 @@ impl<D: Segments> Log<D> {
                 room += u64::from(self.geo.slots);
             }
         }
-        live * 2 < room
+        if replacing {
+            live * 4 < room * 3
+        } else {
+            live * 2 < room
+        }
     }
 
     /// Whether the wear leveller counts `seg`: not the fast tier's segments, whose NVRAM
