@@ -560,8 +560,11 @@ mod tests {
                 off.prog_per_user_byte >= f64::from(on.block_bytes) / 64.0 * 0.9,
                 "{off:?}"
             );
+            // 16 KiB in the quick run: the checkpoint's index node and superblock, and the
+            // trim of the journal block the file's create took (record and copy), are a
+            // large part of it (a few per mille of the full run's 1 MiB).
             assert!(
-                on.prog_per_user_byte < 1.5 && on.prog_per_user_byte * 4.0 < off.prog_per_user_byte,
+                on.prog_per_user_byte < 1.6 && on.prog_per_user_byte * 4.0 < off.prog_per_user_byte,
                 "with buffers {on:?}, without {off:?}"
             );
             assert!(on.buffer_bytes > 0);

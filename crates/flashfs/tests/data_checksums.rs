@@ -690,7 +690,7 @@ fn a_scrub_moves_wearing_data_and_reports_what_was_lost() {
 }
 
 /// A damaged block of the saved free-space map (SPEC.md §8.5) costs the mount its shortcut,
-/// never a file: the mount walks the index instead, the next commit writes a new map and
+/// never a file: the mount walks the index instead, the next checkpoint writes a new map and
 /// frees the damaged one, and the mount after that reads the new map.
 #[test]
 fn a_damaged_free_space_map_makes_the_mount_walk() {
@@ -717,7 +717,7 @@ fn a_damaged_free_space_map_makes_the_mount_walk() {
         assert_eq!(fs.space_map(), Some(map.clone()));
         let b = fs.create(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino;
         fs.write(b, 0, b"after").unwrap();
-        fs.sync().unwrap();
+        fs.checkpoint().unwrap();
         assert_ne!(fs.space_map(), Some(map.clone()), "{how:?}");
         let r = fs.check(false).unwrap();
         assert!(r.is_clean(), "{how:?}: {:?}", r.problems);

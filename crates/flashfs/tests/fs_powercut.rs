@@ -986,7 +986,7 @@ fn a_block_freed_by_frames_waits_for_their_count() {
         if seed == 40 {
             // A change the journal does not take: a checkpoint covers the first block,
             // so the replay of the epoch does not read it.
-            steps.push(Step::Create(s("/f")));
+            steps.push(Step::Mkdir(s("/f")));
             steps.push(Step::Sync);
         }
     }

@@ -140,8 +140,9 @@ fn appended_superblocks_name_the_map_stale_and_an_unmount_makes_it_current() {
     let mut fs = Fs::format(larger_nor(), config()).unwrap();
     let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
     fs.sync().unwrap();
+    // Writes larger than the journal takes: each commit a checkpoint.
     for i in 0..4 {
-        fs.write(a, i * 100, &pattern(i, 1, 100)).unwrap();
+        fs.write(a, i * 300, &pattern(i, 1, 300)).unwrap();
         fs.sync().unwrap();
     }
     assert!(fs.stats().superblock_appends > 0, "{:?}", fs.stats());
@@ -150,7 +151,7 @@ fn appended_superblocks_name_the_map_stale_and_an_unmount_makes_it_current() {
     assert_eq!(dump(&mut fs).unwrap(), before);
     assert_clean(&mut fs, "after a cut");
     for i in 0..4 {
-        fs.write(a, 1000 + i * 100, &pattern(i + 9, 1, 100))
+        fs.write(a, 2000 + i * 300, &pattern(i + 9, 1, 300))
             .unwrap();
         fs.sync().unwrap();
     }

@@ -36,14 +36,15 @@ fn assert_clean(fs: &mut Fs<flashfs::NandSegments<flash::NandSim>>, when: &str) 
     assert!(r.is_clean(), "fsck {when}: {:?}", r.problems);
 }
 
-/// One small write and its commit.
+/// One small write and its commit, a checkpoint (a new file and its small write alone
+/// would be a journal entry).
 fn small_commit(fs: &mut Fs<flashfs::NandSegments<flash::NandSim>>, i: u64) {
     let ino = fs
         .create(ROOT_INO, format!("s{i}").as_bytes(), 0o644, 0, 0)
         .unwrap()
         .ino;
     fs.write(ino, 0, &pattern(i, 7, 100)).unwrap();
-    fs.sync().unwrap();
+    fs.checkpoint().unwrap();
 }
 
 #[test]

@@ -51,6 +51,7 @@ fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() 
     let f = file(&mut fs, b"f");
     fs.sync().unwrap();
     let before = slots(&fs);
+    let entries = fs.stats().journal_entries;
     fs.write(f, 0, &data(1, 100)).unwrap();
     fs.write(f, 100, &data(2, 50)).unwrap();
     fs.write(f, 20, &data(3, 10)).unwrap();
@@ -66,7 +67,7 @@ fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() 
     // The writes are small: the sync programs one journal entry carrying their bytes, and
     // the block stays in RAM until the checkpoint.
     fs.fsync(f, false).unwrap();
-    assert_eq!(fs.stats().journal_entries, 1);
+    assert_eq!(fs.stats().journal_entries, entries + 1);
     assert_eq!(
         slots(&fs),
         before + 1,

@@ -722,6 +722,20 @@ impl<D: Segments> Fs<D> {
                     })
             }
             OpKind::Write { offset, data } => self.write(ino, *offset, data).map(|_| 1),
+            OpKind::Create {
+                name,
+                mode,
+                uid,
+                gid,
+                child,
+            } => self
+                .create(ino, name, *mode, *uid, *gid)
+                .and_then(|a| match a.ino == *child {
+                    true => Ok(1),
+                    false => Err(Error::Corrupt(
+                        "a journaled create replays to another inode",
+                    )),
+                }),
             &OpKind::Framed { count } => match tails.get_mut(&ino) {
                 Some(tail) => self.replay_framed(ino, tail, Some(count)),
                 None => Err(Error::Corrupt(

@@ -6,6 +6,7 @@
 
 use alloc::vec::Vec;
 
+use super::layout::op::OpKind;
 use super::layout::{
     self, decode_dirent, dirent_key, encode_dirent, item, key, key_u64, FileType, Ino, Inode,
     COOKIE_DOT, COOKIE_DOTDOT, ROOT_INO,
@@ -112,7 +113,22 @@ impl<D: Segments> Fs<D> {
 
     /// Creates a regular file.
     pub fn create(&mut self, dir: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.create_inode(dir, name, FileType::Regular, mode, 0, uid, gid)
+        // A create is an operation of the journal (SPEC.md §8.5b): a new file and a small
+        // first write, `fsync`ed, program one entry rather than index nodes and a
+        // superblock. Inside a transaction it is one of the transaction's changes.
+        if self.tree.tx.in_operation() {
+            return self.create_inode(dir, name, FileType::Regular, mode, 0, uid, gid);
+        }
+        let kind = |a: &Attr| OpKind::Create {
+            name: name.to_vec(),
+            mode,
+            uid,
+            gid,
+            child: a.ino,
+        };
+        self.journaled(dir, kind, |fs| {
+            fs.create_inode(dir, name, FileType::Regular, mode, 0, uid, gid)
+        })
     }
 
     /// Creates a directory.

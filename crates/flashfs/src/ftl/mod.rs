@@ -896,6 +896,16 @@ impl<D: Segments> Ftl<D> {
     /// that damage at rest destroying one leaves the other. Without it a loss record lost
     /// to damage would leave its sectors reading as never written after a scan.
     fn twin_record(&mut self, t: u64, kind: Kind, rec: &[u8]) -> Result<()> {
+        // On the NVRAM of a volume on two devices the one copy is enough: NVRAM keeps its
+        // bytes at rest (it has no retention loss or read disturb to guard against), and
+        // a twin on the flash would cost every mount a flash read.
+        let on_nvram = self.map.records.get(&t).is_some_and(|r| {
+            let dev = self.log.device();
+            dev.is_tiered() && dev.tier(r.copies.at.seg) == Tier::Fast
+        });
+        if on_nvram {
+            return Ok(());
+        }
         let tag = Tag {
             key: 0,
             seq: t,

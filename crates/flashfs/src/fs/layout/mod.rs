@@ -603,8 +603,10 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// since the saved free-space map may hold free runs instead of bits (a reader of version
 /// 9 would walk the index at every mount). 11 since a superblock on a part with an SLC mode
 /// records what migration moved and FlexFS's shares, in a longer record (a reader of
-/// version 10 would take the first 4 bytes of the migrated count for the checksum).
-pub const FS_VERSION: u8 = 11;
+/// version 10 would take the first 4 bytes of the migrated count for the checksum). 12
+/// since the journal may hold creates of regular files (operation 14; a reader of version
+/// 11 would fail on them).
+pub const FS_VERSION: u8 = 12;
 /// Bytes of an encoded superblock record (68 before version 8), and of a long one (version
 /// 11, on parts with an SLC mode: [`Superblock::shares`]).
 pub const SB_LEN: usize = 72;

@@ -26,6 +26,7 @@ mod code {
     pub const ADD_AT: u8 = 11;
     pub const ADD_SPANNED: u8 = 12;
     pub const WRITE: u8 = 13;
+    pub const CREATE: u8 = 14;
 }
 
 /// What a journaled operation did.
@@ -97,6 +98,22 @@ pub enum OpKind {
         offset: u64,
         /// The bytes written.
         data: Vec<u8>,
+    },
+    /// A [`Fs::create`](crate::fs::Fs::create) of a regular file named `name` in the
+    /// directory the operation names (file-system version 12): a new file and its `fsync`
+    /// program the entry alone.
+    Create {
+        /// The new entry's name.
+        name: Vec<u8>,
+        /// The mode asked for.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+        /// The inode the file got: the replay gives it the same, or the entry does not
+        /// apply.
+        child: Ino,
     },
 }
 
@@ -174,6 +191,7 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
         let t = nanos(op.time);
         let delta = i64::try_from(t - prev).ok()?;
         prev = t;
+        let created: [u64; 4];
         let (c, numbers, data) = match &op.kind {
             OpKind::Add(d) => (code::ADD, &[][..], Some(d)),
             OpKind::Update(n, d) => (code::UPDATE, core::slice::from_ref(n), Some(d)),
@@ -198,6 +216,16 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
             }
             OpKind::Write { offset, data } => {
                 (code::WRITE, core::slice::from_ref(offset), Some(data))
+            }
+            OpKind::Create {
+                name,
+                mode,
+                uid,
+                gid,
+                child,
+            } => {
+                created = [u64::from(*mode), u64::from(*uid), u64::from(*gid), *child];
+                (code::CREATE, &created[..], Some(name))
             }
         };
         out.push(c);
@@ -272,6 +300,20 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                     OpKind::Write {
                         offset,
                         data: c.bytes(n)?,
+                    }
+                }
+                code::CREATE => {
+                    let mode = u32::try_from(c.varint()?).ok()?;
+                    let uid = u32::try_from(c.varint()?).ok()?;
+                    let gid = u32::try_from(c.varint()?).ok()?;
+                    let child = c.varint()?;
+                    let n = c.varint()?;
+                    OpKind::Create {
+                        name: c.bytes(n)?,
+                        mode,
+                        uid,
+                        gid,
+                        child,
                     }
                 }
                 _ => return None,
@@ -351,6 +393,17 @@ mod tests {
                 ino: 10,
                 time: t(1 << 33, 9),
                 kind: OpKind::Framed { count: 3 },
+            },
+            Op {
+                ino: 1,
+                time: t(1 << 33, 10),
+                kind: OpKind::Create {
+                    name: b"notes.txt".to_vec(),
+                    mode: 0o100644,
+                    uid: u32::MAX,
+                    gid: 0,
+                    child: 1 << 40,
+                },
             },
         ]
     }
