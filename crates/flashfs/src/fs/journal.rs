@@ -728,14 +728,15 @@ impl<D: Segments> Fs<D> {
                 uid,
                 gid,
                 child,
-            } => self
-                .create(ino, name, *mode, *uid, *gid)
-                .and_then(|a| match a.ino == *child {
-                    true => Ok(1),
-                    false => Err(Error::Corrupt(
+            } => self.create(ino, name, *mode, *uid, *gid).and_then(|a| {
+                if a.ino == *child {
+                    Ok(1)
+                } else {
+                    Err(Error::Corrupt(
                         "a journaled create replays to another inode",
-                    )),
-                }),
+                    ))
+                }
+            }),
             &OpKind::Framed { count } => match tails.get_mut(&ino) {
                 Some(tail) => self.replay_framed(ino, tail, Some(count)),
                 None => Err(Error::Corrupt(
