@@ -194,15 +194,14 @@ fn the_hybrid_volume_keeps_its_tiers_and_faults_under_the_harness() {
     }
 }
 
-/// A cut at every device operation of a short workload, clean and torn, on both targets:
-/// the cuts fall on both parts (torn NVRAM writes among them) and lose nothing acknowledged.
-/// The file system's workload is longer: its first operations wait in RAM for a sync, which
-/// writes only metadata.
-#[test]
-fn exhaustive_cuts_on_the_hybrid_volume_lose_nothing_acknowledged() {
+/// A cut at every device operation of a short workload on `preset`, clean and torn, on both
+/// targets: the cuts fall on both parts (torn NVRAM writes among them) and lose nothing
+/// acknowledged. The file system's workload is longer: its first operations wait in RAM for
+/// a sync, which writes only metadata.
+fn exhaustive_cuts_lose_nothing_acknowledged(preset: &str) {
     for (target, ops) in [(TargetKind::Ftl, 12), (TargetKind::Fs, 40)] {
         let opts = TortureOptions {
-            presets: vec![HYBRID.into()],
+            presets: vec![preset.into()],
             targets: vec![target],
             workloads: vec![Workload::Mixed],
             fs_workloads: vec![FsWorkload::Mixed],
@@ -218,6 +217,11 @@ fn exhaustive_cuts_on_the_hybrid_volume_lose_nothing_acknowledged() {
         assert!(r.cuts >= r.cases && r.bytes_verified > 0, "{r:?}");
         assert!(r.nvram_cuts > 0 && r.nvram_cuts < r.cuts, "{r:?}");
     }
+}
+
+#[test]
+fn exhaustive_cuts_on_the_hybrid_volume_lose_nothing_acknowledged() {
+    exhaustive_cuts_lose_nothing_acknowledged(HYBRID);
 }
 
 /// Every fault kind applies to the volume (the NAND's faults to the NAND), on both targets.
@@ -247,8 +251,9 @@ fn every_fault_kind_runs_on_the_hybrid_volume() {
 const HYBRID_NOR: &str = "w25q64jv+cy15b102q";
 
 /// NVRAM beside SPI NOR: the NOR's torture device with a part of the FRAM in segments of as
-/// many slots; exhaustive cuts on both targets fall on both parts and lose nothing
-/// acknowledged (the NOR's tag entries wait in RAM for a program page: a cut drops them).
+/// many slots, among the default presets; exhaustive cuts fall on both parts and lose
+/// nothing acknowledged (the NOR's tag entries wait in RAM for a program page: a cut drops
+/// them).
 #[test]
 fn exhaustive_cuts_on_nvram_beside_nor_lose_nothing_acknowledged() {
     assert!(HYBRID_PRESETS.contains(&HYBRID_NOR));
@@ -260,21 +265,5 @@ fn exhaustive_cuts_on_nvram_beside_nor_lose_nothing_acknowledged() {
         "{}",
         dev.geometry()
     );
-    for (target, ops) in [(TargetKind::Ftl, 12), (TargetKind::Fs, 40)] {
-        let opts = TortureOptions {
-            presets: vec![HYBRID_NOR.into()],
-            targets: vec![target],
-            workloads: vec![Workload::Mixed],
-            fs_workloads: vec![FsWorkload::Mixed],
-            faults: vec![Fault::PowerCut],
-            ops,
-            exhaustive: true,
-            ..TortureOptions::default()
-        };
-        let outcome = run(&opts, &mut |_, _, _| {}).unwrap();
-        assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
-        let r = &outcome.reports[0];
-        assert_eq!(r.cases, 2 * r.workload_device_ops, "{r:?}");
-        assert!(r.nvram_cuts > 0 && r.nvram_cuts < r.cuts, "{r:?}");
-    }
+    exhaustive_cuts_lose_nothing_acknowledged(HYBRID_NOR);
 }
