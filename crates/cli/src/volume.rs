@@ -164,6 +164,21 @@ pub fn check_pair(
     Ok(())
 }
 
+/// The NVRAM preset `name` to put beside a flash of `main_spec` (named `main` in messages,
+/// as the command line gave it), refused in one line if the two make no volume.
+pub fn nvram_beside(
+    main_spec: &DeviceSpec,
+    main: &str,
+    name: &str,
+) -> anyhow::Result<(flash::preset::Preset, flash::NvramSpec)> {
+    let nvram = device::lookup(name)?;
+    check_pair(main_spec, &nvram.spec, main, &format!("--nvram {name}"))?;
+    match nvram.spec {
+        DeviceSpec::Nvram(spec) => Ok((nvram, spec)),
+        _ => bail!("--nvram {name} is not NVRAM"),
+    }
+}
+
 /// Opens the image at `path`, for writing or not, and the NVRAM image beside it
 /// ([`nvram_path`]) when there is one.
 pub fn open_images(path: &Path, writable: bool) -> anyhow::Result<Images<ImageStore>> {
@@ -226,7 +241,7 @@ impl<S: Store> Media<S> {
             let nor = NorSim::open(flash).map_err(device::explain)?;
             let nor = NorSegments::new(nor, nor_slot).map_err(anyhow::Error::new)?;
             let g = nor.geometry();
-            let joined = Tiered::nvram_beside_nor(nvram, nor.into_inner(), nor_slot)
+            let joined = Tiered::nvram_beside_nor(nvram, nor)
                 .map_err(|e| too_small(u64::from(g.slots) * u64::from(g.slot_size), e))?;
             return Ok(Media::TieredNor(joined));
         }

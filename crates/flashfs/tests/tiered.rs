@@ -2,6 +2,7 @@
 //! and the data on the NAND's, one log over both (`flashfs::media::tiered`).
 
 use flash::{preset, DeviceSpec, ImageMeta, NandSim, NorSim, NvramSim, NvramSpec, Simulated};
+use flashfs::log::FastShare;
 use flashfs::media::tag::{Kind, Tag, TagState};
 use flashfs::media::tiered::{NvramBesideNor, NvramNand, Tiered, MIN_FAST_SEGMENTS};
 use flashfs::media::Tier;
@@ -142,7 +143,7 @@ fn small_files_go_to_the_nvram_while_it_has_room() {
         fs.write_file(name.as_bytes(), &data(4096, i + 7)).unwrap();
     }
     fs.sync().unwrap();
-    assert!(!fs.ftl().log().fast_tier_takes_data(false));
+    assert_ne!(fs.ftl().log().fast_tier_share(), FastShare::Any);
     let (live, room) = fast_live_and_room(&fs);
     assert!(
         live < room * 3 / 4,
@@ -192,7 +193,7 @@ fn small_files_go_to_the_nvram_while_it_has_room() {
         fs.remove_path(name.as_bytes()).unwrap();
     }
     fs.sync().unwrap();
-    assert!(fs.ftl().log().fast_tier_takes_data(false));
+    assert_eq!(fs.ftl().log().fast_tier_share(), FastShare::Any);
     assert!(fs.check(false).unwrap().is_clean());
 }
 
@@ -529,7 +530,7 @@ fn hybrid_nor() -> HybridNor {
         unreachable!()
     };
     let nvram = NvramSim::new(fram, ImageMeta::new("fram", 1)).unwrap();
-    Tiered::nvram_beside_nor(nvram, nor, 512).unwrap()
+    Tiered::nvram_beside_nor(nvram, NorSegments::new(nor, 512).unwrap()).unwrap()
 }
 
 /// NVRAM beside NOR flash is a volume like NVRAM beside NAND: the NOR keeps its own

@@ -117,14 +117,7 @@ pub fn run(a: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
     check_options(a, &preset)?;
     let nvram = match &a.nvram {
         Some(name) => {
-            let nvram = device::lookup(name)?;
-            volume::check_pair(
-                &preset.spec,
-                &nvram.spec,
-                &format!("--preset {}", a.preset),
-                &format!("--nvram {name}"),
-            )?;
-            Some(nvram)
+            Some(volume::nvram_beside(&preset.spec, &format!("--preset {}", a.preset), name)?.0)
         }
         None => None,
     };

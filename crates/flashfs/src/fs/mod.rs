@@ -153,7 +153,7 @@ pub struct FsConfig {
     pub read_cache_bytes: usize,
     /// Bytes at the start of every file whose blocks go to the NVRAM of a volume on two
     /// devices (NVRAM beside NAND), while data takes less than half of the NVRAM's slots
-    /// ([`crate::log::Log::fast_tier_takes_data`]); blocks beyond, and every block once
+    /// ([`crate::log::Log::fast_tier_share`]); blocks beyond, and every block once
     /// that half is taken, go to the NAND. 16 KiB by default: a small file is written at
     /// the NVRAM's speed, where on the NAND it would cost a page program per block, and a
     /// large file keeps all but its first blocks on the NAND. Data there stays until

@@ -11,7 +11,7 @@ use super::writeback::WriteBack;
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
 use crate::index::{NodePtr, NodeStore};
-use crate::log::Head;
+use crate::log::{FastShare, Head};
 use crate::media::{Segments, Tier};
 
 /// The block device the file system keeps its blocks in, and which of them are free.
@@ -188,8 +188,8 @@ impl<D: Segments> Store<D> {
     /// The log's head for data of a file's block `block`: the metadata head, whose
     /// segments are on the fast tier of a volume on two devices, for the first
     /// [`Store::fast_file_blocks`] of a file while that tier takes data
-    /// ([`crate::log::Log::fast_tier_takes_data`], with more room for a block whose
-    /// `replaced` version lies there); `otherwise` else. A small file is then written to
+    /// ([`crate::log::Log::fast_tier_share`], with more room for a block whose `replaced`
+    /// version lies there); `otherwise` else. A small file is then written to
     /// the NVRAM whole, at its speed, where its data would cost NAND programs, and
     /// rewritten there.
     fn file_block_head(
@@ -201,16 +201,13 @@ impl<D: Segments> Store<D> {
         if block >= self.fast_file_blocks {
             return Ok(otherwise);
         }
-        let log = self.ftl.log();
-        if log.fast_tier_takes_data(false) {
-            return Ok(Some(Head::Meta));
-        }
-        // Above the share, where the version replaced lies decides (one lookup in the
-        // sector map, only then).
-        let Some(old) = replaced else {
-            return Ok(otherwise);
+        let fast = match (self.ftl.log().fast_tier_share(), replaced) {
+            (FastShare::Any, _) => true,
+            // Above the half, where the version replaced lies decides (one lookup in the
+            // sector map, only then).
+            (FastShare::Replacing, Some(old)) => self.ftl.tier_of(old)? == Some(Tier::Fast),
+            _ => false,
         };
-        let fast = log.fast_tier_takes_data(true) && self.ftl.tier_of(old)? == Some(Tier::Fast);
         Ok(if fast { Some(Head::Meta) } else { otherwise })
     }
 

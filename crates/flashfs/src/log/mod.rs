@@ -74,6 +74,24 @@ pub const SET_SEGMENT_SLOTS: u32 = 64;
 /// recorder −1.4).
 pub const HOT_HEAD_MIN_SEGMENTS: u32 = 64;
 
+/// The file data the fast tier of a volume on two devices takes ([`Log::fast_tier_share`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FastShare {
+    /// Any (fewer than half of its slots live). Its other half stays for the metadata and
+    /// for the cleaner's room, so data never pushes the metadata out to the bulk tier;
+    /// data written there stays until it is rewritten or deleted, and what does not fit
+    /// goes to the bulk tier as on one device.
+    Any,
+    /// Only data replacing a version that lies on the fast tier (fewer than three quarters
+    /// live): the old version is live until the commit that supersedes it, after which the
+    /// tier holds what it held, so the file stays where it was instead of the tier's share
+    /// going to whichever files are written next. The last quarter stays the metadata's
+    /// and the cleaner's whatever is rewritten before a commit.
+    Replacing,
+    /// None (three quarters or more live, or a volume on one device).
+    None,
+}
+
 /// Free segments the fast tier of a volume on two devices keeps by cleaning its own: one for
 /// the metadata head to open next, one for a checkpoint's set.
 const FAST_TIER_FREE: u32 = 2;
@@ -2023,20 +2041,12 @@ impl<D: Segments> Log<D> {
         self.dev.is_tiered() && self.meta_apart() && self.free_fast < FAST_TIER_FREE
     }
 
-    /// Whether the fast tier of a volume on two devices takes file data beside the metadata
-    /// (written with the metadata head, [`Head::Meta`]): while fewer than half of its slots
-    /// are live. Its other half stays for the metadata and for the cleaner's room, so data
-    /// never pushes the metadata out to the bulk tier; data written there stays until it
-    /// is rewritten or deleted, and what does not fit goes to the bulk tier as on one device.
-    ///
-    /// Data `replacing` a version that lies on the fast tier may go there while fewer than
-    /// three quarters of its slots are live: the old version is live until the commit that
-    /// supersedes it, after which the tier holds what it held, so the file stays where it
-    /// was instead of the tier's share going to whichever files are written next. The last
-    /// quarter stays the metadata's and the cleaner's whatever is rewritten before a commit.
-    pub fn fast_tier_takes_data(&self, replacing: bool) -> bool {
+    /// Which file data the fast tier of a volume on two devices takes beside the metadata
+    /// (written with the metadata head, [`Head::Meta`]), from how many of its slots are
+    /// live ([`FastShare`]).
+    pub fn fast_tier_share(&self) -> FastShare {
         if !self.dev.is_tiered() || !self.meta_apart() {
-            return false;
+            return FastShare::None;
         }
         // The fast tier's segments are numbered first (`Tiered`).
         let (mut live, mut room) = (0u64, 0u64);
@@ -2049,10 +2059,12 @@ impl<D: Segments> Log<D> {
                 room += u64::from(self.geo.slots);
             }
         }
-        if replacing {
-            live * 4 < room * 3
+        if live * 2 < room {
+            FastShare::Any
+        } else if live * 4 < room * 3 {
+            FastShare::Replacing
         } else {
-            live * 2 < room
+            FastShare::None
         }
     }
 

@@ -56,11 +56,10 @@ impl<N: Nvram, F: NandFlash> NvramNand<N, F> {
 pub type NvramBesideNor<N, F> = Tiered<NorSegments<NvramNor<N>>, NorSegments<F>>;
 
 impl<N: Nvram, F: NorFlash> NvramBesideNor<N, F> {
-    /// Joins `nvram` and `nor` as a volume's two tiers: the NOR in its own segments
-    /// ([`NorSegments::new`]) of slots of `slot_size` bytes, the NVRAM laid out as NOR in
-    /// segments holding as many slots.
-    pub fn nvram_beside_nor(nvram: N, nor: F, slot_size: u32) -> Result<Self> {
-        let bulk = NorSegments::new(nor, slot_size)?;
+    /// Joins `nvram` and `nor` as a volume's two tiers: the NOR in the segments it was given
+    /// ([`NorSegments::new`] chooses their slots), the NVRAM laid out as NOR in segments
+    /// holding as many slots.
+    pub fn nvram_beside_nor(nvram: N, bulk: NorSegments<F>) -> Result<Self> {
         let g = bulk.geometry();
         let fast = NorSegments::with_slots(NvramNor::new(nvram)?, g.slot_size, g.slots)?;
         Tiered::new(fast, bulk)

@@ -67,16 +67,8 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<(
     device::check_ram(&preset.spec)?;
     let meta = ImageMeta::new(preset.name, args.seed);
     if let Some(name) = &args.nvram {
-        let nvram = device::lookup(name)?;
-        volume::check_pair(
-            &preset.spec,
-            &nvram.spec,
-            &format!("--preset {}", args.preset),
-            &format!("--nvram {name}"),
-        )?;
-        let DeviceSpec::Nvram(nvram_spec) = nvram.spec else {
-            unreachable!("check_pair takes NVRAM only")
-        };
+        let (nvram, nvram_spec) =
+            volume::nvram_beside(&preset.spec, &format!("--preset {}", args.preset), name)?;
         let part = NvramSim::new(nvram_spec, ImageMeta::new(nvram.name, args.seed))
             .map_err(device::explain)?;
         let joined = |e: flashfs::Error| {
@@ -90,7 +82,8 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<(
         return match preset.spec {
             DeviceSpec::Nor(spec) => {
                 let sim = NorSim::new(spec, meta).map_err(device::explain)?;
-                let dev = Tiered::nvram_beside_nor(part, sim, 512).map_err(joined)?;
+                let nor = NorSegments::new(sim, 512).map_err(anyhow::Error::new)?;
+                let dev = Tiered::nvram_beside_nor(part, nor).map_err(joined)?;
                 demo(dev, &preset, beside, args, global, out)
             }
             DeviceSpec::Nand(spec) => {
@@ -98,7 +91,7 @@ pub fn run(args: &Args, global: Global, out: &mut dyn Write) -> anyhow::Result<(
                 let dev = Tiered::nvram_beside_nand(part, sim).map_err(joined)?;
                 demo(dev, &preset, beside, args, global, out)
             }
-            DeviceSpec::Nvram(_) => unreachable!("check_pair refuses NVRAM for the flash"),
+            DeviceSpec::Nvram(_) => bail!("--preset {} is NVRAM, not flash", args.preset),
         };
     }
     match preset.spec {
