@@ -262,8 +262,10 @@ fn run_model(
                 prop_assert_eq!(contents(&mut t), cur.clone());
             }
             Op::Reopen => {
-                let root = t.committed_root();
-                t = Tree::open_with(t.into_store(), root, cfg).unwrap();
+                // As an owner reopens it: from the root and generation it recorded, which
+                // the root must be of exactly (every commit writes it).
+                let (root, gen) = (t.committed_root(), t.committed_generation());
+                t = Tree::open_at(t.into_store(), root, gen, cfg).unwrap();
                 cur = committed.clone();
                 prop_assert_eq!(contents(&mut t), cur.clone());
             }
@@ -792,6 +794,89 @@ fn a_pointer_to_a_newer_node_is_caught() {
         errors.contains(&Error::Corrupt("index node newer than its parent")),
         "{errors:?}"
     );
+}
+
+#[test]
+fn an_older_version_of_a_node_is_caught() {
+    // The block device may show an older version of a node's slot where the newest was lost
+    // to damage it could not attribute: sound, older than its parent, and with other
+    // contents. The parent records the generation of the child it points to, so the older
+    // version is refused instead of read as the tree.
+    let (mut store, root, _) = damaged_fixture();
+    let mut buf = vec![0; 512];
+    store.read(root, &mut buf).unwrap();
+    let child = inspect_node(&buf).unwrap().children[0];
+    let older = store.node_mut(child).unwrap().to_vec();
+    let mut t = Tree::open(store, Some(root)).unwrap();
+    let first_key = t.iter().next().unwrap().unwrap().0;
+    t.insert(&first_key, b"changed").unwrap();
+    let new_root = t.commit().unwrap();
+    let mut store = t.into_store();
+    store.read(new_root, &mut buf).unwrap();
+    let newer = inspect_node(&buf).unwrap().children[0];
+    assert_ne!(newer, child);
+    store.node_mut(newer).unwrap().copy_from_slice(&older);
+    // The older version alone is a sound node, and the tree above it sound too.
+    assert!(inspect_node(&older).is_ok());
+    let errors = exercise(store.clone(), new_root);
+    assert!(
+        errors.contains(&Error::Corrupt(
+            "index node of another generation than its parent records (a lost update)"
+        )),
+        "{errors:?}"
+    );
+    // What the older version held is never returned as the tree's.
+    let mut t = Tree::open(store, Some(new_root)).unwrap();
+    assert!(matches!(t.get(&first_key), Err(Error::Corrupt(_))));
+}
+
+#[test]
+fn an_older_version_of_the_root_is_caught() {
+    // Every commit of a tree without spare pointers writes its root, so the root must be of
+    // the generation its owner recorded; an older version of its block is refused.
+    let (store, root, model) = damaged_fixture();
+    let older = store.clone().node_mut(root).unwrap().to_vec();
+    let mut t = Tree::open(store, Some(root)).unwrap();
+    let first_key = model.keys().next().unwrap().clone();
+    t.insert(&first_key, b"changed").unwrap();
+    let new_root = t.commit().unwrap();
+    let gen = t.committed_generation();
+    let mut store = t.into_store();
+    assert!(Tree::open_at(store.clone(), Some(new_root), gen, TreeConfig::default()).is_ok());
+    store.node_mut(new_root).unwrap().copy_from_slice(&older);
+    assert!(matches!(
+        Tree::open_at(store, Some(new_root), gen, TreeConfig::default()),
+        Err(Error::Corrupt(
+            "index root of another generation than its owner records (a lost update)"
+        ))
+    ));
+}
+
+#[test]
+fn a_tree_that_shrinks_keeps_a_root_of_its_committed_generation() {
+    // Removals from either end, committed now and then, shrink the tree level by level; after
+    // each commit the root must be of the generation recorded, as the owner reopens it.
+    for from_the_end in [false, true] {
+        let (store, root, model) = damaged_fixture();
+        let mut t = Tree::open(store, Some(root)).unwrap();
+        let mut keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+        if from_the_end {
+            keys.reverse();
+        }
+        for (i, k) in keys.iter().enumerate().take(keys.len() - 1) {
+            t.remove(k).unwrap();
+            if i % 7 == 0 {
+                let root = t.commit().unwrap();
+                let gen = t.committed_generation();
+                let mut r =
+                    Tree::open_at(t.store().clone(), Some(root), gen, TreeConfig::default())
+                        .unwrap();
+                assert_eq!(contents(&mut r).len(), keys.len() - i - 1);
+            }
+        }
+        t.commit().unwrap();
+        assert_eq!(t.height().unwrap(), 1);
+    }
 }
 
 proptest! {

@@ -14,7 +14,7 @@ use super::arena::Arena;
 use super::cache::Cache;
 use super::node::{
     check_node_size, leaf_size, max_value_len, Body, BranchEntry, LeafEntry, Node, Origin, Ref,
-    Spare, HEADER_LEN, MAX_KEY_LEN, SPARE_LEN,
+    Spare, HEADER_LEN, MAX_KEY_LEN, SPARE_LEN, UNDATED,
 };
 use super::split::{Insert, Limits};
 use super::{NodePtr, NodeStore};
@@ -69,12 +69,16 @@ pub struct TreeStats {
 }
 
 /// What a node about to be read must be, given its parent: one level lower, and written no
-/// later. The level check bounds every descent; the generation check catches a pointer to a
-/// slot that has since been reused.
+/// later. The level check bounds every descent; the generation checks catch a pointer to a
+/// slot that has since been reused, and (where the parent records the child's generation)
+/// an older version of the child: the block device shows one where the newest was lost to
+/// damage it could not attribute (SPEC.md §7.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Expect {
     level: Option<u8>,
     max_gen: u32,
+    /// The generation recorded in the reference followed, or [`UNDATED`].
+    gen: u32,
 }
 
 impl Expect {
@@ -82,7 +86,16 @@ impl Expect {
     pub(super) const ROOT: Expect = Expect {
         level: None,
         max_gen: u32::MAX,
+        gen: UNDATED,
     };
+
+    /// The root of a tree whose last commit was `committed_gen`.
+    fn root_at(committed_gen: u32) -> Expect {
+        Expect {
+            max_gen: committed_gen,
+            ..Expect::ROOT
+        }
+    }
 
     /// A child of `parent`: written no later than the newest pointer in the parent (its own
     /// generation, or its spare's).
@@ -90,6 +103,15 @@ impl Expect {
         Expect {
             level: Some(parent.level.saturating_sub(1)),
             max_gen: parent.max_gen(),
+            gen: UNDATED,
+        }
+    }
+
+    /// What following `r` expects: this, and the generation `r` records.
+    fn following(self, r: Ref) -> Expect {
+        match r {
+            Ref::Disk(_, gen) => Expect { gen, ..self },
+            Ref::Dirty(_) => self,
         }
     }
 
@@ -99,6 +121,11 @@ impl Expect {
         }
         if node.gen > self.max_gen {
             return Err(Error::Corrupt("index node newer than its parent"));
+        }
+        if self.gen != UNDATED && node.gen != self.gen {
+            return Err(Error::Corrupt(
+                "index node of another generation than its parent records (a lost update)",
+            ));
         }
         Ok(())
     }
@@ -196,11 +223,7 @@ impl<S: NodeStore> Tree<S> {
         let mut t = Self::open_inner(store, root, config)?;
         t.committed_gen = committed_gen;
         if let Some(p) = root {
-            let exp = Expect {
-                level: None,
-                max_gen: committed_gen,
-            };
-            t.node(Ref::Disk(p), exp)?;
+            t.check_root(p)?;
         }
         Ok(t)
     }
@@ -220,13 +243,26 @@ impl<S: NodeStore> Tree<S> {
         self.scanned = root.is_none() || !self.store.can_patch();
         self.committed = root;
         self.committed_gen = committed_gen;
-        self.root = root.map(Ref::Disk);
+        self.root = root.map(Ref::root);
         if let Some(p) = root {
-            let exp = Expect {
-                level: None,
-                max_gen: committed_gen,
-            };
-            self.node(Ref::Disk(p), exp)?;
+            self.check_root(p)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the root at `p` and checks it against the committed generation: no newer, and
+    /// in a tree without spare pointers, whose every commit writes the root, of exactly that
+    /// generation — else it is an older version of the root's block, the newest lost
+    /// (SPEC.md §7.4). A root of format 1 or 2 may be older: the code that wrote it kept a
+    /// shrunk tree's old node as the root.
+    fn check_root(&mut self, p: NodePtr) -> Result<()> {
+        let committed_gen = self.committed_gen;
+        let spares = self.spares;
+        let node = self.node(Ref::root(p), Expect::root_at(committed_gen))?;
+        if !spares && node.dated && node.gen != committed_gen {
+            return Err(Error::Corrupt(
+                "index root of another generation than its owner records (a lost update)",
+            ));
         }
         Ok(())
     }
@@ -256,7 +292,7 @@ impl<S: NodeStore> Tree<S> {
             max_value: max_value_len(node_size),
             committed: root,
             committed_gen: 0,
-            root: root.map(Ref::Disk),
+            root: root.map(Ref::root),
             arena: Arena::default(),
             cache: Cache::new(config.cache_bytes),
             pending_release: Vec::new(),
@@ -313,9 +349,12 @@ impl<S: NodeStore> Tree<S> {
     /// Whether there are changes not yet committed (copying nodes with garbage spares is
     /// one).
     pub fn is_dirty(&self) -> bool {
-        self.root != self.committed.map(Ref::Disk)
-            || !self.pending_release.is_empty()
-            || !self.garbage.is_empty()
+        let moved = match self.root {
+            Some(Ref::Disk(p, _)) => Some(p) != self.committed,
+            Some(Ref::Dirty(_)) => true,
+            None => self.committed.is_some(),
+        };
+        moved || !self.pending_release.is_empty() || !self.garbage.is_empty()
     }
 
     /// Largest value this tree takes (a quarter of a node).
@@ -371,13 +410,14 @@ impl<S: NodeStore> Tree<S> {
 
     /// The node `r`, loading it into the cache if needed.
     pub(super) fn node(&mut self, r: Ref, exp: Expect) -> Result<&Node> {
+        let exp = exp.following(r);
         let p = match r {
             Ref::Dirty(id) => {
                 let node = self.arena.get(id)?;
                 exp.check(node)?;
                 return Ok(node);
             }
-            Ref::Disk(p) => p,
+            Ref::Disk(p, _) => p,
         };
         if !self.cache.contains(p) {
             let node = self.read_node(p, exp)?;
@@ -520,9 +560,10 @@ impl<S: NodeStore> Tree<S> {
     /// Makes the node `r` dirty: a copy in the arena, its original (if any) to be released at
     /// commit. The caller points the parent at the copy.
     pub(super) fn make_dirty(&mut self, r: Ref, exp: Expect) -> Result<u32> {
+        let exp = exp.following(r);
         let p = match r {
             Ref::Dirty(id) => return Ok(id),
-            Ref::Disk(p) => p,
+            Ref::Disk(p, _) => p,
         };
         // With spare pointers the original stays cached: the commit compares the copy with
         // it, to patch or keep it instead of writing the copy.

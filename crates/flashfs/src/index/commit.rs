@@ -26,11 +26,14 @@ impl<S: NodeStore> Tree<S> {
         }
         self.rewrite_garbage()?;
         let (root, gen) = match self.root {
-            Some(Ref::Disk(p)) if Some(p) == self.committed => (p, self.committed_gen),
-            // The tree shrank to a child that was already on flash.
-            Some(Ref::Disk(p)) => {
-                let gen = self.node(Ref::Disk(p), Expect::ROOT)?.gen;
-                (p, gen.max(self.committed_gen))
+            Some(Ref::Disk(p, _)) if Some(p) == self.committed => (p, self.committed_gen),
+            // The tree shrank to a child that was already on flash: a copy of it is the new
+            // root, so that a tree without spares has a root of its committed generation
+            // (SPEC.md §7.4). With spares the child stays where it is.
+            Some(r @ Ref::Disk(..)) => {
+                let id = self.make_dirty(r, Expect::ROOT)?;
+                self.root = Some(Ref::Dirty(id));
+                (self.write_dirty(id)?, self.commit_gen()?)
             }
             Some(Ref::Dirty(id)) => (self.write_dirty(id)?, self.commit_gen()?),
             None => (self.write_empty_root()?, self.commit_gen()?),
@@ -50,6 +53,7 @@ impl<S: NodeStore> Tree<S> {
         debug_assert_eq!(self.arena.len(), 0);
         self.arena.clear();
         self.committed = Some(root);
+        self.root = Some(Ref::root(root));
         self.note_ram();
         Ok(root)
     }
@@ -62,7 +66,7 @@ impl<S: NodeStore> Tree<S> {
         let p = self.store.write(&self.buf)?;
         self.uncommitted_writes.push(p);
         self.cache.insert(p, node);
-        self.root = Some(Ref::Disk(p));
+        self.root = Some(Ref::root(p));
         Ok(p)
     }
 
@@ -90,8 +94,8 @@ impl<S: NodeStore> Tree<S> {
                     return Err(e);
                 }
             };
-            let p = match kept {
-                Some(p) => p,
+            let (p, written_in) = match kept {
+                Some(kept) => kept,
                 None => {
                     node.gen = gen;
                     node.origin = None;
@@ -107,7 +111,7 @@ impl<S: NodeStore> Tree<S> {
                         Ok(p) => {
                             self.uncommitted_writes.push(p);
                             self.cache.insert(p, node);
-                            p
+                            (p, gen)
                         }
                         Err(e) => {
                             self.arena.put(id, node);
@@ -119,9 +123,9 @@ impl<S: NodeStore> Tree<S> {
             self.arena.free(id);
             stack.pop();
             match stack.last() {
-                Some(&parent) => self.replace_child(parent, id, p)?,
+                Some(&parent) => self.replace_child(parent, id, Ref::Disk(p, written_in))?,
                 None => {
-                    self.root = Some(Ref::Disk(p));
+                    self.root = Some(Ref::root(p));
                     return Ok(p);
                 }
             }
@@ -131,8 +135,9 @@ impl<S: NodeStore> Tree<S> {
 
     /// With spare pointers: if the dirty `node` can stay in the node it copies (identical,
     /// or one child pointer away and that node's spare free), keeps that node (setting its
-    /// spare, in generation `gen`, if needed) and returns where it is. `None`: write a copy.
-    fn keep_origin(&mut self, node: &mut Node, gen: u32) -> Result<Option<NodePtr>> {
+    /// spare, in generation `gen`, if needed) and returns where it is and the generation
+    /// that wrote it. `None`: write a copy.
+    fn keep_origin(&mut self, node: &mut Node, gen: u32) -> Result<Option<(NodePtr, u32)>> {
         let Some(origin) = node.origin.filter(|_| self.spares) else {
             return Ok(None);
         };
@@ -149,7 +154,10 @@ impl<S: NodeStore> Tree<S> {
         }
         let kept = match node.diff(&orig) {
             Diff::Same => orig,
-            Diff::OneChild(i, child) if node.spare.is_free() && orig.spare.is_free() => {
+            // A spare records the child its commit wrote, in that generation (§7.6).
+            Diff::OneChild(i, child, child_gen)
+                if child_gen == gen && node.spare.is_free() && orig.spare.is_free() =>
+            {
                 let index = u16::try_from(i)
                     .map_err(|_| Error::Corrupt("index node with too many children"))?;
                 let bytes = encode_spare(index, gen, child);
@@ -174,7 +182,7 @@ impl<S: NodeStore> Tree<S> {
             self.pending_release.swap_remove(i);
         }
         self.cache.insert(origin.at, kept);
-        Ok(Some(origin.at))
+        Ok(Some((origin.at, origin.gen)))
     }
 
     /// Reads every branch of the committed version, so that every garbage spare in it is
@@ -184,16 +192,17 @@ impl<S: NodeStore> Tree<S> {
             self.scanned = true;
             return Ok(());
         };
-        let mut stack = vec![(root, Expect::ROOT)];
-        while let Some((p, exp)) = stack.pop() {
-            let node = self.node(Ref::Disk(p), exp)?;
+        let mut stack = vec![(Ref::root(root), Expect::ROOT)];
+        while let Some((r, exp)) = stack.pop() {
+            let node = self.node(r, exp)?;
             if let Body::Branch(es) = &node.body {
                 if node.level >= 2 {
                     let cexp = Expect::child_of(node);
-                    stack.extend(es.iter().filter_map(|e| match e.child {
-                        Ref::Disk(c) => Some((c, cexp)),
-                        Ref::Dirty(_) => None,
-                    }));
+                    stack.extend(
+                        es.iter()
+                            .filter(|e| matches!(e.child, Ref::Disk(..)))
+                            .map(|e| (e.child, cexp)),
+                    );
                 }
             }
         }
@@ -210,7 +219,7 @@ impl<S: NodeStore> Tree<S> {
         };
         let mut stack: Vec<(Ref, Expect, Box<[u8]>)> = vec![(root, Expect::ROOT, Box::default())];
         while let Some((r, exp, lo)) = stack.pop() {
-            if matches!(r, Ref::Disk(p) if self.garbage.contains(&p)) {
+            if matches!(r, Ref::Disk(p, _) if self.garbage.contains(&p)) {
                 keys.push(lo.clone());
             }
             let node = self.node(r, exp)?;
@@ -252,11 +261,11 @@ impl<S: NodeStore> Tree<S> {
         Ok(keys.len())
     }
 
-    fn replace_child(&mut self, parent: u32, id: u32, p: NodePtr) -> Result<()> {
+    fn replace_child(&mut self, parent: u32, id: u32, written: Ref) -> Result<()> {
         let mut node = self.arena.take(parent)?;
         if let Body::Branch(es) = &mut node.body {
             if let Some(e) = es.iter_mut().find(|e| e.child == Ref::Dirty(id)) {
-                e.child = Ref::Disk(p);
+                e.child = written;
             }
         }
         self.arena.put(parent, node);
@@ -276,7 +285,7 @@ impl<S: NodeStore> Tree<S> {
             self.cache.remove(p);
             self.store.release(p);
         }
-        self.root = self.committed.map(Ref::Disk);
+        self.root = self.committed.map(Ref::root);
     }
 
     /// Calls `f` on every node of the last committed version, parents before children and
@@ -302,17 +311,20 @@ impl<S: NodeStore> Tree<S> {
         let Some(root) = self.committed else {
             return Ok(());
         };
-        let mut stack = vec![(root, Expect::ROOT)];
+        let mut stack = vec![(Ref::root(root), Expect::ROOT)];
         let mut last_key: Option<Box<[u8]>> = None;
-        while let Some((p, exp)) = stack.pop() {
+        while let Some((r, exp)) = stack.pop() {
+            let Ref::Disk(p, _) = r else {
+                return Err(Error::Corrupt("index: committed node not on flash"));
+            };
             f(Visit::Node(p))?;
-            let node = self.node(Ref::Disk(p), exp)?;
+            let node = self.node(r, exp)?;
             match &node.body {
                 Body::Branch(es) => {
                     let cexp = Expect::child_of(node);
                     for e in es.iter().rev() {
-                        if let Ref::Disk(c) = e.child {
-                            stack.push((c, cexp));
+                        if let Ref::Disk(..) = e.child {
+                            stack.push((e.child, cexp));
                         }
                     }
                 }

@@ -26,17 +26,22 @@ pub(crate) const HEADER_LEN: usize = 20;
 const MAGIC: [u8; 2] = *b"IX";
 const TYPE_LEAF: u8 = 1;
 const TYPE_BRANCH: u8 = 2;
-/// Node format without a spare area.
-const FORMAT_PLAIN: u8 = 1;
-/// Node format whose last [`SPARE_LEN`] bytes are a spare pointer (SPEC.md §7.6).
-const FORMAT_SPARE: u8 = 2;
-/// Bytes of the spare area at the end of a format-2 node: child index (2), generation (4),
-/// pointer (8), CRC-16 of those 14 bytes (2). All `0xFF` while unused.
+/// Node formats: bit 0 clear for a spare area (SPEC.md §7.6) in the last [`SPARE_LEN`]
+/// bytes; 3 and 4 record each child's generation beside its pointer (§7.3), 1 and 2 (read,
+/// never written) do not.
+const FORMAT_PLAIN: u8 = 3;
+const FORMAT_SPARE: u8 = 4;
+const FORMAT_PLAIN_UNDATED: u8 = 1;
+const FORMAT_SPARE_UNDATED: u8 = 2;
+/// Bytes of the spare area at the end of a node of format 4 (or 2): child index (2),
+/// generation (4), pointer (8), CRC-16 of those 14 bytes (2). All `0xFF` while unused.
 pub(crate) const SPARE_LEN: usize = 16;
-/// Per-entry bytes besides the key and value: key and value lengths (leaf), key length and
-/// child pointer (branch).
+/// Per-entry bytes besides the key and value: key and value lengths (leaf), key length,
+/// child pointer and child generation (branch).
 const LEAF_ENTRY_FIXED: usize = 4;
-const BRANCH_ENTRY_FIXED: usize = 10;
+const BRANCH_ENTRY_FIXED: usize = 14;
+/// A child generation that was not recorded: commits are numbered from 1.
+pub(crate) const UNDATED: u32 = 0;
 /// RAM a decoded entry costs besides its bytes (the boxed slices' pointers and lengths).
 const ENTRY_RAM: usize = core::mem::size_of::<LeafEntry>();
 
@@ -52,10 +57,20 @@ pub(crate) fn max_value_len(node_size: usize) -> usize {
 /// A child of a branch: on flash, or a dirty node in RAM not yet written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ref {
-    /// A node in the store.
-    Disk(NodePtr),
+    /// A node in the store, and the generation that wrote it as the reference records it
+    /// ([`UNDATED`] where it does not: the root, and children of nodes of formats 1 and 2).
+    /// A node found there with another generation is an older version of the node (a
+    /// newer one was lost to damage) or another node, and is refused (SPEC.md §7.4).
+    Disk(NodePtr, u32),
     /// A dirty node, by its place in the tree's arena.
     Dirty(u32),
+}
+
+impl Ref {
+    /// A tree's root at `at`: its generation is the owner's to check (SPEC.md §7.5).
+    pub fn root(at: NodePtr) -> Ref {
+        Ref::Disk(at, UNDATED)
+    }
 }
 
 /// A key and its value.
@@ -130,6 +145,9 @@ pub(crate) struct Node {
     pub origin: Option<Origin>,
     /// For a dirty node: the last entry added to it (RAM only).
     pub last_insert: Option<Insert>,
+    /// Written in a format that records its children's generations (3 or 4), as every node
+    /// written now is; `false` for a node of format 1 or 2 read from an older volume.
+    pub dated: bool,
 }
 
 /// What [`inspect_node`] found in a node.
@@ -179,7 +197,7 @@ pub fn inspect_node(bytes: &[u8]) -> Result<NodeInfo> {
         Body::Branch(es) => es
             .iter()
             .filter_map(|e| match e.child {
-                Ref::Disk(p) => Some(p),
+                Ref::Disk(p, _) => Some(p),
                 Ref::Dirty(_) => None,
             })
             .collect(),
@@ -280,6 +298,11 @@ impl<'a> Reader<'a> {
         let s = self.take(2)?;
         Ok(u16::from_le_bytes([s[0], s[1]]) as usize)
     }
+    fn u32(&mut self) -> Result<u32> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
     fn u64(&mut self) -> Result<u64> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.take(8)?);
@@ -297,6 +320,7 @@ impl Node {
             spare: Spare::Absent,
             origin: None,
             last_insert: None,
+            dated: true,
         }
     }
 
@@ -326,7 +350,8 @@ impl Node {
         }
         if let Body::Branch(es) = &mut self.body {
             if let Some(e) = es.get_mut(usize::from(index)) {
-                e.child = Ref::Disk(child);
+                // The commit that set the spare wrote the child it names (SPEC.md §7.6).
+                e.child = Ref::Disk(child, gen);
             }
         }
         false
@@ -348,14 +373,14 @@ impl Node {
                     }
                     if x.child != y.child {
                         match (one, x.child) {
-                            (None, Ref::Disk(p)) => one = Some((i, p)),
+                            (None, Ref::Disk(p, g)) => one = Some((i, p, g)),
                             _ => return Diff::Other,
                         }
                     }
                 }
                 match one {
                     None => Diff::Same,
-                    Some((i, p)) => Diff::OneChild(i, p),
+                    Some((i, p, g)) => Diff::OneChild(i, p, g),
                 }
             }
             _ => Diff::Other,
@@ -426,7 +451,7 @@ impl Node {
             Body::Leaf(_) => None,
             Body::Branch(es) => es.iter().enumerate().find_map(|(i, e)| match e.child {
                 Ref::Dirty(id) => Some((i, id)),
-                Ref::Disk(_) => None,
+                Ref::Disk(..) => None,
             }),
         }
     }
@@ -553,7 +578,7 @@ impl Node {
             }
             Body::Branch(es) => {
                 for (i, e) in es.iter().enumerate() {
-                    let Ref::Disk(p) = e.child else {
+                    let Ref::Disk(p, child_gen) = e.child else {
                         return Err(Error::InvalidArgument("index node has an unwritten child"));
                     };
                     let rest = if i == 0 {
@@ -564,6 +589,7 @@ impl Node {
                     put(&(rest.len() as u16).to_le_bytes());
                     put(rest);
                     put(&p.0.to_le_bytes());
+                    put(&child_gen.to_le_bytes());
                 }
             }
         }
@@ -583,9 +609,11 @@ impl Node {
         if h[0..2] != MAGIC {
             return Err(Error::Corrupt("bad index node magic"));
         }
-        let end_of_node = match h[3] {
-            FORMAT_PLAIN => b.len(),
-            FORMAT_SPARE => spare_offset(b.len()),
+        let (end_of_node, dated) = match h[3] {
+            FORMAT_PLAIN => (b.len(), true),
+            FORMAT_SPARE => (spare_offset(b.len()), true),
+            FORMAT_PLAIN_UNDATED => (b.len(), false),
+            FORMAT_SPARE_UNDATED => (spare_offset(b.len()), false),
             _ => return Err(Error::Corrupt("unsupported index node version")),
         };
         if crc_of(b, end_of_node) != u32::from_le_bytes([h[16], h[17], h[18], h[19]]) {
@@ -655,7 +683,12 @@ impl Node {
                         0 => return Err(Error::Corrupt("index branch first key")),
                         _ => full_key(rest)?,
                     };
-                    let child = Ref::Disk(NodePtr(r.u64()?));
+                    let at = NodePtr(r.u64()?);
+                    let child_gen = if dated { r.u32()? } else { UNDATED };
+                    if child_gen > gen {
+                        return Err(Error::Corrupt("index child newer than its parent"));
+                    }
+                    let child = Ref::Disk(at, child_gen);
                     if i > 0 && es.last().is_some_and(|p| p.key >= key) {
                         return Err(Error::Corrupt("index branch keys out of order"));
                     }
@@ -670,7 +703,7 @@ impl Node {
             return Err(Error::Corrupt("index node count disagrees with its length"));
         }
         let spare = match b.get(end_of_node..) {
-            Some(s) if h[3] == FORMAT_SPARE => decode_spare(s),
+            Some(s) if end_of_node < b.len() => decode_spare(s),
             _ => Spare::Absent,
         };
         match (spare, &body) {
@@ -688,6 +721,7 @@ impl Node {
             spare,
             origin: None,
             last_insert: None,
+            dated,
         })
     }
 }
@@ -697,8 +731,9 @@ impl Node {
 pub(crate) enum Diff {
     /// Same keys, values and children.
     Same,
-    /// Same keys; only child `.0` differs, and it is on flash at `.1`.
-    OneChild(usize, NodePtr),
+    /// Same keys; only child `.0` differs, and it is on flash at `.1`, written in
+    /// generation `.2`.
+    OneChild(usize, NodePtr, u32),
     /// Anything else.
     Other,
 }
@@ -798,11 +833,11 @@ mod tests {
             Body::Branch(vec![
                 BranchEntry {
                     key: b""[..].into(),
-                    child: Ref::Disk(NodePtr(3)),
+                    child: Ref::Disk(NodePtr(3), 8),
                 },
                 BranchEntry {
                     key: b"m"[..].into(),
-                    child: Ref::Disk(NodePtr(u64::MAX)),
+                    child: Ref::Disk(NodePtr(u64::MAX), 9),
                 },
             ]),
         )
@@ -936,7 +971,7 @@ mod tests {
         let Body::Branch(es) = &applied.body else {
             panic!("a branch decoded as a leaf");
         };
-        assert_eq!(es[1].child, Ref::Disk(NodePtr(77)));
+        assert_eq!(es[1].child, Ref::Disk(NodePtr(77), 12));
         // Set by a commit newer than the committed one: garbage, the pointer unchanged.
         let mut newer = set;
         assert!(newer.apply_spare(11));
