@@ -43,7 +43,9 @@ fn the_file_system_survives_every_fault_kind_on_nor_and_nand() {
         assert_eq!(r.target, "fs");
         assert!(FsWorkload::from_name(&r.workload).is_some(), "{r:?}");
         assert_eq!(r.cases, 3, "{r:?}");
-        assert!(r.cuts >= 3 && r.remounts >= 6, "{r:?}");
+        // A case's cut is drawn from the base seed's workload length; one whose own
+        // workload ends sooner runs uncut.
+        assert!(r.cuts + 1 >= r.cases && r.remounts >= 6, "{r:?}");
         assert!(r.bytes_verified > 0, "{r:?}");
         if !r.kind.damages_media() {
             assert_eq!(r.media_damage(), 0, "{r:?}");

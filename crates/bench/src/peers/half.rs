@@ -175,6 +175,8 @@ fn floor_ms<D: SimSegments>(blank: &mut D, n: u32) -> Result<f64> {
         kind: Kind::Sector,
         copy: false,
     };
+    // A slot of data (erased bytes would not be programmed at all on NOR).
+    buf.fill(0x5A);
     blank
         .write_slot(0, 0, &tag, &buf)
         .context(|| "the floor's program".into())?;
