@@ -782,11 +782,11 @@ fn a_pointer_to_a_newer_node_is_caught() {
     let newer = inspect_node(&buf).unwrap().children[0];
     assert_ne!(newer, child);
     let mut old_root = store.node_mut(root).unwrap().to_vec();
-    // The first child pointer follows the header, the key prefix and the empty first key's
-    // length (SPEC.md, "Index nodes").
+    // The first child pointer (4 bytes) follows the header, the key prefix and the empty
+    // first key's length (SPEC.md, "Index nodes").
     let at = 20 + usize::from(u16::from_le_bytes([old_root[14], old_root[15]])) + 2;
-    assert_eq!(old_root[at..at + 8], child.0.to_le_bytes());
-    old_root[at..at + 8].copy_from_slice(&newer.0.to_le_bytes());
+    assert_eq!(old_root[at..at + 4], (child.0 as u32).to_le_bytes());
+    old_root[at..at + 4].copy_from_slice(&(newer.0 as u32).to_le_bytes());
     reseal(&mut old_root);
     let forged = store.write(&old_root).unwrap();
     let errors = exercise(store, forged);

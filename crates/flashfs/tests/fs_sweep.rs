@@ -69,16 +69,15 @@ fn a_cut_mount_leaves_the_free_blocks_data_to_the_sweep_a_page_per_commit() {
     while fs.sweep_pending() {
         small_commit(&mut fs, commits);
         commits += 1;
-        // The commit's own file takes a data block and a few index nodes (more where a
-        // node splits).
+        // The commit's own file takes a data block and a few index nodes.
         let now = fs.ftl().mapped_sectors();
-        assert!(now <= mapped + 6, "a step mapped more ({mapped} → {now})");
+        assert!(now <= mapped + 4, "a step mapped more ({mapped} → {now})");
         mapped = now;
         assert!(commits <= pages, "the sweep does not end");
     }
     assert!(commits > 1, "one commit swept the whole map");
     assert!(
-        mapped + blocks <= revived + 6 * commits,
+        mapped + blocks <= revived + 4 * commits,
         "the sweep left the deleted file's blocks mapped ({revived} → {mapped})"
     );
     // No free block is left mapped: `fsck` compares block by block (with no sweep under

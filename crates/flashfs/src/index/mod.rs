@@ -33,7 +33,9 @@ pub use store::{MemStore, MemStoreStats};
 use crate::error::{Error, Result};
 
 /// Where a node lives in its store. What the number means is the store's business (for the
-/// log: a slot address); the tree only keeps and compares it.
+/// file system: a block number); the tree only keeps and compares it. A branch stores a
+/// child's in 4 bytes (SPEC.md §7.3): a store's nodes must be numbered below 2³², else a
+/// commit fails (`EINVAL`) rather than cut a pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodePtr(pub u64);
 

@@ -37,9 +37,10 @@ const FORMAT_SPARE_UNDATED: u8 = 2;
 /// generation (4), pointer (8), CRC-16 of those 14 bytes (2). All `0xFF` while unused.
 pub(crate) const SPARE_LEN: usize = 16;
 /// Per-entry bytes besides the key and value: key and value lengths (leaf), key length,
-/// child pointer and child generation (branch).
+/// child pointer and child generation (branch; formats 1 and 2: key length and an 8-byte
+/// pointer, as many bytes).
 const LEAF_ENTRY_FIXED: usize = 4;
-const BRANCH_ENTRY_FIXED: usize = 14;
+const BRANCH_ENTRY_FIXED: usize = 10;
 /// A child generation that was not recorded: commits are numbered from 1.
 pub(crate) const UNDATED: u32 = 0;
 /// RAM a decoded entry costs besides its bytes (the boxed slices' pointers and lengths).
@@ -588,7 +589,9 @@ impl Node {
                     };
                     put(&(rest.len() as u16).to_le_bytes());
                     put(rest);
-                    put(&p.0.to_le_bytes());
+                    let p = u32::try_from(p.0)
+                        .map_err(|_| Error::InvalidArgument("index node pointer beyond 32 bits"))?;
+                    put(&p.to_le_bytes());
                     put(&child_gen.to_le_bytes());
                 }
             }
@@ -683,8 +686,11 @@ impl Node {
                         0 => return Err(Error::Corrupt("index branch first key")),
                         _ => full_key(rest)?,
                     };
-                    let at = NodePtr(r.u64()?);
-                    let child_gen = if dated { r.u32()? } else { UNDATED };
+                    let (at, child_gen) = if dated {
+                        (NodePtr(u64::from(r.u32()?)), r.u32()?)
+                    } else {
+                        (NodePtr(r.u64()?), UNDATED)
+                    };
                     if child_gen > gen {
                         return Err(Error::Corrupt("index child newer than its parent"));
                     }
@@ -837,7 +843,7 @@ mod tests {
                 },
                 BranchEntry {
                     key: b"m"[..].into(),
-                    child: Ref::Disk(NodePtr(u64::MAX), 9),
+                    child: Ref::Disk(NodePtr(u64::from(u32::MAX)), 9),
                 },
             ]),
         )
@@ -863,8 +869,48 @@ mod tests {
             }
         }
         let info = inspect_node(&encoded(&sample_branch(), 512)).unwrap();
-        assert_eq!(info.children, vec![NodePtr(3), NodePtr(u64::MAX)]);
+        assert_eq!(
+            info.children,
+            vec![NodePtr(3), NodePtr(u64::from(u32::MAX))]
+        );
         assert_eq!((info.leaf, info.level, info.entries), (false, 2, 2));
+        // A pointer takes 4 bytes (block numbers are 32-bit): a wider one is refused, not cut.
+        let mut wide = sample_branch();
+        if let Body::Branch(es) = &mut wide.body {
+            es[1].child = Ref::Disk(NodePtr(1 << 32), 9);
+        }
+        let mut b = vec![0u8; 512];
+        assert!(matches!(
+            wide.encode(9, &mut b),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    /// Nodes of formats 1 and 2 (before child generations: 8-byte pointers, nothing after
+    /// them) are read, their children undated.
+    #[test]
+    fn undated_nodes_are_read() {
+        let mut b = vec![0xFFu8; 512];
+        b[0..6].copy_from_slice(&[b'I', b'X', TYPE_BRANCH, FORMAT_PLAIN_UNDATED, 1, 9]);
+        b[6..8].copy_from_slice(&2u16.to_le_bytes());
+        b[8..12].copy_from_slice(&5u32.to_le_bytes());
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&0u16.to_le_bytes());
+        payload.extend_from_slice(&7u64.to_le_bytes());
+        payload.extend_from_slice(&1u16.to_le_bytes());
+        payload.push(b'm');
+        payload.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        b[12..14].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+        b[14..16].copy_from_slice(&0u16.to_le_bytes());
+        b[20..20 + payload.len()].copy_from_slice(&payload);
+        reseal(&mut b);
+        let n = Node::decode(&b).unwrap();
+        assert!(!n.dated);
+        let Body::Branch(es) = &n.body else {
+            panic!("a branch decoded as a leaf");
+        };
+        assert_eq!(es[0].child, Ref::Disk(NodePtr(7), UNDATED));
+        assert_eq!(es[1].child, Ref::Disk(NodePtr(1 << 40), UNDATED));
     }
 
     #[test]
