@@ -762,33 +762,62 @@ fn damaged_nodes_are_corrupt_errors() {
     ));
 }
 
+/// The fixture with its first key changed and committed: the root's first child is copied
+/// (SPEC.md §7.5).
+struct Rewritten {
+    store: MemStore,
+    old_root: NodePtr,
+    new_root: NodePtr,
+    key: Vec<u8>,
+    old_child: NodePtr,
+    new_child: NodePtr,
+}
+
+fn rewrite_first_key() -> Rewritten {
+    let (mut store, old_root, _) = damaged_fixture();
+    let first_child = |store: &mut MemStore, root| {
+        let mut buf = vec![0; 512];
+        store.read(root, &mut buf).unwrap();
+        inspect_node(&buf).unwrap().children[0]
+    };
+    let old_child = first_child(&mut store, old_root);
+    let mut t = Tree::open(store, Some(old_root)).unwrap();
+    let key = t.iter().next().unwrap().unwrap().0;
+    t.insert(&key, b"changed").unwrap();
+    let new_root = t.commit().unwrap();
+    let mut store = t.into_store();
+    let new_child = first_child(&mut store, new_root);
+    assert_ne!(new_child, old_child);
+    Rewritten {
+        store,
+        old_root,
+        new_root,
+        key,
+        old_child,
+        new_child,
+    }
+}
+
 #[test]
 fn a_pointer_to_a_newer_node_is_caught() {
     // A branch pointing at a node written after it (a slot reused by the log) is corrupt
-    // even though the node itself is sound.
-    let (mut store, root, _) = damaged_fixture();
-    let mut buf = vec![0; 512];
-    store.read(root, &mut buf).unwrap();
-    let info = inspect_node(&buf).unwrap();
-    let mut t = Tree::open(store, Some(root)).unwrap();
-    let child = info.children[0];
-    // Rewrite the first child under a higher generation, then point a copy of the old root
-    // at the new child by hand.
-    let first_key = t.iter().next().unwrap().unwrap().0;
-    t.insert(&first_key, b"changed").unwrap();
-    let new_root = t.commit().unwrap();
-    let mut store = t.into_store();
-    store.read(new_root, &mut buf).unwrap();
-    let newer = inspect_node(&buf).unwrap().children[0];
-    assert_ne!(newer, child);
-    let mut old_root = store.node_mut(root).unwrap().to_vec();
+    // even though the node itself is sound: a copy of the old root pointed by hand at the
+    // first child's newer copy.
+    let Rewritten {
+        mut store,
+        old_root,
+        old_child,
+        new_child,
+        ..
+    } = rewrite_first_key();
+    let mut forged = store.node_mut(old_root).unwrap().to_vec();
     // The first child pointer (4 bytes) follows the header, the key prefix and the empty
     // first key's length (SPEC.md, "Index nodes").
-    let at = 20 + usize::from(u16::from_le_bytes([old_root[14], old_root[15]])) + 2;
-    assert_eq!(old_root[at..at + 4], (child.0 as u32).to_le_bytes());
-    old_root[at..at + 4].copy_from_slice(&(newer.0 as u32).to_le_bytes());
-    reseal(&mut old_root);
-    let forged = store.write(&old_root).unwrap();
+    let at = 20 + usize::from(u16::from_le_bytes([forged[14], forged[15]])) + 2;
+    assert_eq!(forged[at..at + 4], (old_child.0 as u32).to_le_bytes());
+    forged[at..at + 4].copy_from_slice(&(new_child.0 as u32).to_le_bytes());
+    reseal(&mut forged);
+    let forged = store.write(&forged).unwrap();
     let errors = exercise(store, forged);
     assert!(
         errors.contains(&Error::Corrupt("index node newer than its parent")),
@@ -802,20 +831,16 @@ fn an_older_version_of_a_node_is_caught() {
     // to damage it could not attribute: sound, older than its parent, and with other
     // contents. The parent records the generation of the child it points to, so the older
     // version is refused instead of read as the tree.
-    let (mut store, root, _) = damaged_fixture();
-    let mut buf = vec![0; 512];
-    store.read(root, &mut buf).unwrap();
-    let child = inspect_node(&buf).unwrap().children[0];
-    let older = store.node_mut(child).unwrap().to_vec();
-    let mut t = Tree::open(store, Some(root)).unwrap();
-    let first_key = t.iter().next().unwrap().unwrap().0;
-    t.insert(&first_key, b"changed").unwrap();
-    let new_root = t.commit().unwrap();
-    let mut store = t.into_store();
-    store.read(new_root, &mut buf).unwrap();
-    let newer = inspect_node(&buf).unwrap().children[0];
-    assert_ne!(newer, child);
-    store.node_mut(newer).unwrap().copy_from_slice(&older);
+    let Rewritten {
+        mut store,
+        new_root,
+        key,
+        old_child,
+        new_child,
+        ..
+    } = rewrite_first_key();
+    let older = store.node_mut(old_child).unwrap().to_vec();
+    store.node_mut(new_child).unwrap().copy_from_slice(&older);
     // The older version alone is a sound node, and the tree above it sound too.
     assert!(inspect_node(&older).is_ok());
     let errors = exercise(store.clone(), new_root);
@@ -827,22 +852,24 @@ fn an_older_version_of_a_node_is_caught() {
     );
     // What the older version held is never returned as the tree's.
     let mut t = Tree::open(store, Some(new_root)).unwrap();
-    assert!(matches!(t.get(&first_key), Err(Error::Corrupt(_))));
+    assert!(matches!(t.get(&key), Err(Error::Corrupt(_))));
 }
 
 #[test]
 fn an_older_version_of_the_root_is_caught() {
     // Every commit of a tree without spare pointers writes its root, so the root must be of
     // the generation its owner recorded; an older version of its block is refused.
-    let (store, root, model) = damaged_fixture();
-    let older = store.clone().node_mut(root).unwrap().to_vec();
-    let mut t = Tree::open(store, Some(root)).unwrap();
-    let first_key = model.keys().next().unwrap().clone();
-    t.insert(&first_key, b"changed").unwrap();
-    let new_root = t.commit().unwrap();
-    let gen = t.committed_generation();
-    let mut store = t.into_store();
+    let Rewritten {
+        mut store,
+        old_root,
+        new_root,
+        ..
+    } = rewrite_first_key();
+    let gen = Tree::open(store.clone(), Some(new_root))
+        .unwrap()
+        .committed_generation();
     assert!(Tree::open_at(store.clone(), Some(new_root), gen, TreeConfig::default()).is_ok());
+    let older = store.node_mut(old_root).unwrap().to_vec();
     store.node_mut(new_root).unwrap().copy_from_slice(&older);
     assert!(matches!(
         Tree::open_at(store, Some(new_root), gen, TreeConfig::default()),
