@@ -6,9 +6,9 @@
 mod common;
 
 use common::{fs_config, nand_spec};
-use flash::{ImageMeta, NandSim, NandSpec};
+use flash::{DeviceSpec, ImageMeta, NandSim, NandSpec, NorSim};
 use flashfs::fs::{Ino, ROOT_INO};
-use flashfs::{Fs, FsConfig, NandSegments};
+use flashfs::{Fs, FsConfig, NandSegments, NorSegments};
 use flashfs_bench::heap::{CountingAlloc, HeapMeter};
 use flashfs_bench::tffs::Uncounted;
 
@@ -154,5 +154,58 @@ fn the_heap_stays_within_the_budget_over_a_budget_of_nothing() {
     assert!(
         default > floor + (64 << 10),
         "default {default}, floor {floor}"
+    );
+}
+
+/// The heap the small-RAM profile's synced 64-byte writes at random places in a 32 KiB
+/// file take at their peak on the W25Q64JV, after `writes` of them, with at most
+/// `freed_runs` runs of freed blocks kept. Each write is a journal entry; every block it
+/// rewrites frees the block before, which the journal's replay reads, so it waits for the
+/// checkpoint.
+fn synced_random_writes_peak(freed_runs: usize, writes: u32) -> u64 {
+    let Ok(DeviceSpec::Nor(spec)) = flash::preset::lookup("w25q64jv").map(|p| p.spec) else {
+        panic!("w25q64jv is a NOR preset");
+    };
+    let sim = NorSim::new(spec, ImageMeta::new("w25q64jv", 3)).unwrap();
+    let dev = NorSegments::new(Uncounted(sim), 512).unwrap();
+    let config = FsConfig {
+        freed_runs,
+        atime: fs_config().atime,
+        clock: fs_config().clock,
+        ..FsConfig::small_ram()
+    };
+    let meter = HeapMeter::start();
+    let mut fs = Fs::format(dev, config).unwrap();
+    let ino = fs.create(ROOT_INO, b"random", 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, &[0u8; 32 << 10]).unwrap();
+    fs.fsync(ino, false).unwrap();
+    let mut rng = Lcg(11);
+    for k in 0..writes {
+        fs.write(ino, rng.next(512) * 64, &[k as u8; 64]).unwrap();
+        fs.fsync(ino, false).unwrap();
+    }
+    let peak = meter.peak();
+    drop(fs);
+    peak
+}
+
+#[test]
+fn freed_blocks_waiting_for_a_checkpoint_take_bounded_ram() {
+    // Bounded, the peak does not grow with the writes; unbounded, the list of freed
+    // blocks does (16 bytes a run), until the journal fills (measured: 55,360 bytes after
+    // either count bounded; 55,360 and 71,932 unbounded).
+    let (short, long) = (400, 1600);
+    let bounded = (
+        synced_random_writes_peak(FsConfig::small_ram().freed_runs, short),
+        synced_random_writes_peak(FsConfig::small_ram().freed_runs, long),
+    );
+    let unbounded = (
+        synced_random_writes_peak(usize::MAX, short),
+        synced_random_writes_peak(usize::MAX, long),
+    );
+    assert!(bounded.1 <= bounded.0 + (4 << 10), "bounded: {bounded:?}");
+    assert!(
+        unbounded.1 >= unbounded.0 + (8 << 10),
+        "unbounded: {unbounded:?}"
     );
 }

@@ -313,6 +313,11 @@ impl Journal {
         self.rewritten.contains(&ino)
     }
 
+    /// Runs of freed blocks kept in RAM until the next durable point or checkpoint.
+    pub fn freed_runs(&self) -> usize {
+        self.released.len() + self.held.len()
+    }
+
     /// Freed blocks that wait only for the replay or for a count of frames.
     pub fn waiting(&self) -> u64 {
         self.replay_pinned + self.held.len() as u64

@@ -146,6 +146,12 @@ impl Space {
         self.pending_count
     }
 
+    /// Runs of freed sectors kept in RAM until a commit: those waiting for it and those the
+    /// owner has not taken back yet ([`Space::take_released`]).
+    pub fn freed_runs(&self) -> usize {
+        self.pending.len() + self.released.len()
+    }
+
     /// Whether sector `k` is free.
     pub fn is_free(&self, k: u64) -> bool {
         self.free
