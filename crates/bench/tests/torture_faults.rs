@@ -457,6 +457,23 @@ fn mlc_survivors_of_a_retired_block_are_safe_from_a_torn_program() {
     }
 }
 
+/// A copy the cleaner could not make (here no segment left to open after the one it
+/// opened failed its erase, silently, and was retired) leaves the slot live in its victim:
+/// the next step starts with it again. It went on with the next slot, so the victim was
+/// erased without the sector's only version (found by the million-cut campaign: a flushed
+/// sector read as never written after the remount).
+#[test]
+fn a_copy_the_cleaner_could_not_make_is_tried_again() {
+    replay_case(ftl_case(
+        "mlc-flexfs",
+        Fault::Silent,
+        Workload::Mixed,
+        568,
+        1176,
+        true,
+    ));
+}
+
 /// A checkpoint's directory page on a NAND part whose compact tags keep 24 bits of the key
 /// must read back as a directory page, or the cleaner drops it as dead and the next checkpoint
 /// kills whatever took its slot (found by flashfs torture: this case lost a flushed sector

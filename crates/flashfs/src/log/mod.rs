@@ -1521,7 +1521,16 @@ impl<D: Segments> Log<D> {
                 Err(e) => Err(e),
             };
             self.buf = buf;
-            match result? {
+            let result = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    // Nothing was copied: the slot is still live here, and the next step
+                    // starts with it (skipped, its segment would be erased without it).
+                    self.victim_resume(slot);
+                    return Err(e);
+                }
+            };
+            match result {
                 Some(to) => {
                     match self.anchors.as_mut().or(self.retired.as_mut()) {
                         Some(a) if tag.kind == Kind::Page => a.moved(tag.key, from, to),
@@ -1545,7 +1554,12 @@ impl<D: Segments> Log<D> {
                         self.stats.wear_copied_slots += 1;
                     }
                 }
-                None => self.lose(owner, Some(&tag), from)?,
+                None => {
+                    if let Err(e) = self.lose(owner, Some(&tag), from) {
+                        self.victim_resume(slot);
+                        return Err(e);
+                    }
+                }
             }
             copied += 1;
         }
