@@ -102,8 +102,8 @@ pub struct FsConfig {
     /// so this bounds what the file system keeps per block freed, whatever the volume's
     /// size (4,096 by default). Without it a journal that commits small writes for a long
     /// time (blocks its replay reads wait for the checkpoint) grows the list with every
-    /// block rewritten: 3,000 runs, 48 KiB, over 2,048 synced random writes on an 8 MiB
-    /// NOR part.
+    /// block rewritten: 48 KiB of heap at its peak over 2,048 synced random 64-byte writes
+    /// on an 8 MiB NOR part.
     pub freed_runs: usize,
     /// Spare pointers in index nodes (SPEC.md §7.6): a commit sets a node's spare instead of
     /// copying the path to the root. `None`: wherever the device can patch written bytes
