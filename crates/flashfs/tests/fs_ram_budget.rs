@@ -192,8 +192,8 @@ fn synced_random_writes_peak(freed_runs: usize, writes: u32) -> u64 {
 #[test]
 fn freed_blocks_waiting_for_a_checkpoint_take_bounded_ram() {
     // Bounded, the peak does not grow with the writes; unbounded, the list of freed
-    // blocks does (16 bytes a run), until the journal fills (measured: 55,360 bytes after
-    // either count bounded; 55,360 and 71,932 unbounded).
+    // blocks does, 16 bytes a run (measured: 55,360 bytes after either count bounded;
+    // 55,360 and 71,932 unbounded).
     let (short, long) = (400, 1600);
     let bounded = (
         synced_random_writes_peak(FsConfig::small_ram().freed_runs, short),
