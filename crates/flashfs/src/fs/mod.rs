@@ -96,11 +96,12 @@ pub struct FsConfig {
     pub tree: TreeConfig,
     /// Dirty index nodes that trigger a commit; `None` scales with the volume.
     pub dirty_limit: Option<usize>,
-    /// Runs of freed blocks kept in RAM while they wait for a checkpoint (or for the
-    /// journal entry that makes their release durable), at most: past it the next
-    /// operation ends in a checkpoint, which frees them. Each costs 16 to 24 bytes of heap,
-    /// so this bounds what the file system keeps per block freed, whatever the volume's
-    /// size (4,096 by default). Without it a journal that commits small writes for a long
+    /// Entries in the lists of freed blocks kept in RAM while they wait for a checkpoint
+    /// (or for the journal entry that makes their release durable), at most: past it the
+    /// next operation ends in a checkpoint, which frees them. Each entry, a run of blocks,
+    /// costs 16 to 24 bytes of heap (a run released outside a transaction is in two
+    /// lists), so this bounds what the file system keeps per block freed, whatever the
+    /// volume's size (4,096 by default). Without it a journal that commits small writes for a long
     /// time (blocks its replay reads wait for the checkpoint) grows the list with every
     /// block rewritten: 48 KiB of heap at its peak over 2,048 synced random 64-byte writes
     /// on an 8 MiB NOR part.
