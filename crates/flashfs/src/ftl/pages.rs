@@ -26,9 +26,11 @@
 //!
 //! A dirty page never leaves RAM: only a checkpoint makes it clean. So RAM holds at most the
 //! budget's pages plus the dirty ones, and the owner writes a checkpoint once dirty pages
-//! alone fill the budget ([`MapPages::over_budget`]). The pages of the chunk a checkpoint is
-//! writing are pinned in RAM until it moves on: a chunk's encoding is chosen from all of
-//! its entries.
+//! alone fill the budget ([`MapPages::over_budget`]). A chunk's encoding is chosen from all
+//! of its entries, read as they stand — from the pages in RAM, the chunk's run list, or
+//! as unmapped — without making its pages: a chunk of runs costs a checkpoint its run list,
+//! not its sixteen pages (32 KiB on a 2 KiB slot). The pages of the chunk a checkpoint is
+//! writing, and its run list, are pinned in RAM until it moves on.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -59,6 +61,62 @@ enum Held {
     Unread,
 }
 
+/// The chunk a checkpoint is writing: what to put back if the checkpoint fails.
+#[derive(Debug, Clone, Copy)]
+struct Pinned {
+    chunk: usize,
+    /// How the newest checkpoint held it before.
+    was: Held,
+    /// Its pages that were dirty before.
+    dirty: [bool; CHUNK_PAGES],
+}
+
+/// The runs of a chunk's entries, given in order ([`MapPages::chunk_runs`]): (length, first
+/// entry); each next entry of a run is one slot on (an address) or the same (unmapped,
+/// lost). Gives up past `max` runs (more than a page holds).
+struct RunsOf {
+    runs: Vec<(u16, u32)>,
+    prev: Option<u32>,
+    max: usize,
+}
+
+impl RunsOf {
+    fn new(max: usize) -> Self {
+        RunsOf {
+            runs: Vec::new(),
+            prev: None,
+            max,
+        }
+    }
+
+    /// Takes the next entry; `false` once the runs would not fit.
+    fn push(&mut self, e: u32) -> bool {
+        let follows = self.prev.is_some_and(|p| {
+            let step = u32::from(is_slot(p));
+            p.checked_add(step) == Some(e) && (is_slot(e) || step == 0)
+        });
+        self.prev = Some(e);
+        match self.runs.last_mut() {
+            Some((n, _)) if follows && *n < u16::MAX => *n += 1,
+            _ => {
+                if self.runs.len() == self.max {
+                    return false;
+                }
+                self.runs.push((1, e));
+            }
+        }
+        true
+    }
+}
+
+/// The entries of a run list ([`MapPage::Runs`]), in order.
+fn run_entries(list: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    runs(list).flat_map(|(len, start)| {
+        let step = u32::from(is_slot(start));
+        (0..len as u32).map(move |j| start.wrapping_add(step * j))
+    })
+}
+
 /// A page in RAM.
 #[derive(Debug)]
 struct Resident {
@@ -85,8 +143,8 @@ pub(super) struct MapPages {
     held: Vec<Held>,
     /// Pages of the chunk a checkpoint is writing that it writes ([`MapPages::take_dirty`]).
     pending: [bool; CHUNK_PAGES],
-    /// The chunk a checkpoint is writing, and how it was held before.
-    pinned: Option<(usize, Held)>,
+    /// The chunk a checkpoint is writing.
+    pinned: Option<Pinned>,
     /// Bytes the pages and run lists in RAM may take.
     budget: usize,
     /// The use clock.
@@ -252,7 +310,7 @@ impl MapPages {
         self.loads += 1;
         match decode_page(&buf) {
             Some(MapPage::Runs(list)) => {
-                self.check_runs(c, list, |_, _| {})?;
+                self.check_runs(c, list)?;
                 self.held[c] = Held::Runs;
                 self.keep_runs(c, list);
                 Ok(true)
@@ -279,6 +337,21 @@ impl MapPages {
             *used = self.clock;
             return run_lookup(list, i).ok_or(bad);
         }
+        let list = self.run_list(c, src)?;
+        let e = run_lookup(&list, i).ok_or(bad)?;
+        self.keep_runs(c, &list);
+        Ok(e)
+    }
+
+    /// The run list of runs chunk `c`: the one kept, or its first page read back and
+    /// checked whole as it comes in.
+    fn run_list(&mut self, c: usize, src: &mut dyn PageSource) -> Result<Box<[u8]>> {
+        if let Some((list, used)) = self.run_lists.get_mut(&c) {
+            self.clock += 1;
+            *used = self.clock;
+            return Ok(list.clone());
+        }
+        let bad = Error::Corrupt("checkpoint map page does not match the volume");
         let mut buf = alloc::vec![0u8; self.slot];
         if !src.read_page((c * CHUNK_PAGES) as u32, &mut buf)? {
             return Err(bad);
@@ -287,11 +360,8 @@ impl MapPages {
             return Err(bad);
         };
         self.loads += 1;
-        // Checked whole once, as it comes in.
-        self.check_runs(c, list, |_, _| {})?;
-        let e = run_lookup(list, i).ok_or(bad)?;
-        self.keep_runs(c, list);
-        Ok(e)
+        self.check_runs(c, list)?;
+        Ok(list.into())
     }
 
     /// Sets sector `k`'s entry.
@@ -331,46 +401,27 @@ impl MapPages {
             self.insert(p, alloc::vec![UNMAPPED; range.len()].into_boxed_slice());
             return Ok(());
         }
-        let first = (c * CHUNK_PAGES) as u32;
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
         if self.resident.contains_key(&p) {
             // The chunk's first page, just read to learn how the chunk is held.
             return Ok(());
         }
-        let mut buf = alloc::vec![0u8; self.slot];
         if runs {
-            self.clock += 1;
-            let list = match self.run_lists.get_mut(&c) {
-                Some((list, used)) => {
-                    *used = self.clock;
-                    list.clone()
-                }
-                None => {
-                    if !src.read_page(first, &mut buf)? {
-                        return Err(bad);
-                    }
-                    let Some(MapPage::Runs(list)) = decode_page(&buf) else {
-                        return Err(bad);
-                    };
-                    self.loads += 1;
-                    list.into()
-                }
-            };
+            let list = self.run_list(c, src)?;
             // Only this page's entries are made: a chunk's whole would take a page per
             // entry page of RAM for a moment.
-            let page = range.start - self.chunk(c).start..range.end - self.chunk(c).start;
-            let mut entries = alloc::vec![UNMAPPED; page.len()];
-            self.check_runs(c, &list, |i, e| {
-                if page.contains(&i) {
-                    entries[i - page.start] = e;
-                }
-            })?;
+            let skip = range.start - self.chunk(c).start;
+            let entries: Box<[u32]> = run_entries(&list).skip(skip).take(range.len()).collect();
+            if entries.len() != range.len() {
+                return Err(bad);
+            }
             if !self.run_lists.contains_key(&c) {
                 self.keep_runs(c, &list);
             }
-            self.insert(p, entries.into_boxed_slice());
+            self.insert(p, entries);
             return Ok(());
         }
+        let mut buf = alloc::vec![0u8; self.slot];
         if !src.read_page(p, &mut buf)? {
             return Err(bad);
         }
@@ -389,9 +440,9 @@ impl MapPages {
         !is_slot(e) || (e as u64) < self.limit
     }
 
-    /// Checks the run list of chunk `c` ([`MapPage::Runs`]), whole, then gives each entry
-    /// to `each` with its index in the chunk (nothing is given from runs that do not check).
-    fn check_runs(&self, c: usize, list: &[u8], mut each: impl FnMut(usize, u32)) -> Result<()> {
+    /// Checks the run list of chunk `c` ([`MapPage::Runs`]), whole: its runs cover the
+    /// chunk exactly, and a run of slots stays below the log's slots.
+    fn check_runs(&self, c: usize, list: &[u8]) -> Result<()> {
         let bad = Error::Corrupt("checkpoint map page does not match the volume");
         let range = self.chunk(c);
         let mut total = 0;
@@ -406,14 +457,6 @@ impl MapPages {
         }
         if total != range.len() {
             return Err(bad);
-        }
-        let mut i = 0;
-        for (len, start) in runs(list) {
-            let step = u32::from(is_slot(start));
-            for j in 0..len as u32 {
-                each(i, start.wrapping_add(step * j));
-                i += 1;
-            }
         }
         Ok(())
     }
@@ -453,7 +496,7 @@ impl MapPages {
     /// holds (or only dirty and pinned pages, and `keep`, are left).
     fn evict(&mut self, keep: Option<u32>) {
         while self.resident_bytes() > self.budget {
-            let pinned = self.pinned.map(|(c, _)| c);
+            let pinned = self.pinned.map(|p| p.chunk);
             let page = self
                 .resident
                 .iter()
@@ -465,6 +508,7 @@ impl MapPages {
             let list = self
                 .run_lists
                 .iter()
+                .filter(|(&c, _)| pinned != Some(c))
                 .min_by_key(|(_, (_, u))| *u)
                 .map(|(&c, (_, u))| (c, *u));
             match (page, list) {
@@ -497,79 +541,101 @@ impl MapPages {
         self.mapped = mapped;
     }
 
-    /// The runs of chunk `c` (every page in RAM): (length, first entry); each next entry of
-    /// a run is one slot on (an address) or the same (unmapped, lost). `None` if they do
-    /// not fit a page.
-    fn chunk_runs(&self, c: usize) -> Option<Vec<(u16, u32)>> {
-        let max = (self.per_page * 4) / RUN_BYTES;
-        let mut runs: Vec<(u16, u32)> = Vec::new();
-        let mut prev: Option<u32> = None;
+    /// The runs of chunk `c`'s entries as they stand (see [`RunsOf`]), `None` if they do not
+    /// fit a page. Each page's entries come from RAM, else (fresh, or in a chunk held
+    /// empty) are unmapped, else from the chunk's run list: no page is made. A chunk held
+    /// as entries must have every page in RAM or fresh.
+    fn chunk_runs(
+        &mut self,
+        c: usize,
+        src: &mut dyn PageSource,
+    ) -> Result<Option<Vec<(u16, u32)>>> {
+        let list = match self.held[c] {
+            Held::Runs => Some(self.run_list(c, src)?),
+            _ => None,
+        };
+        let bad = Error::Corrupt("map chunk of entries not in RAM");
+        let mut old = list.as_deref().map(run_entries);
+        let mut runs = RunsOf::new((self.per_page * 4) / RUN_BYTES);
         let first = (c * CHUNK_PAGES) as u32;
-        for j in 0..CHUNK_PAGES as u32 {
-            if self.page_range(first + j).is_empty() {
+        for q in first..first + CHUNK_PAGES as u32 {
+            let n = self.page_range(q).len();
+            if n == 0 {
                 break;
             }
-            for &e in self.resident.get(&(first + j))?.entries.iter() {
-                let follows = prev.is_some_and(|p| {
-                    let step = u32::from(is_slot(p));
-                    p.checked_add(step) == Some(e) && (is_slot(e) || step == 0)
-                });
-                match runs.last_mut() {
-                    Some((n, _)) if follows && *n < u16::MAX => *n += 1,
-                    _ => {
-                        if runs.len() == max {
-                            return None;
-                        }
-                        runs.push((1, e));
-                    }
-                }
-                prev = Some(e);
+            let from_list = old.as_mut().map(|it| it.by_ref().take(n));
+            let fits = if let Some(r) = self.resident.get(&q) {
+                from_list.map(Iterator::count);
+                r.entries.iter().all(|&e| runs.push(e))
+            } else if self.is_dirty(q) || self.held[c] == Held::Empty {
+                from_list.map(Iterator::count);
+                (0..n).all(|_| runs.push(UNMAPPED))
+            } else {
+                let Some(entries) = from_list else {
+                    return Err(bad);
+                };
+                entries.fold(0, |k, e| k + usize::from(runs.push(e))) == n
+            };
+            if !fits {
+                return Ok(None);
             }
         }
-        Some(runs)
+        Ok(Some(runs.runs))
     }
 
     /// Whether map page `i` changed since a checkpoint last took it; see
     /// [`crate::log::Owner::take_dirty`]. At a chunk's first page, chooses the chunk's
-    /// encoding and pins its pages until the checkpoint moves on.
+    /// encoding and pins its pages (and run list) until the checkpoint moves on.
     pub(super) fn take_dirty(&mut self, i: u32, src: &mut dyn PageSource) -> Result<bool> {
         let (c, j) = (i as usize / CHUNK_PAGES, i as usize % CHUNK_PAGES);
         if j == 0 {
             self.unpin();
             self.pending = [false; CHUNK_PAGES];
             // Pages past the end of the map are never dirty.
-            let dirty: Vec<bool> = (0..CHUNK_PAGES as u32)
-                .map(|j| self.is_dirty(i + j) && !self.page_range(i + j).is_empty())
-                .collect();
+            let mut dirty = [false; CHUNK_PAGES];
+            for (j, d) in dirty.iter_mut().enumerate() {
+                *d = self.is_dirty(i + j as u32) && !self.page_range(i + j as u32).is_empty();
+            }
             if dirty.iter().any(|&d| d) {
                 let was_runs = self.is_runs(c, src)?;
                 let was = self.held[c];
-                self.pinned = Some((c, was));
+                self.pinned = Some(Pinned {
+                    chunk: c,
+                    was,
+                    dirty,
+                });
                 let pages: Vec<u32> = (0..CHUNK_PAGES as u32)
                     .map(|j| i + j)
                     .filter(|&q| !self.page_range(q).is_empty())
                     .collect();
-                // Whether runs may fit is known only with every entry in RAM: a chunk of
-                // runs or without pages comes in whole without reading more than one page,
-                // one of entries only if no page need be read (else it stays entries and
-                // only its dirty pages are written).
+                // Whether runs may fit is known only with every entry at hand: a chunk of
+                // runs or without pages has them without reading more than one page, one of
+                // entries only if no page need be read (else it stays entries and only its
+                // dirty pages are written).
                 let whole = was_runs
                     || was == Held::Empty
                     || pages
                         .iter()
                         .all(|q| self.resident.contains_key(q) || self.is_dirty(*q));
-                let now = if whole {
-                    for &q in &pages {
-                        self.page(q, src)?;
-                    }
-                    match self.chunk_runs(c) {
-                        Some(runs) if matches!(runs[..], [(_, UNMAPPED)]) => Held::Empty,
-                        Some(_) => Held::Runs,
-                        None => Held::Entries,
-                    }
+                let runs = if whole {
+                    self.chunk_runs(c, src)?
                 } else {
-                    Held::Entries
+                    None
                 };
+                let now = match &runs {
+                    Some(runs) if matches!(runs[..], [(_, UNMAPPED)]) => Held::Empty,
+                    Some(_) => Held::Runs,
+                    None => Held::Entries,
+                };
+                if now == Held::Entries {
+                    // Every page of the new encoding is written from RAM: made now, while
+                    // the chunk's pages still read as they are held.
+                    for &q in &pages {
+                        if was != Held::Entries || dirty[(q - i) as usize] {
+                            self.page(q, src)?;
+                        }
+                    }
+                }
                 for (j, p) in self.pending.iter_mut().enumerate() {
                     // The pages the checkpoint holds change: those of the new encoding are
                     // written, those of the old one it leaves are dropped. Entries to
@@ -582,14 +648,16 @@ impl MapPages {
                     };
                 }
                 self.held[c] = now;
-                // Its page of runs is about to change (read above, it may have been kept).
+                // Its run list is about to change (read above, it may have been kept); a
+                // chunk of runs keeps its new one, which its pages not in RAM now read from.
                 self.drop_runs(c);
+                if let (Held::Runs, Some(runs)) = (now, runs) {
+                    let mut buf = alloc::vec![0xFFu8; self.slot];
+                    let len = encode_runs(&mut buf, &runs);
+                    self.keep_runs(c, &buf[..len]);
+                }
                 for q in pages {
-                    // A fresh page is made before it stops being dirty (and fresh).
-                    if self.is_dirty(q) {
-                        self.page(q, src)?;
-                        self.set_dirty(q, false);
-                    }
+                    self.set_dirty(q, false);
                 }
             }
         }
@@ -614,12 +682,14 @@ impl MapPages {
             if j != 0 {
                 return Ok(false);
             }
-            let runs = self
-                .chunk_runs(c)
+            // Its run list, made when the chunk's encoding was chosen and pinned since.
+            let (list, _) = self
+                .run_lists
+                .get(&c)
                 .ok_or(Error::Corrupt("map chunk of runs not in RAM"))?;
-            let len = encode_runs(buf, &runs);
-            // Kept as its run list: its pages go once the checkpoint moves on.
-            self.keep_runs(c, &buf[..len]);
+            buf.get_mut(..list.len())
+                .ok_or(Error::Corrupt("map run list larger than a page"))?
+                .copy_from_slice(list);
             return Ok(true);
         }
         if self.page_range(i).is_empty() {
@@ -632,7 +702,7 @@ impl MapPages {
     /// Unpins the chunk a checkpoint wrote; if it is runs and its run list is kept, or
     /// empty, its pages (clean now, and made again without a read) leave RAM.
     fn unpin(&mut self) {
-        if let Some((c, _)) = self.pinned.take() {
+        if let Some(Pinned { chunk: c, .. }) = self.pinned.take() {
             let runs = self.held[c] == Held::Runs && self.run_lists.contains_key(&c);
             if runs || self.held[c] == Held::Empty {
                 let first = (c * CHUNK_PAGES) as u32;
@@ -646,18 +716,23 @@ impl MapPages {
     }
 
     /// The checkpoint ended: unpins its chunk. If it was not written whole, that chunk's
-    /// pages in RAM are dirty again and its encoding what it was.
+    /// encoding is what it was, and its pages that were dirty, or are in RAM, are dirty.
     pub(super) fn checkpoint_ended(&mut self, ok: bool) {
         if ok {
             self.unpin();
         }
-        if let Some((c, was)) = self.pinned.take() {
+        if let Some(Pinned {
+            chunk: c,
+            was,
+            dirty,
+        }) = self.pinned.take()
+        {
             if !ok {
                 self.held[c] = was;
                 self.drop_runs(c);
                 let first = (c * CHUNK_PAGES) as u32;
-                for q in first..first + CHUNK_PAGES as u32 {
-                    if self.resident.contains_key(&q) {
+                for (q, d) in (first..).zip(dirty) {
+                    if d || self.resident.contains_key(&q) {
                         self.set_dirty(q, true);
                     }
                 }
@@ -972,6 +1047,57 @@ mod tests {
 
     /// A checkpoint that fails part-way leaves its chunk's pages dirty: nothing written
     /// before it is read back stale.
+    /// A chunk's encoding is chosen from its entries where they are (a page in RAM, its
+    /// run list, fresh): a checkpoint of a chunk of runs with one page changed makes none
+    /// of its other pages, and neither does one of a chunk never written.
+    #[test]
+    fn a_chunk_is_encoded_without_making_its_pages() {
+        let per_chunk = per_chunk();
+        let sectors = per_chunk * 2;
+        let mut flash = Flash::default();
+        let mut map = MapPages::new(sectors, SLOT, usize::MAX, LIMIT);
+        let mut model = vec![UNMAPPED; sectors];
+        for (k, m) in model.iter_mut().enumerate().take(per_chunk) {
+            map.set(k, k as u32, &mut flash).unwrap();
+            *m = k as u32;
+        }
+        checkpoint(&mut map, &mut flash);
+        let mapped = map.mapped();
+        let (mut map, _) = restored(sectors, usize::MAX, mapped, &mut flash);
+        map.restore(mapped);
+        // One page of the chunk of runs changed; one of the chunk never written.
+        for (k, v) in [(5, 900_000), (per_chunk + 3, 7)] {
+            map.set(k, v, &mut flash).unwrap();
+            model[k] = v;
+        }
+        // The first chunk is written, the checkpoint fails at the second.
+        for c in 0..2 {
+            let first = (c * CHUNK_PAGES) as u32;
+            let mut src = core::mem::take(&mut flash);
+            assert!(map.take_dirty(first, &mut src).unwrap());
+            flash = src;
+            assert_eq!(map.held[c], Held::Runs);
+            let pages = (first..first + CHUNK_PAGES as u32)
+                .filter(|q| map.resident.contains_key(q))
+                .count();
+            assert_eq!(pages, 1, "chunk {c}: only the page changed is in RAM");
+            if c == 0 {
+                let mut buf = vec![0xFFu8; SLOT];
+                let mut src = core::mem::take(&mut flash);
+                assert!(map
+                    .encode_page(first, &mut buf[..payload(SLOT)], &mut src)
+                    .unwrap());
+                flash = src;
+                flash.pages[first as usize] = Some(buf);
+            }
+        }
+        map.checkpoint_ended(false);
+        checkpoint(&mut map, &mut flash);
+        let (_, all) = restored(sectors, usize::MAX, map.mapped(), &mut flash);
+        let wrong = (0..sectors).find(|&k| all[k] != model[k]);
+        assert_eq!(wrong, None, "a sector reads back other than written");
+    }
+
     #[test]
     fn a_failed_checkpoint_keeps_its_chunk_dirty() {
         let sectors = per_chunk() * 2;
