@@ -61,14 +61,18 @@ enum Held {
     Unread,
 }
 
-/// The chunk a checkpoint is writing: what to put back if the checkpoint fails.
-#[derive(Debug, Clone, Copy)]
+/// The chunk a checkpoint is writing: what to put back if the checkpoint fails, and what
+/// its pages not in RAM hold while it is written.
+#[derive(Debug)]
 struct Pinned {
     chunk: usize,
     /// How the newest checkpoint held it before.
     was: Held,
     /// Its pages that were dirty before.
     dirty: [bool; CHUNK_PAGES],
+    /// A chunk of runs written as entries: its run list, which its pages not in RAM are
+    /// made from, a page at a time, as the checkpoint writes them.
+    runs: Option<Box<[u8]>>,
 }
 
 /// The runs of a chunk's entries, given in order ([`MapPages::chunk_runs`]): (length, first
@@ -394,6 +398,10 @@ impl MapPages {
     /// Brings page `p` into RAM: made unmapped if fresh, else read from the checkpoint (for
     /// a chunk of runs, made from its run list).
     fn load(&mut self, p: u32, src: &mut dyn PageSource) -> Result<()> {
+        if let Some(entries) = self.pinned_page(p)? {
+            self.insert(p, entries);
+            return Ok(());
+        }
         let range = self.page_range(p);
         let c = p as usize / CHUNK_PAGES;
         let runs = !self.is_dirty(p) && self.is_runs(c, src)?;
@@ -434,6 +442,33 @@ impl MapPages {
         }
         self.insert(p, entries);
         Ok(())
+    }
+
+    /// The entries of page `p` not in RAM, if its chunk is the one a checkpoint is writing
+    /// as entries though the checkpoint before held it otherwise: from its run list, or
+    /// unmapped (a chunk held empty).
+    fn pinned_page(&self, p: u32) -> Result<Option<Box<[u32]>>> {
+        let Some(pin) = &self.pinned else {
+            return Ok(None);
+        };
+        let c = p as usize / CHUNK_PAGES;
+        if pin.chunk != c || self.held[c] != Held::Entries || pin.was == Held::Entries {
+            return Ok(None);
+        }
+        let range = self.page_range(p);
+        let entries: Box<[u32]> = match &pin.runs {
+            Some(list) => run_entries(list)
+                .skip(range.start - self.chunk(c).start)
+                .take(range.len())
+                .collect(),
+            None => alloc::vec![UNMAPPED; range.len()].into(),
+        };
+        if entries.len() != range.len() {
+            return Err(Error::Corrupt(
+                "checkpoint map page does not match the volume",
+            ));
+        }
+        Ok(Some(entries))
     }
 
     fn valid(&self, e: u32) -> bool {
@@ -496,7 +531,7 @@ impl MapPages {
     /// holds (or only dirty and pinned pages, and `keep`, are left).
     fn evict(&mut self, keep: Option<u32>) {
         while self.resident_bytes() > self.budget {
-            let pinned = self.pinned.map(|p| p.chunk);
+            let pinned = self.pinned.as_ref().map(|p| p.chunk);
             let page = self
                 .resident
                 .iter()
@@ -550,31 +585,29 @@ impl MapPages {
         c: usize,
         src: &mut dyn PageSource,
     ) -> Result<Option<Vec<(u16, u32)>>> {
-        let list = match self.held[c] {
-            Held::Runs => Some(self.run_list(c, src)?),
-            _ => None,
-        };
-        let bad = Error::Corrupt("map chunk of entries not in RAM");
-        let mut old = list.as_deref().map(run_entries);
+        // Read only if a page needs it: a chunk whose pages are all in RAM may have a run
+        // list that no longer reads (a checkpoint that failed after writing some of them).
+        let mut list: Option<Box<[u8]>> = None;
         let mut runs = RunsOf::new((self.per_page * 4) / RUN_BYTES);
-        let first = (c * CHUNK_PAGES) as u32;
+        let (first, start) = ((c * CHUNK_PAGES) as u32, self.chunk(c).start);
         for q in first..first + CHUNK_PAGES as u32 {
-            let n = self.page_range(q).len();
-            if n == 0 {
+            let range = self.page_range(q);
+            if range.is_empty() {
                 break;
             }
-            let from_list = old.as_mut().map(|it| it.by_ref().take(n));
             let fits = if let Some(r) = self.resident.get(&q) {
-                from_list.map(Iterator::count);
                 r.entries.iter().all(|&e| runs.push(e))
             } else if self.is_dirty(q) || self.held[c] == Held::Empty {
-                from_list.map(Iterator::count);
-                (0..n).all(|_| runs.push(UNMAPPED))
+                range.clone().all(|_| runs.push(UNMAPPED))
+            } else if self.held[c] == Held::Runs {
+                if list.is_none() {
+                    list = Some(self.run_list(c, src)?);
+                }
+                let entries = list.as_deref().map(run_entries).into_iter().flatten();
+                let mut page = entries.skip(range.start - start).take(range.len());
+                page.all(|e| runs.push(e))
             } else {
-                let Some(entries) = from_list else {
-                    return Err(bad);
-                };
-                entries.fold(0, |k, e| k + usize::from(runs.push(e))) == n
+                return Err(Error::Corrupt("map chunk of entries not in RAM"));
             };
             if !fits {
                 return Ok(None);
@@ -603,6 +636,7 @@ impl MapPages {
                     chunk: c,
                     was,
                     dirty,
+                    runs: None,
                 });
                 let pages: Vec<u32> = (0..CHUNK_PAGES as u32)
                     .map(|j| i + j)
@@ -628,11 +662,21 @@ impl MapPages {
                     None => Held::Entries,
                 };
                 if now == Held::Entries {
-                    // Every page of the new encoding is written from RAM: made now, while
-                    // the chunk's pages still read as they are held.
-                    for &q in &pages {
-                        if was != Held::Entries || dirty[(q - i) as usize] {
-                            self.page(q, src)?;
+                    if was == Held::Entries {
+                        // Its dirty pages are written: a fresh one is made now.
+                        for &q in &pages {
+                            if dirty[(q - i) as usize] {
+                                self.page(q, src)?;
+                            }
+                        }
+                    } else if was == Held::Runs
+                        && pages.iter().any(|q| !self.resident.contains_key(q))
+                    {
+                        // Every page is written, those not in RAM made from the run list
+                        // one at a time ([`MapPages::pinned_page`]).
+                        let list = self.run_list(c, src)?;
+                        if let Some(pin) = &mut self.pinned {
+                            pin.runs = Some(list);
                         }
                     }
                 }
@@ -695,7 +739,10 @@ impl MapPages {
         if self.page_range(i).is_empty() {
             return Ok(false);
         }
-        encode_entries(buf, &self.page(i, src)?.entries);
+        match self.pinned_page(i)? {
+            Some(entries) if !self.resident.contains_key(&i) => encode_entries(buf, &entries),
+            _ => encode_entries(buf, &self.page(i, src)?.entries),
+        }
         Ok(true)
     }
 
@@ -721,10 +768,26 @@ impl MapPages {
         if ok {
             self.unpin();
         }
+        if !ok {
+            // A chunk of runs written as entries in part: its pages put so far replaced
+            // its page of runs, which no longer reads; it is made whole in RAM (dirty
+            // until a checkpoint writes it), as before the checkpoint began.
+            if let Some(pin) = &self.pinned {
+                let first = (pin.chunk * CHUNK_PAGES) as u32;
+                for q in first..first + CHUNK_PAGES as u32 {
+                    if !self.page_range(q).is_empty() && !self.resident.contains_key(&q) {
+                        if let Ok(Some(entries)) = self.pinned_page(q) {
+                            self.insert(q, entries);
+                        }
+                    }
+                }
+            }
+        }
         if let Some(Pinned {
             chunk: c,
             was,
             dirty,
+            ..
         }) = self.pinned.take()
         {
             if !ok {
@@ -1096,6 +1159,64 @@ mod tests {
         let (_, all) = restored(sectors, usize::MAX, map.mapped(), &mut flash);
         let wrong = (0..sectors).find(|&k| all[k] != model[k]);
         assert_eq!(wrong, None, "a sector reads back other than written");
+    }
+
+    /// A chunk of runs that no longer fits a page of runs is written as entries, each page
+    /// not in RAM made from the run list as the checkpoint reaches it: at most the pages
+    /// changed and the one being written are in RAM at once, whether the checkpoint
+    /// completes or fails first.
+    #[test]
+    fn a_chunk_of_runs_becomes_entries_a_page_at_a_time() {
+        let per_chunk = per_chunk();
+        let per_page = entries_per_page(payload(SLOT));
+        for fail in [false, true] {
+            let mut flash = Flash::default();
+            let mut map = MapPages::new(per_chunk, SLOT, usize::MAX, LIMIT);
+            let mut model = vec![UNMAPPED; per_chunk];
+            for (k, m) in model.iter_mut().enumerate() {
+                map.set(k, k as u32, &mut flash).unwrap();
+                *m = k as u32;
+            }
+            checkpoint(&mut map, &mut flash);
+            let mapped = map.mapped();
+            let (mut map, _) = restored(per_chunk, usize::MAX, mapped, &mut flash);
+            map.restore(mapped);
+            // Every other entry of the first page moved: more runs than a page holds.
+            for k in (0..per_page).step_by(2) {
+                let v = 1_000_000 + 7 * k as u32;
+                map.set(k, v, &mut flash).unwrap();
+                model[k] = v;
+            }
+            let mut most = 0;
+            for i in 0..CHUNK_PAGES as u32 {
+                let mut src = core::mem::take(&mut flash);
+                assert!(map.take_dirty(i, &mut src).unwrap(), "page {i} is written");
+                flash = src;
+                assert_eq!(map.held[0], Held::Entries);
+                if fail && i == 3 {
+                    break;
+                }
+                let mut buf = vec![0xFFu8; SLOT];
+                let mut src = core::mem::take(&mut flash);
+                assert!(map
+                    .encode_page(i, &mut buf[..payload(SLOT)], &mut src)
+                    .unwrap());
+                flash = src;
+                flash.pages[i as usize] = Some(buf);
+                most = most.max(map.resident.len());
+            }
+            assert_eq!(most, 1, "only the page changed stays in RAM");
+            map.checkpoint_ended(!fail);
+            if fail {
+                checkpoint(&mut map, &mut flash);
+            }
+            let (_, all) = restored(per_chunk, usize::MAX, map.mapped(), &mut flash);
+            let wrong = (0..per_chunk).find(|&k| all[k] != model[k]);
+            assert_eq!(
+                wrong, None,
+                "fail {fail}: a sector reads back other than written"
+            );
+        }
     }
 
     #[test]
