@@ -138,7 +138,7 @@ pub(super) fn child_index(es: &[BranchEntry], key: &[u8]) -> usize {
 }
 
 fn leaf_search(es: &[LeafEntry], key: &[u8]) -> core::result::Result<usize, usize> {
-    es.binary_search_by(|e| (*e.key).cmp(key))
+    es.binary_search_by(|e| (*e.key()).cmp(key))
 }
 
 /// An ordered map of byte strings, stored copy-on-write in nodes of a [`NodeStore`].
@@ -467,7 +467,7 @@ impl<S: NodeStore> Tree<S> {
                     return Ok(leaf_search(es, key)
                         .ok()
                         .and_then(|i| es.get(i))
-                        .map(|e| e.val.to_vec()));
+                        .map(|e| e.val().to_vec()));
                 }
                 Body::Branch(es) => {
                     r = es
@@ -504,17 +504,11 @@ impl<S: NodeStore> Tree<S> {
             match leaf_search(es, key) {
                 Ok(i) => {
                     if let Some(e) = es.get_mut(i) {
-                        e.val = value.into();
+                        e.set_val(value);
                     }
                 }
                 Err(i) => {
-                    es.insert(
-                        i,
-                        LeafEntry {
-                            key: key.into(),
-                            val: value.into(),
-                        },
-                    );
+                    es.insert(i, LeafEntry::new(key, value));
                     added = true;
                     leaf.last_insert = Some(Insert::after(leaf.last_insert, i, es.len()));
                 }

@@ -335,12 +335,12 @@ impl<S: NodeStore> Tree<S> {
                         }
                         return Err(Error::Corrupt("index: empty leaf below the root"));
                     };
-                    if last_key.as_ref().is_some_and(|k| *k >= first.key) {
+                    if last_key.as_deref().is_some_and(|k| k >= first.key()) {
                         return Err(Error::Corrupt("index leaves out of key order"));
                     }
-                    last_key = Some(last.key.clone());
+                    last_key = Some(last.key().into());
                     for e in es {
-                        f(Visit::Item(&e.key, &e.val))?;
+                        f(Visit::Item(e.key(), e.val()))?;
                     }
                 }
             }

@@ -43,9 +43,9 @@ impl<S: NodeStore> Tree<S> {
             match &node.body {
                 Body::Leaf(es) => {
                     let idx = if forward == inclusive {
-                        es.partition_point(|e| *e.key < *key)
+                        es.partition_point(|e| *e.key() < *key)
                     } else {
-                        es.partition_point(|e| *e.key <= *key)
+                        es.partition_point(|e| *e.key() <= *key)
                     };
                     stack.push(Frame { r, exp, idx });
                     return Ok(stack);
@@ -76,7 +76,7 @@ impl<S: NodeStore> Tree<S> {
                         return Err(EMPTY_LEAF);
                     }
                     if let Some(e) = es.get(top.idx) {
-                        let out = (e.key.to_vec(), e.val.to_vec());
+                        let out = (e.key().to_vec(), e.val().to_vec());
                         if let Some(f) = stack.last_mut() {
                             f.idx += 1;
                         }
@@ -115,7 +115,7 @@ impl<S: NodeStore> Tree<S> {
                 match &node.body {
                     Body::Leaf(es) => {
                         if let Some(e) = es.get(n - 1) {
-                            let out = (e.key.to_vec(), e.val.to_vec());
+                            let out = (e.key().to_vec(), e.val().to_vec());
                             if let Some(f) = stack.last_mut() {
                                 f.idx = n - 1;
                             }

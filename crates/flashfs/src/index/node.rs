@@ -43,9 +43,6 @@ const LEAF_ENTRY_FIXED: usize = 4;
 const BRANCH_ENTRY_FIXED: usize = 10;
 /// A child generation that was not recorded: commits are numbered from 1.
 pub(crate) const UNDATED: u32 = 0;
-/// RAM a decoded entry costs besides its bytes (the boxed slices' pointers and lengths).
-const ENTRY_RAM: usize = core::mem::size_of::<LeafEntry>();
-
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 /// The spare's own check: it is programmed after the node's CRC-32 was sealed.
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_3740);
@@ -74,11 +71,50 @@ impl Ref {
     }
 }
 
-/// A key and its value.
+/// A key and its value, in one allocation: a leaf in RAM holds many, and on a
+/// microcontroller each allocation costs its allocator's header besides its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LeafEntry {
-    pub key: Box<[u8]>,
-    pub val: Box<[u8]>,
+    /// The key, then the value.
+    kv: Box<[u8]>,
+    /// Bytes of the key: at most [`MAX_KEY_LEN`], which fits 16 bits.
+    key_len: u16,
+}
+
+impl LeafEntry {
+    /// `key` (at most [`MAX_KEY_LEN`] bytes, as every caller checks) and `val`.
+    pub fn new(key: &[u8], val: &[u8]) -> LeafEntry {
+        LeafEntry::from_parts(key, &[], val)
+    }
+
+    /// The key `prefix` then `rest` (at most [`MAX_KEY_LEN`] bytes in all), and `val`.
+    fn from_parts(prefix: &[u8], rest: &[u8], val: &[u8]) -> LeafEntry {
+        let key_len = prefix.len() + rest.len();
+        debug_assert!(key_len <= MAX_KEY_LEN);
+        let mut kv = Vec::with_capacity(key_len + val.len());
+        kv.extend_from_slice(prefix);
+        kv.extend_from_slice(rest);
+        kv.extend_from_slice(val);
+        LeafEntry {
+            kv: kv.into_boxed_slice(),
+            key_len: key_len as u16,
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &[u8] {
+        &self.kv[..usize::from(self.key_len)]
+    }
+
+    /// The value.
+    pub fn val(&self) -> &[u8] {
+        &self.kv[usize::from(self.key_len)..]
+    }
+
+    /// Replaces the value.
+    pub fn set_val(&mut self, val: &[u8]) {
+        *self = LeafEntry::new(self.key(), val);
+    }
 }
 
 /// A separator and the child holding keys from it up to the next separator. The first
@@ -414,7 +450,7 @@ impl Node {
         match &self.body {
             Body::Leaf(es) => es
                 .iter()
-                .map(|e| LEAF_ENTRY_FIXED + e.key.len() + e.val.len())
+                .map(|e| LEAF_ENTRY_FIXED + e.key().len() + e.val().len())
                 .sum(),
             Body::Branch(es) => es.iter().map(|e| BRANCH_ENTRY_FIXED + e.key.len()).sum(),
         }
@@ -423,13 +459,18 @@ impl Node {
     /// Estimated RAM the decoded node takes (its keys in full, values, per-entry
     /// bookkeeping), the unit of the cache budget.
     pub fn ram(&self) -> usize {
-        core::mem::size_of::<Node>() + self.raw_len() + self.len() * ENTRY_RAM
+        // Each entry costs its bytes and its record (the boxed slice's pointer and length).
+        let entry = match &self.body {
+            Body::Leaf(_) => core::mem::size_of::<LeafEntry>(),
+            Body::Branch(_) => core::mem::size_of::<BranchEntry>(),
+        };
+        core::mem::size_of::<Node>() + self.raw_len() + self.len() * entry
     }
 
     /// The keys the node stores in full: a branch's first key is implicit.
     fn stored_keys(&self) -> (Option<&[u8]>, Option<&[u8]>) {
         match &self.body {
-            Body::Leaf(es) => (es.first().map(|e| &*e.key), es.last().map(|e| &*e.key)),
+            Body::Leaf(es) => (es.first().map(|e| e.key()), es.last().map(|e| e.key())),
             Body::Branch(es) => (
                 es.get(1).map(|e| &*e.key),
                 es.get(1..).and_then(|r| r.last()).map(|e| &*e.key),
@@ -474,10 +515,10 @@ impl Node {
                 for &n in parts {
                     let chunk: Vec<LeafEntry> = it.by_ref().take(n).collect();
                     let sep = match (&prev, chunk.first()) {
-                        (Some(l), Some(f)) => separator(l, &f.key),
+                        (Some(l), Some(f)) => separator(l, f.key()),
                         _ => Box::default(),
                     };
-                    prev = chunk.last().map(|e| e.key.clone());
+                    prev = chunk.last().map(|e| e.key().into());
                     out.push((sep, Node::new(level, gen, Body::Leaf(chunk))));
                 }
             }
@@ -570,11 +611,11 @@ impl Node {
         match &self.body {
             Body::Leaf(es) => {
                 for e in es {
-                    let rest = e.key.get(cut..).unwrap_or(&[]);
+                    let rest = e.key().get(cut..).unwrap_or(&[]);
                     put(&(rest.len() as u16).to_le_bytes());
-                    put(&(e.val.len() as u16).to_le_bytes());
+                    put(&(e.val().len() as u16).to_le_bytes());
                     put(rest);
-                    put(&e.val);
+                    put(e.val());
                 }
             }
             Body::Branch(es) => {
@@ -643,13 +684,16 @@ impl Node {
             return Err(Error::Corrupt("index node key prefix length"));
         }
         let prefix = r.take(prefix_len)?;
-        // A full key: the prefix, then the rest stored in the entry.
-        let full_key = |rest: &[u8]| -> Result<Box<[u8]>> {
+        let key_len = |rest: &[u8]| -> Result<usize> {
             let len = prefix_len + rest.len();
             if len == 0 || len > MAX_KEY_LEN {
                 return Err(Error::Corrupt("index key length"));
             }
-            let mut k = Vec::with_capacity(len);
+            Ok(len)
+        };
+        // A full key: the prefix, then the rest stored in the entry.
+        let full_key = |rest: &[u8]| -> Result<Box<[u8]>> {
+            let mut k = Vec::with_capacity(key_len(rest)?);
             k.extend_from_slice(prefix);
             k.extend_from_slice(rest);
             Ok(k.into_boxed_slice())
@@ -663,12 +707,13 @@ impl Node {
                     if vl > max_val {
                         return Err(Error::Corrupt("index value length"));
                     }
-                    let key = full_key(r.take(kl)?)?;
-                    let val: Box<[u8]> = r.take(vl)?.into();
-                    if es.last().is_some_and(|p| p.key >= key) {
+                    let rest = r.take(kl)?;
+                    key_len(rest)?;
+                    let e = LeafEntry::from_parts(prefix, rest, r.take(vl)?);
+                    if es.last().is_some_and(|p| p.key() >= e.key()) {
                         return Err(Error::Corrupt("index leaf keys out of order"));
                     }
-                    es.push(LeafEntry { key, val });
+                    es.push(e);
                 }
                 Body::Leaf(es)
             }
@@ -783,7 +828,7 @@ impl<'a> Runs<'a> {
     pub fn bytes(&self, a: usize, b: usize) -> usize {
         match &self.node.body {
             Body::Leaf(es) => {
-                let k = |i: usize| es.get(i).map_or(&[][..], |e| &*e.key);
+                let k = |i: usize| es.get(i).map_or(&[][..], |e| e.key());
                 let p = common_prefix(k(a), k(b.saturating_sub(1)));
                 p + self.full(a, b).saturating_sub((b - a) * p)
             }
@@ -801,7 +846,7 @@ impl<'a> Runs<'a> {
 }
 
 fn leaf_entry_size(e: &LeafEntry) -> usize {
-    LEAF_ENTRY_FIXED + e.key.len() + e.val.len()
+    LEAF_ENTRY_FIXED + e.key().len() + e.val().len()
 }
 
 /// Encoded size of a leaf entry alone in its node.
@@ -820,14 +865,8 @@ mod tests {
             0,
             7,
             Body::Leaf(vec![
-                LeafEntry {
-                    key: b"alpha"[..].into(),
-                    val: b"one"[..].into(),
-                },
-                LeafEntry {
-                    key: b"beta"[..].into(),
-                    val: b""[..].into(),
-                },
+                LeafEntry::new(b"alpha", b"one"),
+                LeafEntry::new(b"beta", b""),
             ]),
         )
     }
@@ -859,6 +898,19 @@ mod tests {
     fn reseal(b: &mut [u8]) {
         let crc = crc_of(b, b.len());
         b[16..20].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn a_leaf_entry_holds_key_and_value_in_one_record_of_24_bytes() {
+        // Leaves in RAM hold many: one allocation each, its record three words.
+        assert_eq!(core::mem::size_of::<LeafEntry>(), 24);
+        let mut e = LeafEntry::new(b"key", b"value");
+        assert_eq!((e.key(), e.val()), (&b"key"[..], &b"value"[..]));
+        e.set_val(b"");
+        assert_eq!((e.key(), e.val()), (&b"key"[..], &b""[..]));
+        let long = [7u8; MAX_KEY_LEN];
+        let e = LeafEntry::from_parts(&long[..100], &long[100..], b"v");
+        assert_eq!((e.key(), e.val()), (&long[..], &b"v"[..]));
     }
 
     #[test]
@@ -919,10 +971,7 @@ mod tests {
             .map(|i| {
                 let mut key = vec![b'p'; 290];
                 key.push(b'a' + i);
-                LeafEntry {
-                    key: key.into(),
-                    val: [i][..].into(),
-                }
+                LeafEntry::new(&key, &[i])
             })
             .collect();
         let n = Node::new(0, 1, Body::Leaf(es));
@@ -1044,10 +1093,7 @@ mod tests {
     fn format_2_holds_less() {
         // 1 + 4 × (4 + 1 + 115) = 481 bytes of payload: room in format 1 (492), not in 2.
         let es = (0..4u8)
-            .map(|i| LeafEntry {
-                key: [b'a', b'0' + i][..].into(),
-                val: vec![i; 115].into(),
-            })
+            .map(|i| LeafEntry::new(&[b'a', b'0' + i], &[i; 115]))
             .collect();
         let n = Node::new(0, 1, Body::Leaf(es));
         assert_eq!(n.payload_len(), 481);
