@@ -1497,71 +1497,64 @@ impl<D: Segments> Log<D> {
                     continue;
                 }
             };
-            match self.liveness(owner, &tag, from) {
-                Ok(Liveness::Live) => {}
-                Ok(_) => continue,
+            match self.save_slot(owner, from, &tag) {
+                Ok(true) => copied += 1,
+                Ok(false) => {}
                 Err(e) => {
-                    // Asked again at the next step.
+                    // Nothing was saved: the slot is still live here (or its liveness not
+                    // known), and the next step starts with it — skipped, its segment
+                    // would be erased without it.
                     self.victim_resume(slot);
                     return Err(e);
                 }
             }
-            let mut buf = core::mem::take(&mut self.buf);
-            let read = self.dev.read_slot(seg, slot, &mut buf);
-            let result = match read {
-                Ok(()) => self
-                    .write(
-                        self.survivor_head().0,
-                        Writer::Cleaner,
-                        &Tag { copy: true, ..tag },
-                        &buf,
-                    )
-                    .map(Some),
-                Err(Error::Io) => Ok(None),
-                Err(e) => Err(e),
-            };
-            self.buf = buf;
-            let result = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    // Nothing was copied: the slot is still live here, and the next step
-                    // starts with it (skipped, its segment would be erased without it).
-                    self.victim_resume(slot);
+        }
+        Ok(true)
+    }
+
+    /// Saves the victim's slot `from` (tag `tag`) if it is live: copies it to the
+    /// survivors' head and tells its keeper, or, if it no longer reads, records it lost.
+    /// False if it was not live; on an error nothing was saved.
+    fn save_slot(&mut self, owner: &mut dyn Owner, from: SlotAddr, tag: &Tag) -> Result<bool> {
+        if self.liveness(owner, tag, from)? != Liveness::Live {
+            return Ok(false);
+        }
+        let mut buf = core::mem::take(&mut self.buf);
+        let read = self.dev.read_slot(from.seg, from.slot, &mut buf);
+        let result = match read {
+            Ok(()) => self
+                .write(
+                    self.survivor_head().0,
+                    Writer::Cleaner,
+                    &Tag { copy: true, ..*tag },
+                    &buf,
+                )
+                .map(Some),
+            Err(Error::Io) => Ok(None),
+            Err(e) => Err(e),
+        };
+        self.buf = buf;
+        let Some(to) = result? else {
+            self.lose(owner, Some(tag), from)?;
+            return Ok(true);
+        };
+        match self.anchors.as_mut().or(self.retired.as_mut()) {
+            Some(a) if tag.kind == Kind::Page => a.moved(tag.key, from, to),
+            _ => {
+                if let Err(e) = owner.moved(tag, from, to, &mut self.checkpoint_pages()) {
+                    // The owner still names the original: the copy is dead.
+                    self.kill(to);
                     return Err(e);
                 }
-            };
-            match result {
-                Some(to) => {
-                    match self.anchors.as_mut().or(self.retired.as_mut()) {
-                        Some(a) if tag.kind == Kind::Page => a.moved(tag.key, from, to),
-                        _ => {
-                            if let Err(e) =
-                                owner.moved(&tag, from, to, &mut self.checkpoint_pages())
-                            {
-                                // The owner still names the original: the copy is dead.
-                                self.kill(to);
-                                self.victim_resume(slot);
-                                return Err(e);
-                            }
-                        }
-                    }
-                    self.kill(from);
-                    self.stats.copied_slots += 1;
-                    if self.segs[seg as usize].slc() && !self.segs[to.seg as usize].slc() {
-                        self.stats.migrated_slots += 1;
-                    }
-                    if self.victim.as_ref().is_some_and(|v| v.wear) {
-                        self.stats.wear_copied_slots += 1;
-                    }
-                }
-                None => {
-                    if let Err(e) = self.lose(owner, Some(&tag), from) {
-                        self.victim_resume(slot);
-                        return Err(e);
-                    }
-                }
             }
-            copied += 1;
+        }
+        self.kill(from);
+        self.stats.copied_slots += 1;
+        if self.segs[from.seg as usize].slc() && !self.segs[to.seg as usize].slc() {
+            self.stats.migrated_slots += 1;
+        }
+        if self.victim.as_ref().is_some_and(|v| v.wear) {
+            self.stats.wear_copied_slots += 1;
         }
         Ok(true)
     }
