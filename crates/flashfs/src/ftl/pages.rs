@@ -1108,8 +1108,6 @@ mod tests {
         assert_eq!(all, model);
     }
 
-    /// A checkpoint that fails part-way leaves its chunk's pages dirty: nothing written
-    /// before it is read back stale.
     /// A chunk's encoding is chosen from its entries where they are (a page in RAM, its
     /// run list, fresh): a checkpoint of a chunk of runs with one page changed makes none
     /// of its other pages, and neither does one of a chunk never written.
@@ -1219,6 +1217,8 @@ mod tests {
         }
     }
 
+    /// A checkpoint that fails part-way leaves its chunk's pages dirty: nothing written
+    /// before it is read back stale.
     #[test]
     fn a_failed_checkpoint_keeps_its_chunk_dirty() {
         let sectors = per_chunk() * 2;
