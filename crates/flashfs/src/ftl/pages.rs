@@ -418,11 +418,7 @@ impl MapPages {
             let list = self.run_list(c, src)?;
             // Only this page's entries are made: a chunk's whole would take a page per
             // entry page of RAM for a moment.
-            let skip = range.start - self.chunk(c).start;
-            let entries: Box<[u32]> = run_entries(&list).skip(skip).take(range.len()).collect();
-            if entries.len() != range.len() {
-                return Err(bad);
-            }
+            let entries = self.page_from_runs(&list, p)?;
             if !self.run_lists.contains_key(&c) {
                 self.keep_runs(c, &list);
             }
@@ -444,31 +440,46 @@ impl MapPages {
         Ok(())
     }
 
-    /// The entries of page `p` not in RAM, if its chunk is the one a checkpoint is writing
-    /// as entries though the checkpoint before held it otherwise: from its run list, or
-    /// unmapped (a chunk held empty).
+    /// The entries of page `p` of a runs chunk, from its run list `list`, in order.
+    fn run_page<'l>(&self, list: &'l [u8], p: u32) -> impl Iterator<Item = u32> + 'l {
+        let range = self.page_range(p);
+        let first = self.chunk(p as usize / CHUNK_PAGES).start;
+        run_entries(list)
+            .skip(range.start - first)
+            .take(range.len())
+    }
+
+    /// Page `p` of a runs chunk made from its run list `list` (checked whole when read).
+    fn page_from_runs(&self, list: &[u8], p: u32) -> Result<Box<[u32]>> {
+        let entries: Box<[u32]> = self.run_page(list, p).collect();
+        if entries.len() != self.page_range(p).len() {
+            return Err(Error::Corrupt(
+                "checkpoint map page does not match the volume",
+            ));
+        }
+        Ok(entries)
+    }
+
+    /// The entries of page `p`, not in RAM, if its chunk is the one a checkpoint is writing
+    /// as entries though the checkpoint before held it otherwise: from its pinned run
+    /// list, or unmapped (a chunk held empty). `None` for any other page.
     fn pinned_page(&self, p: u32) -> Result<Option<Box<[u32]>>> {
         let Some(pin) = &self.pinned else {
             return Ok(None);
         };
         let c = p as usize / CHUNK_PAGES;
-        if pin.chunk != c || self.held[c] != Held::Entries || pin.was == Held::Entries {
+        if pin.chunk != c || self.held[c] != Held::Entries {
             return Ok(None);
         }
-        let range = self.page_range(p);
-        let entries: Box<[u32]> = match &pin.runs {
-            Some(list) => run_entries(list)
-                .skip(range.start - self.chunk(c).start)
-                .take(range.len())
-                .collect(),
-            None => alloc::vec![UNMAPPED; range.len()].into(),
-        };
-        if entries.len() != range.len() {
-            return Err(Error::Corrupt(
-                "checkpoint map page does not match the volume",
-            ));
+        match (pin.was, &pin.runs) {
+            (Held::Runs, Some(list)) => self.page_from_runs(list, p).map(Some),
+            // Its run list is pinned unless every page was in RAM, where they stay.
+            (Held::Runs, None) => Err(Error::Corrupt(
+                "map chunk of runs written as entries without its run list",
+            )),
+            (Held::Empty, _) => Ok(Some(alloc::vec![UNMAPPED; self.page_range(p).len()].into())),
+            _ => Ok(None),
         }
-        Ok(Some(entries))
     }
 
     fn valid(&self, e: u32) -> bool {
@@ -589,7 +600,7 @@ impl MapPages {
         // list that no longer reads (a checkpoint that failed after writing some of them).
         let mut list: Option<Box<[u8]>> = None;
         let mut runs = RunsOf::new((self.per_page * 4) / RUN_BYTES);
-        let (first, start) = ((c * CHUNK_PAGES) as u32, self.chunk(c).start);
+        let first = (c * CHUNK_PAGES) as u32;
         for q in first..first + CHUNK_PAGES as u32 {
             let range = self.page_range(q);
             if range.is_empty() {
@@ -603,9 +614,8 @@ impl MapPages {
                 if list.is_none() {
                     list = Some(self.run_list(c, src)?);
                 }
-                let entries = list.as_deref().map(run_entries).into_iter().flatten();
-                let mut page = entries.skip(range.start - start).take(range.len());
-                page.all(|e| runs.push(e))
+                let list = list.as_deref().unwrap_or_default();
+                self.run_page(list, q).all(|e| runs.push(e))
             } else {
                 return Err(Error::Corrupt("map chunk of entries not in RAM"));
             };
@@ -739,9 +749,13 @@ impl MapPages {
         if self.page_range(i).is_empty() {
             return Ok(false);
         }
-        match self.pinned_page(i)? {
-            Some(entries) if !self.resident.contains_key(&i) => encode_entries(buf, &entries),
-            _ => encode_entries(buf, &self.page(i, src)?.entries),
+        let pinned = match self.resident.contains_key(&i) {
+            true => None,
+            false => self.pinned_page(i)?,
+        };
+        match pinned {
+            Some(entries) => encode_entries(buf, &entries),
+            None => encode_entries(buf, &self.page(i, src)?.entries),
         }
         Ok(true)
     }
@@ -768,36 +782,34 @@ impl MapPages {
         if ok {
             self.unpin();
         }
-        if !ok {
-            // A chunk of runs written as entries in part: its pages put so far replaced
-            // its page of runs, which no longer reads; it is made whole in RAM (dirty
-            // until a checkpoint writes it), as before the checkpoint began.
-            if let Some(pin) = &self.pinned {
-                let first = (pin.chunk * CHUNK_PAGES) as u32;
-                for q in first..first + CHUNK_PAGES as u32 {
-                    if !self.page_range(q).is_empty() && !self.resident.contains_key(&q) {
-                        if let Ok(Some(entries)) = self.pinned_page(q) {
-                            self.insert(q, entries);
-                        }
-                    }
-                }
-            }
-        }
+        // Still pinned: the checkpoint failed.
         if let Some(Pinned {
             chunk: c,
             was,
             dirty,
-            ..
+            runs,
         }) = self.pinned.take()
         {
-            if !ok {
-                self.held[c] = was;
-                self.drop_runs(c);
-                let first = (c * CHUNK_PAGES) as u32;
-                for (q, d) in (first..).zip(dirty) {
-                    if d || self.resident.contains_key(&q) {
-                        self.set_dirty(q, true);
+            let first = (c * CHUNK_PAGES) as u32;
+            if let Some(list) = runs {
+                // A chunk of runs written as entries in part: its pages put so far
+                // replaced its page of runs, which may no longer read; it is made whole in
+                // RAM (dirty until a checkpoint writes it), as before the checkpoint began.
+                for q in first..first + CHUNK_PAGES as u32 {
+                    if self.page_range(q).is_empty() || self.resident.contains_key(&q) {
+                        continue;
                     }
+                    // The list was checked whole when read: every page of it is whole.
+                    if let Ok(entries) = self.page_from_runs(&list, q) {
+                        self.insert(q, entries);
+                    }
+                }
+            }
+            self.held[c] = was;
+            self.drop_runs(c);
+            for (q, d) in (first..).zip(dirty) {
+                if d || self.resident.contains_key(&q) {
+                    self.set_dirty(q, true);
                 }
             }
         }
