@@ -782,31 +782,35 @@ impl MapPages {
         if ok {
             self.unpin();
         }
-        // Still pinned: the checkpoint failed.
+        // Still pinned: the checkpoint failed. A chunk of runs written as entries in part:
+        // its pages put so far replaced its page of runs, which may no longer read; it is
+        // made whole in RAM (dirty until a checkpoint writes it), as before the checkpoint
+        // began — while still pinned, so that no page made leaves RAM before it is dirty.
+        if let Some(list) = self.pinned.as_mut().and_then(|pin| pin.runs.take()) {
+            let first = self
+                .pinned
+                .as_ref()
+                .map_or(0, |pin| pin.chunk * CHUNK_PAGES) as u32;
+            for q in first..first + CHUNK_PAGES as u32 {
+                if self.page_range(q).is_empty() || self.resident.contains_key(&q) {
+                    continue;
+                }
+                // The list was checked whole when read: every page of it is whole.
+                if let Ok(entries) = self.page_from_runs(&list, q) {
+                    self.insert(q, entries);
+                }
+            }
+        }
         if let Some(Pinned {
             chunk: c,
             was,
             dirty,
-            runs,
+            ..
         }) = self.pinned.take()
         {
-            let first = (c * CHUNK_PAGES) as u32;
-            if let Some(list) = runs {
-                // A chunk of runs written as entries in part: its pages put so far
-                // replaced its page of runs, which may no longer read; it is made whole in
-                // RAM (dirty until a checkpoint writes it), as before the checkpoint began.
-                for q in first..first + CHUNK_PAGES as u32 {
-                    if self.page_range(q).is_empty() || self.resident.contains_key(&q) {
-                        continue;
-                    }
-                    // The list was checked whole when read: every page of it is whole.
-                    if let Ok(entries) = self.page_from_runs(&list, q) {
-                        self.insert(q, entries);
-                    }
-                }
-            }
             self.held[c] = was;
             self.drop_runs(c);
+            let first = (c * CHUNK_PAGES) as u32;
             for (q, d) in (first..).zip(dirty) {
                 if d || self.resident.contains_key(&q) {
                     self.set_dirty(q, true);
@@ -1179,7 +1183,8 @@ mod tests {
     fn a_chunk_of_runs_becomes_entries_a_page_at_a_time() {
         let per_chunk = per_chunk();
         let per_page = entries_per_page(payload(SLOT));
-        for fail in [false, true] {
+        // A budget of nothing: pages not pinned and not dirty leave RAM at once.
+        for (fail, budget) in [(false, usize::MAX), (true, usize::MAX), (true, 0)] {
             let mut flash = Flash::default();
             let mut map = MapPages::new(per_chunk, SLOT, usize::MAX, LIMIT);
             let mut model = vec![UNMAPPED; per_chunk];
@@ -1189,7 +1194,7 @@ mod tests {
             }
             checkpoint(&mut map, &mut flash);
             let mapped = map.mapped();
-            let (mut map, _) = restored(per_chunk, usize::MAX, mapped, &mut flash);
+            let (mut map, _) = restored(per_chunk, budget, mapped, &mut flash);
             map.restore(mapped);
             // Every other entry of the first page moved: more runs than a page holds.
             for k in (0..per_page).step_by(2) {
