@@ -1127,10 +1127,17 @@ mod tests {
             }
             reseal(&mut b);
             if let Ok(d) = Node::decode(&b) {
-                // Whatever passes must be a well-formed node that encodes back the same way.
+                // Whatever passes must be a well-formed node that encodes back the same way:
+                // in the current format, which records children's generations (a node read
+                // in an older one comes back dated, its children's generations unknown),
+                // and whose 4-byte pointers an older branch's 8-byte ones may not fit.
                 let mut again = vec![0u8; 512];
-                d.encode(d.gen, &mut again).unwrap();
-                prop_assert_eq!(Node::decode(&again).unwrap(), d);
+                match d.encode(d.gen, &mut again) {
+                    Ok(()) => {
+                        prop_assert_eq!(Node::decode(&again).unwrap(), Node { dated: true, ..d })
+                    }
+                    Err(e) => prop_assert!(!d.dated, "{:?}", e),
+                }
             }
         }
     }
