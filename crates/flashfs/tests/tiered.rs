@@ -610,3 +610,69 @@ fn waiting_nor_entries_are_programmed_when_asked() {
     dev.program_waiting().unwrap();
     assert_eq!(after_cut(&dev), TagState::Valid(tag));
 }
+
+/// A volume on two devices never programs a written slot again, so a slot on the NVRAM is
+/// read as far as its write went (the written length its entry records) and the rest is
+/// the erased bytes the write left: a half-full index node costs half a slot's accesses.
+/// Bytes past that length are never returned as data, whatever lies there; a byte changed
+/// below it is damage.
+#[test]
+fn a_slot_on_the_nvram_is_read_as_far_as_it_was_written() {
+    use flash::{Nvram, Simulated};
+    let mut dev = hybrid(64, 512);
+    let (seg, slot_size) = (2, dev.geometry().slot_size as usize);
+    assert_eq!(dev.tier(seg), Tier::Fast);
+    dev.erase(seg, false).unwrap();
+    let tag = Tag {
+        key: 9,
+        seq: 1,
+        kind: Kind::Sector,
+        copy: false,
+    };
+    let payload = data(100, 7);
+    dev.write_slot(seg, 1, &tag, &payload).unwrap();
+    let mut want = vec![0xFFu8; slot_size];
+    want[..100].copy_from_slice(&payload);
+    let at = dev.fast().data_at(seg, 1);
+
+    // Bytes past the written length hold something else (a stray write, damage at rest):
+    // the slot still reads as written, and only its written bytes and entry are read.
+    dev.fast_mut()
+        .flash_mut()
+        .nvram_mut()
+        .write(at + 300, &[0u8; 8])
+        .unwrap();
+    let bytes_read = |d: &Hybrid| d.fast().flash().stats().bytes_read;
+    let before = bytes_read(&dev);
+    let mut buf = vec![0u8; slot_size];
+    assert_eq!(
+        dev.read_slot_tag(seg, 1, &mut buf),
+        Ok(TagState::Valid(tag))
+    );
+    assert_eq!(buf, want);
+    let read = bytes_read(&dev) - before;
+    assert!((100..=100 + 16).contains(&read), "{read} bytes read");
+    dev.read_slot(seg, 1, &mut buf).unwrap();
+    assert_eq!(buf, want);
+
+    // The medium alone reads the whole slot (its slots may be programmed again in place
+    // past the written length) and returns those bytes.
+    let mut whole = vec![0u8; slot_size];
+    assert_eq!(
+        dev.fast_mut().read_slot_tag(seg, 1, &mut whole),
+        Ok(TagState::Valid(tag))
+    );
+    assert_eq!(&whole[300..308], &[0u8; 8]);
+
+    // A byte changed inside the written length fails the data checksum.
+    dev.fast_mut()
+        .flash_mut()
+        .nvram_mut()
+        .write(at + 50, &[!payload[50]])
+        .unwrap();
+    assert_eq!(dev.read_slot(seg, 1, &mut buf), Err(Error::Io));
+    // A slot whose entry reads erased is damage where data was expected, its data unread.
+    let before = bytes_read(&dev);
+    assert_eq!(dev.read_slot(seg, 5, &mut buf), Err(Error::Io));
+    assert!(bytes_read(&dev) - before <= 16);
+}

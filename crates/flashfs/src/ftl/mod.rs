@@ -290,7 +290,7 @@ impl<D: Segments> Ftl<D> {
             } else {
                 UNMAPPED
             };
-            ftl.log.read(at, &mut ftl.buf)?;
+            ftl.log.read_record(at, &mut ftl.buf)?;
             for (start, count) in decode_ranges(&ftl.buf)? {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 let range = (start as usize).min(end)..end;
@@ -438,7 +438,7 @@ impl<D: Segments> Ftl<D> {
             } else {
                 UNMAPPED
             };
-            self.log.read(at, &mut self.buf)?;
+            self.log.read_record(at, &mut self.buf)?;
             for (start, count) in decode_ranges(&self.buf)? {
                 let end = (start as usize).saturating_add(count as usize).min(sectors);
                 for k in (start as usize).min(end)..end {
@@ -454,7 +454,7 @@ impl<D: Segments> Ftl<D> {
             let Some((copies, _)) = choose_copies(&self.log, &mut found) else {
                 continue;
             };
-            self.log.read(copies.at, &mut self.buf)?;
+            self.log.read_record(copies.at, &mut self.buf)?;
             resolved.push((seq, copies, decode_ranges(&self.buf)?));
         }
         for at in self
@@ -544,7 +544,7 @@ impl<D: Segments> Ftl<D> {
                 recorded_slots: 0,
             });
         };
-        let base = match self.log.read(at, &mut self.buf) {
+        let base = match self.log.read_record(at, &mut self.buf) {
             Ok(()) => Counters::decode(&self.buf),
             Err(Error::Io) => None,
             Err(e) => return Err(e),

@@ -969,9 +969,20 @@ impl<D: Segments> Log<D> {
     /// Reads a slot's data (one slot long).
     pub fn read(&mut self, at: SlotAddr, buf: &mut [u8]) -> Result<()> {
         let r = self.dev.read_slot(at.seg, at.slot, buf);
-        if r == Err(Error::Io) {
-            // A block that loses data gets no more: the cleaner moves what still reads and
-            // retires it.
+        self.checked_read(at, r)
+    }
+
+    /// Reads a trim, loss or counters record, as [`Log::read`] but only as far as its write
+    /// went: the log's own slots are never programmed in place ([`Log::patch`]).
+    pub fn read_record(&mut self, at: SlotAddr, buf: &mut [u8]) -> Result<()> {
+        let r = self.dev.read_slot_written(at.seg, at.slot, buf).map(|_| ());
+        self.checked_read(at, r)
+    }
+
+    /// Passes a read's result on; a slot that did not read makes its segment one that loses
+    /// data, which gets no more: the cleaner moves what still reads and retires it.
+    fn checked_read<T>(&mut self, at: SlotAddr, r: Result<T>) -> Result<T> {
+        if r.as_ref().err() == Some(&Error::Io) {
             match self.segs[at.seg as usize].state {
                 SegState::Open => self.fail(at.seg),
                 SegState::Full => self.set_state(at.seg, SegState::Failing),
@@ -999,14 +1010,7 @@ impl<D: Segments> Log<D> {
             Err(Error::Flash(FlashError::BadBlock { .. })) => Err(Error::Io),
             Err(e) => Err(e),
         };
-        if r == Err(Error::Io) {
-            match self.segs[at.seg as usize].state {
-                SegState::Open => self.fail(at.seg),
-                SegState::Full => self.set_state(at.seg, SegState::Failing),
-                _ => {}
-            }
-        }
-        r
+        self.checked_read(at, r)
     }
 
     /// Whether [`Log::patch`] works on this medium.
@@ -1018,7 +1022,10 @@ impl<D: Segments> Log<D> {
     /// bits only (reprogrammable NOR). The slot's data checksum covers only its written
     /// length, or is set aside by the in-place mark when the patch changes a byte inside it
     /// (SPEC.md §2.2), so the slot stays valid; the cleaner copies slots whole, with a fresh
-    /// checksum, so the change moves with the slot.
+    /// checksum, so the change moves with the slot. Only the owner's sectors are patched:
+    /// the log's own slots (checkpoint pages and roots, trim, loss and counters records)
+    /// never are, so they are read only as far as their writes went
+    /// ([`Segments::read_slot_written`]).
     pub fn patch(&mut self, at: SlotAddr, offset: usize, bytes: &[u8]) -> Result<()> {
         if at.seg >= self.geo.segments || at.slot >= self.geo.slots {
             return Err(Error::InvalidArgument("patch of a slot outside the log"));
@@ -1520,7 +1527,14 @@ impl<D: Segments> Log<D> {
             return Ok(false);
         }
         let mut buf = core::mem::take(&mut self.buf);
-        let read = self.dev.read_slot(from.seg, from.slot, &mut buf);
+        let read = if tag.kind == Kind::Sector {
+            self.dev.read_slot(from.seg, from.slot, &mut buf)
+        } else {
+            // The log's own slots are never programmed in place (`Log::patch`).
+            self.dev
+                .read_slot_written(from.seg, from.slot, &mut buf)
+                .map(|_| ())
+        };
         let result = match read {
             Ok(()) => self
                 .write(

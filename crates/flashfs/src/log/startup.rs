@@ -285,8 +285,10 @@ impl<D: Segments> Log<D> {
         };
         let mut buf = alloc::vec![0u8; self.geo.slot_size as usize];
         for &(_, at) in found.records.iter().take_while(|r| r.0 == newest) {
-            match self.dev.read_slot(at.seg, at.slot, &mut buf) {
-                Ok(()) => {}
+            // A record is never programmed in place: only as much as its write put there
+            // is read.
+            match self.dev.read_slot_written(at.seg, at.slot, &mut buf) {
+                Ok(_) => {}
                 Err(Error::Io) => continue,
                 Err(e) => return Err(e),
             }
@@ -1516,8 +1518,9 @@ fn read_page_at<'a, D: Segments>(
     if at.seg >= geo.segments || at.slot >= geo.slots {
         return Ok(None);
     }
-    match dev.read_slot(at.seg, at.slot, buf) {
-        Ok(()) => Ok(open_page(key, buf).ok()),
+    // A page is never programmed in place: only as much as its write put there is read.
+    match dev.read_slot_written(at.seg, at.slot, buf) {
+        Ok(_) => Ok(open_page(key, buf).ok()),
         Err(Error::Io) => Ok(None),
         Err(e) => Err(e),
     }

@@ -126,6 +126,16 @@ pub trait Segments {
         self.read_slot(seg, slot, buf)?;
         self.read_tag(seg, slot)
     }
+    /// Reads a slot as [`Segments::read_slot_tag`] does, for a slot nothing has programmed
+    /// in place since its write (the log's own slots; every slot of a volume on two
+    /// devices, which never patches, whatever its parts allow): where the part records how
+    /// much of the slot was written (reprogrammable NOR and NVRAM, SPEC.md §2.2), only those
+    /// bytes are read, and the rest of `buf` is the erased bytes they were when the slot was
+    /// written. On NVRAM and serial NOR every byte read costs its time, so an index node
+    /// half full reads in half the time of a whole slot.
+    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        self.read_slot_tag(seg, slot, buf)
+    }
     /// Reads a slot's data as [`Segments::read_slot`] does (`buf` one slot long), and
     /// returns the bit errors the ECC corrected in it: rising counts warn that a block's data is wearing away before
     /// the ECC can no longer hide it (0 where the medium has no ECC).
@@ -599,12 +609,59 @@ impl<F: NorFlash> NorSegments<F> {
         t
     }
 
-    /// Whether a slot's data matches the checksum of its entry. Where the entry is marked
-    /// (programmed in place inside what the checksum covers) the owner's own checks (an
-    /// appended superblock's or journal fragment's CRC, an append block's commit bits) are
-    /// all that is left.
-    fn data_ok(&self, entry: &[u8], data: &[u8]) -> bool {
-        self.layout().data_ok(entry, data)
+    /// Reads a slot's entry, then its data, and checks one against the other. Where the
+    /// entry is marked (programmed in place inside what the checksum covers) the owner's own
+    /// checks (an appended superblock's or journal fragment's CRC, an append block's commit
+    /// bits) are all that is left. With `written_only`, a slot whose entry records its
+    /// written length `W` and no program in place since has only its first `W` bytes read,
+    /// the rest taken as the erased bytes the write left there
+    /// ([`Segments::read_slot_written`]); an entry that is not a valid tag fails the read
+    /// without its data.
+    fn read_checked(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+        written_only: bool,
+    ) -> Result<TagState> {
+        let ss = self.shape.slot_size as usize;
+        let mut entry = alloc::vec![0u8; self.shape.tag_stride as usize];
+        self.read_entries(self.entry_at(seg, slot), &mut entry)?;
+        let layout = self.layout();
+        let tag = layout.decode(&entry);
+        let read = match (written_only, tag) {
+            (false, _) => ss,
+            (true, TagState::Valid(_)) if self.shape.patchable && !layout.marked(&entry) => {
+                layout.written_len(&entry).min(ss)
+            }
+            (true, TagState::Valid(_)) => ss,
+            (true, _) => 0,
+        };
+        let ok = if buf.len() == ss {
+            self.read_prefix(self.data_at(seg, slot), read, buf)?;
+            layout.data_ok(&entry, buf)
+        } else {
+            let mut whole = alloc::vec![0u8; ss];
+            self.read_prefix(self.data_at(seg, slot), read, &mut whole)?;
+            let n = buf.len().min(ss);
+            buf[..n].copy_from_slice(&whole[..n]);
+            layout.data_ok(&entry, &whole)
+        };
+        if ok {
+            Ok(tag)
+        } else {
+            Err(Error::Io)
+        }
+    }
+
+    /// Reads the first `n` bytes of `out` from `addr` and sets the rest erased.
+    fn read_prefix(&mut self, addr: u64, n: usize, out: &mut [u8]) -> Result<()> {
+        let (head, tail) = out.split_at_mut(n.min(out.len()));
+        tail.fill(0xFF);
+        if head.is_empty() {
+            return Ok(());
+        }
+        self.read_at(addr, head)
     }
 
     /// Address on the part of a slot's data (for tools and tests that look at the medium).
@@ -742,6 +799,9 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     }
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
         (**self).read_slot_tag(seg, slot, buf)
+    }
+    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        (**self).read_slot_written(seg, slot, buf)
     }
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
         (**self).read_slot_corrected(seg, slot, buf)
@@ -926,24 +986,11 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        let ss = self.shape.slot_size as usize;
-        let mut entry = alloc::vec![0u8; self.shape.tag_stride as usize];
-        self.read_entries(self.entry_at(seg, slot), &mut entry)?;
-        let ok = if buf.len() == ss {
-            self.read_at(self.data_at(seg, slot), buf)?;
-            self.data_ok(&entry, buf)
-        } else {
-            let mut whole = alloc::vec![0u8; ss];
-            self.read_at(self.data_at(seg, slot), &mut whole)?;
-            let n = buf.len().min(ss);
-            buf[..n].copy_from_slice(&whole[..n]);
-            self.data_ok(&entry, &whole)
-        };
-        if ok {
-            Ok(self.layout().decode(&entry))
-        } else {
-            Err(Error::Io)
-        }
+        self.read_checked(seg, slot, buf, false)
+    }
+
+    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        self.read_checked(seg, slot, buf, true)
     }
 
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
@@ -1874,6 +1921,42 @@ mod tests {
         let mut back = [0u8; 512];
         d.read_slot(2, 0, &mut back).unwrap();
         assert_eq!(back, data);
+    }
+
+    /// A slot read as written takes its first `W` bytes from the part and the rest as the
+    /// erased bytes they were: bytes programmed in place past `W` since (an appended
+    /// record, which only the owner's sectors get) are read by a whole read alone.
+    #[test]
+    fn a_slot_read_as_written_stops_at_its_written_length() {
+        let mut d = part("w25q64jv");
+        let mut data = [0xFFu8; 512];
+        data[..100].fill(0x5A);
+        d.write_slot(2, 1, &sector_tag(1), &data).unwrap();
+        d.patch_slot(2, 1, 256, &[0x22; 4]).unwrap();
+        let read = |d: &mut NorSegments<NorSim>, written: bool| {
+            let before = d.flash().stats().bytes_read;
+            let mut back = [0u8; 512];
+            let tag = if written {
+                d.read_slot_written(2, 1, &mut back)
+            } else {
+                d.read_slot_tag(2, 1, &mut back)
+            };
+            assert_eq!(tag, Ok(TagState::Valid(sector_tag(1))));
+            (back, d.flash().stats().bytes_read - before)
+        };
+        let (whole, whole_bytes) = read(&mut d, false);
+        assert_eq!(
+            (&whole[..100], &whole[256..260]),
+            (&data[..100], &[0x22; 4][..])
+        );
+        let (written, written_bytes) = read(&mut d, true);
+        assert_eq!(written, data);
+        assert_eq!((whole_bytes, written_bytes), (512 + 16, 100 + 16));
+        // Damage inside the written length is caught either way.
+        let at = d.data_at(2, 1);
+        d.flash_mut().corrupt_at_rest(at + 10, &[0x00]).unwrap();
+        assert_eq!(d.read_slot_written(2, 1, &mut [0u8; 512]), Err(Error::Io));
+        assert_eq!(d.read_slot(2, 1, &mut [0u8; 512]), Err(Error::Io));
     }
 
     #[test]

@@ -227,12 +227,18 @@ impl<F: Segments, B: Segments> Segments for Tiered<F, B> {
         on_segment!(self, seg, |d, s| d.read_tag(s, slot))
     }
 
+    // The volume never programs a written slot again (`can_patch` is false whatever its
+    // parts allow), so each part reads only what a slot's write put there.
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
-        on_segment!(self, seg, |d, s| d.read_slot(s, slot, buf))
+        self.read_slot_written(seg, slot, buf).map(|_| ())
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        on_segment!(self, seg, |d, s| d.read_slot_tag(s, slot, buf))
+        self.read_slot_written(seg, slot, buf)
+    }
+
+    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+        on_segment!(self, seg, |d, s| d.read_slot_written(s, slot, buf))
     }
 
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
