@@ -421,15 +421,17 @@ fn a_slot_holding_another_key_is_damage() {
     let at = flashfs::SlotAddr { seg, slot };
     let mut buf = vec![0u8; ss];
     ftl.log_mut()
-        .read_expecting(at, 1, Kind::Sector, &mut buf)
+        .read_expecting(at, 1, Kind::Sector, &mut buf, None)
         .unwrap();
     assert_eq!(buf, pattern(1, 1, ss));
     assert_eq!(
-        ftl.log_mut().read_expecting(at, 2, Kind::Sector, &mut buf),
+        ftl.log_mut()
+            .read_expecting(at, 2, Kind::Sector, &mut buf, None),
         Err(Error::Io)
     );
     assert_eq!(
-        ftl.log_mut().read_expecting(at, 1, Kind::Trim, &mut buf),
+        ftl.log_mut()
+            .read_expecting(at, 1, Kind::Trim, &mut buf, None),
         Err(Error::Io)
     );
 }

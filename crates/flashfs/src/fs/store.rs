@@ -10,7 +10,7 @@ use super::sweep::Sweep;
 use super::writeback::WriteBack;
 use crate::error::{Error, Result};
 use crate::ftl::{BlockDevice, Ftl};
-use crate::index::{NodePtr, NodeStore};
+use crate::index::{NodePtr, NodeStore, SPARE_LEN};
 use crate::log::{FastShare, Head};
 use crate::media::{Segments, Tier};
 
@@ -337,7 +337,12 @@ impl<D: Segments> NodeStore for Store<D> {
     }
 
     fn read(&mut self, at: NodePtr, buf: &mut [u8]) -> Result<()> {
-        Store::read(self, at.0, buf)
+        if at.0 >= self.ftl.sectors() || self.wb.holds_any(at.0, 1) {
+            return Store::read(self, at.0, buf);
+        }
+        // A node is programmed in place only in its spare area (`patch`, SPEC.md §7.6):
+        // the erased bytes between its payload and that area are not read.
+        self.ftl.read_sector_written(at.0, buf, SPARE_LEN)
     }
 
     fn write(&mut self, node: &[u8]) -> Result<NodePtr> {
@@ -361,6 +366,12 @@ impl<D: Segments> NodeStore for Store<D> {
     fn patch(&mut self, at: NodePtr, offset: usize, bytes: &[u8]) -> Result<()> {
         if at.0 == 0 || at.0 >= self.ftl.sectors() {
             return Err(Error::Corrupt("file-system pointer beyond the volume"));
+        }
+        // Reads leave out what lies between a node's payload and its spare area.
+        if offset < self.node_size().saturating_sub(SPARE_LEN) {
+            return Err(Error::InvalidArgument(
+                "an index node is patched only in its spare area",
+            ));
         }
         self.patch_sector(at.0, offset, bytes)?;
         self.node_patches += 1;

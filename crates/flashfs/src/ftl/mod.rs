@@ -977,6 +977,24 @@ impl<D: Segments> Ftl<D> {
     /// (its page read as erased, or its tag was lost, when the volume was scanned) is damage
     /// rather than zeros.
     pub fn read_sectors(&mut self, sector: u64, buf: &mut [u8], written: bool) -> Result<()> {
+        self.read_sectors_as(sector, buf, written, None)
+    }
+
+    /// Reads one sector, as [`BlockDevice::read`], that its owner programs in place (if
+    /// ever) only in its last `tail` bytes (an index node: its spare area), so that what lies
+    /// between the bytes its write put there and those is not read
+    /// ([`crate::media::Segments::read_slot_written`]).
+    pub fn read_sector_written(&mut self, sector: u64, buf: &mut [u8], tail: usize) -> Result<()> {
+        self.read_sectors_as(sector, buf, false, Some(tail))
+    }
+
+    fn read_sectors_as(
+        &mut self,
+        sector: u64,
+        buf: &mut [u8],
+        written: bool,
+        tail: Option<usize>,
+    ) -> Result<()> {
         self.check(sector, buf.len())?;
         let ss = self.sector_size();
         for (i, chunk) in buf.chunks_exact_mut(ss).enumerate() {
@@ -997,7 +1015,10 @@ impl<D: Segments> Ftl<D> {
                 }
                 p => {
                     let at = self.map.unpack(p);
-                    if let Err(e) = self.log.read_expecting(at, k as u32, Kind::Sector, chunk) {
+                    let read = self
+                        .log
+                        .read_expecting(at, k as u32, Kind::Sector, chunk, tail);
+                    if let Err(e) = read {
                         if e.is_unreadable() {
                             // Damaged or unreadable: a loss record keeps the sector an
                             // error until it is written again (never an older version).

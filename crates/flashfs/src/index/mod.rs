@@ -27,6 +27,7 @@ mod store;
 pub use btree::{Tree, TreeConfig, TreeStats};
 pub use commit::Visit;
 pub use cursor::Range;
+pub(crate) use node::SPARE_LEN;
 pub use node::{inspect_node, NodeInfo, SpareInfo, MAX_KEY_LEN, MAX_NODE_SIZE, MIN_NODE_SIZE};
 pub use store::{MemStore, MemStoreStats};
 

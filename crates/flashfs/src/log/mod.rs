@@ -975,7 +975,10 @@ impl<D: Segments> Log<D> {
     /// Reads a trim, loss or counters record, as [`Log::read`] but only as far as its write
     /// went: the log's own slots are never programmed in place ([`Log::patch`]).
     pub fn read_record(&mut self, at: SlotAddr, buf: &mut [u8]) -> Result<()> {
-        let r = self.dev.read_slot_written(at.seg, at.slot, buf).map(|_| ());
+        let r = self
+            .dev
+            .read_slot_written(at.seg, at.slot, buf, 0)
+            .map(|_| ());
         self.checked_read(at, r)
     }
 
@@ -995,15 +998,23 @@ impl<D: Segments> Log<D> {
     /// Reads a slot's data (one slot long), as [`Log::read`], and checks that its tag says
     /// it holds `key` of `kind`: a slot that holds something else (a page that read as
     /// erased, was taken for free space and written again while a map still named it) is
-    /// damage, [`Error::Io`], never someone else's data.
+    /// damage, [`Error::Io`], never someone else's data. `tail`: the slot is programmed in
+    /// place, if ever, only in its last `tail` bytes, so the bytes between what its write
+    /// put there and those need not be read ([`Segments::read_slot_written`]); `None`: it
+    /// may be anywhere past the written length, the slot is read whole.
     pub fn read_expecting(
         &mut self,
         at: SlotAddr,
         key: u32,
         kind: Kind,
         buf: &mut [u8],
+        tail: Option<usize>,
     ) -> Result<()> {
-        let r = match self.dev.read_slot_tag(at.seg, at.slot, buf) {
+        let read = match tail {
+            Some(tail) => self.dev.read_slot_written(at.seg, at.slot, buf, tail),
+            None => self.dev.read_slot_tag(at.seg, at.slot, buf),
+        };
+        let r = match read {
             Ok(TagState::Valid(t)) if t.key == key && t.kind == kind => Ok(()),
             Ok(_) => Err(Error::Io),
             // A map naming a retired block: what it held is gone.
@@ -1532,7 +1543,7 @@ impl<D: Segments> Log<D> {
         } else {
             // The log's own slots are never programmed in place (`Log::patch`).
             self.dev
-                .read_slot_written(from.seg, from.slot, &mut buf)
+                .read_slot_written(from.seg, from.slot, &mut buf, 0)
                 .map(|_| ())
         };
         let result = match read {

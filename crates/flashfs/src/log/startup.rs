@@ -287,7 +287,7 @@ impl<D: Segments> Log<D> {
         for &(_, at) in found.records.iter().take_while(|r| r.0 == newest) {
             // A record is never programmed in place: only as much as its write put there
             // is read.
-            match self.dev.read_slot_written(at.seg, at.slot, &mut buf) {
+            match self.dev.read_slot_written(at.seg, at.slot, &mut buf, 0) {
                 Ok(_) => {}
                 Err(Error::Io) => continue,
                 Err(e) => return Err(e),
@@ -1519,7 +1519,7 @@ fn read_page_at<'a, D: Segments>(
         return Ok(None);
     }
     // A page is never programmed in place: only as much as its write put there is read.
-    match dev.read_slot_written(at.seg, at.slot, buf) {
+    match dev.read_slot_written(at.seg, at.slot, buf, 0) {
         Ok(_) => Ok(open_page(key, buf).ok()),
         Err(Error::Io) => Ok(None),
         Err(e) => Err(e),

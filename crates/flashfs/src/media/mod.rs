@@ -127,13 +127,21 @@ pub trait Segments {
         self.read_tag(seg, slot)
     }
     /// Reads a slot as [`Segments::read_slot_tag`] does, for a slot nothing has programmed
-    /// in place since its write (the log's own slots; every slot of a volume on two
-    /// devices, which never patches, whatever its parts allow): where the part records how
-    /// much of the slot was written (reprogrammable NOR and NVRAM, SPEC.md §2.2), only those
-    /// bytes are read, and the rest of `buf` is the erased bytes they were when the slot was
-    /// written. On NVRAM and serial NOR every byte read costs its time, so an index node
-    /// half full reads in half the time of a whole slot.
-    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
+    /// in place since its write but in its last `tail` bytes (the log's own slots and every
+    /// slot of a volume on two devices, which never patches whatever its parts allow: none;
+    /// an index node: its spare area): where the part records how much of the slot was
+    /// written (reprogrammable NOR and NVRAM, SPEC.md §2.2), only those bytes and the last
+    /// `tail` are read, and the rest of `buf` is the erased bytes they were when the slot
+    /// was written. On NVRAM and serial NOR every byte read costs its time, so an index
+    /// node half full reads in about half the time of a whole slot.
+    fn read_slot_written(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+        tail: usize,
+    ) -> Result<TagState> {
+        let _ = tail;
         self.read_slot_tag(seg, slot, buf)
     }
     /// Reads a slot's data as [`Segments::read_slot`] does (`buf` one slot long), and
@@ -612,37 +620,39 @@ impl<F: NorFlash> NorSegments<F> {
     /// Reads a slot's entry, then its data, and checks one against the other. Where the
     /// entry is marked (programmed in place inside what the checksum covers) the owner's own
     /// checks (an appended superblock's or journal fragment's CRC, an append block's commit
-    /// bits) are all that is left. With `written_only`, a slot whose entry records its
-    /// written length `W` and no program in place since has only its first `W` bytes read,
-    /// the rest taken as the erased bytes the write left there
-    /// ([`Segments::read_slot_written`]); an entry that is not a valid tag fails the read
-    /// without its data.
+    /// bits) are all that is left. With `written` (`Some(tail)`), a slot whose entry
+    /// records its written length `W` and no program in place below it has only its first
+    /// `W` bytes and its last `tail` read, the bytes between taken as the erased bytes the
+    /// write left there ([`Segments::read_slot_written`]); an entry that is not a valid tag
+    /// then fails the read without its data.
     fn read_checked(
         &mut self,
         seg: u32,
         slot: u32,
         buf: &mut [u8],
-        written_only: bool,
+        written: Option<usize>,
     ) -> Result<TagState> {
         let ss = self.shape.slot_size as usize;
         let mut entry = alloc::vec![0u8; self.shape.tag_stride as usize];
         self.read_entries(self.entry_at(seg, slot), &mut entry)?;
         let layout = self.layout();
         let tag = layout.decode(&entry);
-        let read = match (written_only, tag) {
-            (false, _) => ss,
-            (true, TagState::Valid(_)) if self.shape.patchable && !layout.marked(&entry) => {
-                layout.written_len(&entry).min(ss)
+        // The bytes to read: up to `head`, and from `from` on.
+        let (head, from) = match (written, tag) {
+            (None, _) => (ss, ss),
+            (Some(tail), TagState::Valid(_)) if self.shape.patchable && !layout.marked(&entry) => {
+                let from = ss.saturating_sub(tail);
+                (layout.written_len(&entry).min(from), from)
             }
-            (true, TagState::Valid(_)) => ss,
-            (true, _) => 0,
+            (Some(_), TagState::Valid(_)) => (ss, ss),
+            (Some(_), _) => (0, ss),
         };
         let ok = if buf.len() == ss {
-            self.read_prefix(self.data_at(seg, slot), read, buf)?;
+            self.read_parts(self.data_at(seg, slot), head, from, buf)?;
             layout.data_ok(&entry, buf)
         } else {
             let mut whole = alloc::vec![0u8; ss];
-            self.read_prefix(self.data_at(seg, slot), read, &mut whole)?;
+            self.read_parts(self.data_at(seg, slot), head, from, &mut whole)?;
             let n = buf.len().min(ss);
             buf[..n].copy_from_slice(&whole[..n]);
             layout.data_ok(&entry, &whole)
@@ -654,14 +664,19 @@ impl<F: NorFlash> NorSegments<F> {
         }
     }
 
-    /// Reads the first `n` bytes of `out` from `addr` and sets the rest erased.
-    fn read_prefix(&mut self, addr: u64, n: usize, out: &mut [u8]) -> Result<()> {
-        let (head, tail) = out.split_at_mut(n.min(out.len()));
-        tail.fill(0xFF);
-        if head.is_empty() {
-            return Ok(());
+    /// Reads `out[..head]` and `out[from..]` from the slot data at `addr`, and sets the
+    /// bytes between erased.
+    fn read_parts(&mut self, addr: u64, head: usize, from: usize, out: &mut [u8]) -> Result<()> {
+        let (first, rest) = out.split_at_mut(head.min(out.len()));
+        let (gap, last) = rest.split_at_mut(from.saturating_sub(head).min(rest.len()));
+        gap.fill(0xFF);
+        if !first.is_empty() {
+            self.read_at(addr, first)?;
         }
-        self.read_at(addr, head)
+        if !last.is_empty() {
+            self.read_at(addr + (first.len() + gap.len()) as u64, last)?;
+        }
+        Ok(())
     }
 
     /// Address on the part of a slot's data (for tools and tests that look at the medium).
@@ -800,8 +815,14 @@ impl<S: Segments + ?Sized> Segments for alloc::boxed::Box<S> {
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
         (**self).read_slot_tag(seg, slot, buf)
     }
-    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        (**self).read_slot_written(seg, slot, buf)
+    fn read_slot_written(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+        tail: usize,
+    ) -> Result<TagState> {
+        (**self).read_slot_written(seg, slot, buf, tail)
     }
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
         (**self).read_slot_corrected(seg, slot, buf)
@@ -986,11 +1007,17 @@ impl<F: NorFlash> Segments for NorSegments<F> {
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        self.read_checked(seg, slot, buf, false)
+        self.read_checked(seg, slot, buf, None)
     }
 
-    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        self.read_checked(seg, slot, buf, true)
+    fn read_slot_written(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+        tail: usize,
+    ) -> Result<TagState> {
+        self.read_checked(seg, slot, buf, Some(tail))
     }
 
     fn write_slot(&mut self, seg: u32, slot: u32, tag: &Tag, data: &[u8]) -> Result<()> {
@@ -1937,7 +1964,7 @@ mod tests {
             let before = d.flash().stats().bytes_read;
             let mut back = [0u8; 512];
             let tag = if written {
-                d.read_slot_written(2, 1, &mut back)
+                d.read_slot_written(2, 1, &mut back, 0)
             } else {
                 d.read_slot_tag(2, 1, &mut back)
             };
@@ -1952,10 +1979,23 @@ mod tests {
         let (written, written_bytes) = read(&mut d, true);
         assert_eq!(written, data);
         assert_eq!((whole_bytes, written_bytes), (512 + 16, 100 + 16));
+        // A slot programmed in place in its last bytes (an index node's spare area) is read
+        // with them, and the erased bytes between left out.
+        d.patch_slot(2, 1, 496, &[0x33; 4]).unwrap();
+        let before = d.flash().stats().bytes_read;
+        let mut back = [0u8; 512];
+        d.read_slot_written(2, 1, &mut back, 16).unwrap();
+        assert_eq!(d.flash().stats().bytes_read - before, 16 + 100 + 16);
+        let mut want = data;
+        want[496..500].fill(0x33);
+        assert_eq!(back, want);
         // Damage inside the written length is caught either way.
         let at = d.data_at(2, 1);
         d.flash_mut().corrupt_at_rest(at + 10, &[0x00]).unwrap();
-        assert_eq!(d.read_slot_written(2, 1, &mut [0u8; 512]), Err(Error::Io));
+        assert_eq!(
+            d.read_slot_written(2, 1, &mut [0u8; 512], 0),
+            Err(Error::Io)
+        );
         assert_eq!(d.read_slot(2, 1, &mut [0u8; 512]), Err(Error::Io));
     }
 

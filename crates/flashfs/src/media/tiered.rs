@@ -230,15 +230,24 @@ impl<F: Segments, B: Segments> Segments for Tiered<F, B> {
     // The volume never programs a written slot again (`can_patch` is false whatever its
     // parts allow), so each part reads only what a slot's write put there.
     fn read_slot(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<()> {
-        self.read_slot_written(seg, slot, buf).map(|_| ())
+        self.read_slot_written(seg, slot, buf, 0).map(|_| ())
     }
 
     fn read_slot_tag(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        self.read_slot_written(seg, slot, buf)
+        self.read_slot_written(seg, slot, buf, 0)
     }
 
-    fn read_slot_written(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<TagState> {
-        on_segment!(self, seg, |d, s| d.read_slot_written(s, slot, buf))
+    fn read_slot_written(
+        &mut self,
+        seg: u32,
+        slot: u32,
+        buf: &mut [u8],
+        tail: usize,
+    ) -> Result<TagState> {
+        // Nothing is programmed in place here, not even a slot's last bytes: what its write
+        // left past its written length is all erased.
+        let _ = tail;
+        on_segment!(self, seg, |d, s| d.read_slot_written(s, slot, buf, 0))
     }
 
     fn read_slot_corrected(&mut self, seg: u32, slot: u32, buf: &mut [u8]) -> Result<u32> {
