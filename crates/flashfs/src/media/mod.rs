@@ -126,14 +126,13 @@ pub trait Segments {
         self.read_slot(seg, slot, buf)?;
         self.read_tag(seg, slot)
     }
-    /// Reads a slot as [`Segments::read_slot_tag`] does, for a slot nothing has programmed
-    /// in place since its write but in its last `tail` bytes (the log's own slots and every
-    /// slot of a volume on two devices, which never patches whatever its parts allow: none;
-    /// an index node: its spare area): where the part records how much of the slot was
-    /// written (reprogrammable NOR and NVRAM, SPEC.md §2.2), only those bytes and the last
-    /// `tail` are read, and the rest of `buf` is the erased bytes they were when the slot
-    /// was written. On NVRAM and serial NOR every byte read costs its time, so an index
-    /// node half full reads in about half the time of a whole slot.
+    /// Reads a slot as [`Segments::read_slot_tag`] does, for a slot that nothing programs in
+    /// place but, at most, its last `tail` bytes (an index node's spare area; none for the
+    /// log's own slots and for every slot of a volume on two devices, which never patches):
+    /// where the part records how much of the slot its write covered (reprogrammable NOR and
+    /// NVRAM, SPEC.md §2.2), only those bytes and the last `tail` are read, the bytes
+    /// between being the erased ones the write left. On NVRAM and serial NOR every byte
+    /// read costs its time, and a node or a record seldom fills its slot.
     fn read_slot_written(
         &mut self,
         seg: u32,
