@@ -786,11 +786,12 @@ impl MapPages {
         // its pages put so far replaced its page of runs, which may no longer read; it is
         // made whole in RAM (dirty until a checkpoint writes it), as before the checkpoint
         // began — while still pinned, so that no page made leaves RAM before it is dirty.
-        if let Some(list) = self.pinned.as_mut().and_then(|pin| pin.runs.take()) {
-            let first = self
-                .pinned
-                .as_ref()
-                .map_or(0, |pin| pin.chunk * CHUNK_PAGES) as u32;
+        let rebuild = self
+            .pinned
+            .as_mut()
+            .and_then(|pin| Some((pin.chunk, pin.runs.take()?)));
+        if let Some((c, list)) = rebuild {
+            let first = (c * CHUNK_PAGES) as u32;
             for q in first..first + CHUNK_PAGES as u32 {
                 if self.page_range(q).is_empty() || self.resident.contains_key(&q) {
                     continue;

@@ -646,15 +646,17 @@ impl<F: NorFlash> NorSegments<F> {
             (Some(_), TagState::Valid(_)) => (ss, ss),
             (Some(_), _) => (0, ss),
         };
+        // The entry is decoded once: its data checksum is checked only under a valid tag.
+        let valid = matches!(tag, TagState::Valid(_));
         let ok = if buf.len() == ss {
             self.read_parts(self.data_at(seg, slot), head, from, buf)?;
-            layout.data_ok(&entry, buf)
+            valid && layout.data_matches(&entry, buf)
         } else {
             let mut whole = alloc::vec![0u8; ss];
             self.read_parts(self.data_at(seg, slot), head, from, &mut whole)?;
             let n = buf.len().min(ss);
             buf[..n].copy_from_slice(&whole[..n]);
-            layout.data_ok(&entry, &whole)
+            valid && layout.data_matches(&entry, &whole)
         };
         if ok {
             Ok(tag)

@@ -405,9 +405,12 @@ impl NorEntry {
     /// entry that is not a valid tag never does (erased where the caller expects data, or
     /// torn: its checksum may be unfinished).
     pub fn data_ok(self, b: &[u8], data: &[u8]) -> bool {
-        if !matches!(self.decode(b), TagState::Valid(_)) {
-            return false;
-        }
+        matches!(self.decode(b), TagState::Valid(_)) && self.data_matches(b, data)
+    }
+
+    /// Whether `data` matches the checksum of the entry `b`, once `b` decoded as a valid
+    /// tag ([`NorEntry::data_ok`] without decoding it again).
+    pub fn data_matches(self, b: &[u8], data: &[u8]) -> bool {
         if self.marked(b) {
             return true;
         }
@@ -419,7 +422,8 @@ impl NorEntry {
         } else {
             data
         };
-        b[NOR_DATA_CRC..NOR_DATA_CRC + DATA_CRC_LEN] == data_crc32(covered).to_le_bytes()
+        b.get(NOR_DATA_CRC..NOR_DATA_CRC + DATA_CRC_LEN)
+            == Some(&data_crc32(covered).to_le_bytes()[..])
     }
 }
 
