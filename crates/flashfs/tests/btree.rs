@@ -539,6 +539,42 @@ fn the_cache_stays_within_its_budget() {
     assert!(dirty_peak > s.high_water);
 }
 
+/// A cache held to a number of nodes whatever its bytes keeps the path of a lookup: the
+/// same lookup again reads nothing from flash, where a cache of one node reads the whole
+/// path every time (each node pushes out the one above it).
+#[test]
+fn a_cache_of_a_path_s_nodes_answers_a_repeated_lookup_from_ram() {
+    let mut t = Tree::open_with(MemStore::new(512), None, config(Some(4), 0)).unwrap();
+    for n in 0..300u32 {
+        t.insert(&n.to_be_bytes(), &[7; 20]).unwrap();
+    }
+    let root = t.commit().unwrap();
+    let height = t.height().unwrap();
+    assert!(height >= 3, "height {height}");
+    let lookups = |nodes: usize, t: Tree<MemStore>| {
+        let mut t = Tree::open_with(
+            t.into_store(),
+            Some(root),
+            TreeConfig {
+                cache_nodes: nodes,
+                ..config(Some(4), 0)
+            },
+        )
+        .unwrap();
+        let key = 150u32.to_be_bytes();
+        assert!(t.get(&key).unwrap().is_some());
+        t.store_mut().reset_stats();
+        for _ in 0..10 {
+            assert!(t.get(&key).unwrap().is_some());
+        }
+        (t.store().stats().reads, t)
+    };
+    let (reads, t) = lookups(1, t);
+    assert_eq!(reads as usize, 10 * height, "one cached node");
+    let (reads, _) = lookups(height, t);
+    assert_eq!(reads, 0, "a path's nodes cached");
+}
+
 #[test]
 fn a_walk_of_the_committed_version_reads_each_node_once_and_gives_every_item_in_order() {
     let mut t = Tree::open_with(MemStore::new(512), None, config(None, 256 * 1024)).unwrap();

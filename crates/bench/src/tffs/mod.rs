@@ -80,7 +80,7 @@ pub enum Variant {
     /// Index nodes of 2–4 entries, no spare pointers ("2–4 NSP").
     #[serde(rename = "2-4 NSP")]
     NarrowNsp,
-    /// `FsConfig::small_ram`, the microcontroller profile: one cached index node, a commit
+    /// `FsConfig::small_ram`, the microcontroller profile: 8 KiB of cached index nodes, a commit
     /// every 32 dirty nodes, no extent maps, 4 KiB of write buffer and of sector-map pages.
     #[serde(rename = "small-RAM")]
     SmallRam,
@@ -144,7 +144,7 @@ impl Variant {
             Variant::Narrow => "tree.max_entries 4 (merge below 2), spare pointers",
             Variant::NarrowNsp => "tree.max_entries 4 (merge below 2), no spare pointers",
             Variant::SmallRam => {
-                "FsConfig::small_ram: tree.cache_bytes 0 (one cached node), dirty_limit 32, \
+                "FsConfig::small_ram: tree.cache_bytes 8 KiB (4 nodes at least), dirty_limit 32, \
                  extent_maps 0, write_buffer_bytes 4 KiB, ftl.map_cache 4 KiB"
             }
             Variant::NoJournal => "defaults but journal_blocks 0: every commit a checkpoint",

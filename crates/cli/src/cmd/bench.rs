@@ -187,7 +187,7 @@ pub struct SmallWritesArgs {
     /// Only this write-back budget (bytes of RAM; 0: off) instead of the default and 0.
     #[arg(long, value_name = "BYTES")]
     write_buffer_bytes: Option<usize>,
-    /// The microcontroller profile (FsConfig::small_ram: one cached index node, 32 dirty
+    /// The microcontroller profile (FsConfig::small_ram: 8 KiB of cached index nodes, 32 dirty
     /// nodes, 4 KiB of write buffer and of map pages) instead of the defaults.
     #[arg(long)]
     small_ram: bool,

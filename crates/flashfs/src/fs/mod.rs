@@ -235,8 +235,12 @@ impl FsConfig {
     }
 
     /// Settings for microcontrollers, which give the file system tens of kilobytes of RAM:
-    /// one cached index node (`tree.cache_bytes` 0: only the path being changed is in
-    /// RAM), a commit once 32 index nodes are dirty (each waits in RAM at its block's size;
+    /// 8 KiB of cached index nodes and at least four (about six of NOR's 512-byte nodes,
+    /// four of 2 KiB NAND pages: a path from the root to a leaf and more; a read in small
+    /// pieces, which finds its file's inode and extents in the index every time, then
+    /// reads no node from flash once that path is in RAM, where with one cached node it
+    /// read about 28 times from the W25Q64JV per 64-byte read), a commit once 32 index
+    /// nodes are dirty (each waits in RAM at its block's size;
     /// with fewer, commits of small changes write the index each time: with 8, the phone
     /// workload of `flashfs bench tffs` reached about 1% of its part's endurance), no
     /// extent maps kept after a read, 4 KiB of file blocks left in RAM by small writes, 2 KiB
@@ -248,7 +252,8 @@ impl FsConfig {
     /// beside littlefs by `flashfs bench peers` (docs/experiments/peers.md).
     pub fn small_ram() -> Self {
         let mut c = FsConfig::default();
-        c.tree.cache_bytes = 0;
+        c.tree.cache_bytes = 8 << 10;
+        c.tree.cache_nodes = 4;
         c.dirty_limit = Some(32);
         c.freed_runs = 256;
         c.extent_maps = 0;

@@ -26,6 +26,12 @@ pub struct TreeConfig {
     /// RAM for clean cached nodes (estimated bytes of decoded nodes); the least recently
     /// used are unloaded beyond it. Dirty nodes come on top of it until the commit.
     pub cache_bytes: usize,
+    /// Clean nodes cached whatever `cache_bytes` says, at least (1 by default: the node in
+    /// use). Four hold the path from the root to a leaf of a tree four levels deep, so that
+    /// where a few large nodes fill the byte budget (2 KiB NAND pages in a budget of a few
+    /// kilobytes) a lookup repeated still reads nothing from flash, where with fewer each
+    /// node of the path pushes out the next.
+    pub cache_nodes: usize,
     /// Most entries (in a branch: children) per node; `None` for as many as fit. TFFS
     /// measured fan-outs of 2–4 and 7–14, i.e. 4 and 14 here. At least 3.
     pub max_entries: Option<usize>,
@@ -44,6 +50,7 @@ impl Default for TreeConfig {
     fn default() -> Self {
         TreeConfig {
             cache_bytes: 256 * 1024,
+            cache_nodes: 1,
             max_entries: None,
             min_fill_percent: 35,
             spare_pointers: false,
@@ -294,7 +301,7 @@ impl<S: NodeStore> Tree<S> {
             committed_gen: 0,
             root: root.map(Ref::root),
             arena: Arena::default(),
-            cache: Cache::new(config.cache_bytes),
+            cache: Cache::new(config.cache_bytes, config.cache_nodes),
             pending_release: Vec::new(),
             uncommitted_writes: Vec::new(),
             spares,
