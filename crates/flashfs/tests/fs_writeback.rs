@@ -77,14 +77,48 @@ fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() 
     // A power cut now: the mount replays the entry.
     let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
     assert_eq!(content(&mut fs, f), want);
-    // A larger write is programmed at the sync, with the index.
-    fs.write(f, 150, &data(4, bs as usize / 2)).unwrap();
-    want.extend(data(4, bs as usize / 2));
+    // A larger write (over half a block) is programmed at the sync, with the index.
+    fs.write(f, 150, &data(4, bs as usize / 2 + 1)).unwrap();
+    want.extend(data(4, bs as usize / 2 + 1));
     fs.fsync(f, false).unwrap();
     assert_eq!(fs.stats().write_buffer_bytes, 0);
     assert_eq!(fs.write_back_stats().high_water, bs as usize);
     let dev = fs.into_device();
     let mut fs = Fs::mount(dev, fs_config()).unwrap();
+    assert_eq!(content(&mut fs, f), want);
+}
+
+/// A write of up to half a block is an operation of the journal: with its `fsync`, one
+/// entry (a small file written whole and synced costs that, not a checkpoint). Past half a
+/// block the write is a data block, and its `fsync` a checkpoint.
+#[test]
+fn a_write_of_half_a_block_and_its_sync_are_one_journal_entry() {
+    let journaled = FsConfig {
+        journal_blocks: Some(8),
+        ..fs_config()
+    };
+    let mut fs = Fs::format(nand(), journaled).unwrap();
+    let f = file(&mut fs, b"f");
+    fs.sync().unwrap();
+    let bs = fs.block_size() as usize;
+    let (slots0, entries0) = (slots(&fs), fs.stats().journal_entries);
+    fs.write(f, 0, &data(1, bs / 2)).unwrap();
+    fs.fsync(f, false).unwrap();
+    assert_eq!(fs.stats().journal_entries, entries0 + 1);
+    assert_eq!(slots(&fs), slots0 + 1, "one entry");
+    let (slots1, entries1) = (slots(&fs), fs.stats().journal_entries);
+    fs.write(f, bs as u64, &data(2, bs / 2 + 1)).unwrap();
+    fs.fsync(f, false).unwrap();
+    assert_eq!(
+        fs.stats().journal_entries,
+        entries1,
+        "a checkpoint, no entry"
+    );
+    assert!(slots(&fs) > slots1 + 1, "the blocks, the index and block 0");
+    let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+    let mut want = data(1, bs / 2);
+    want.resize(bs, 0);
+    want.extend(data(2, bs / 2 + 1));
     assert_eq!(content(&mut fs, f), want);
 }
 
