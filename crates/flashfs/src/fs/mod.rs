@@ -240,16 +240,16 @@ impl FsConfig {
     /// pieces, which finds its file's inode and extents in the index every time, then
     /// reads no node from flash once that path is in RAM, where with one cached node it
     /// read about 28 times from the W25Q64JV per 64-byte read), a commit once 32 index
-    /// nodes are dirty (each waits in RAM at its block's size;
-    /// with fewer, commits of small changes write the index each time: with 8, the phone
-    /// workload of `flashfs bench tffs` reached about 1% of its part's endurance), no
-    /// extent maps kept after a read, 4 KiB of file blocks left in RAM by small writes, 2 KiB
-    /// of file blocks kept after a read (one 2 KiB NAND page, as littlefs's read cache on
-    /// such parts, or four 512-byte NOR blocks: a file read in small pieces reads each block
-    /// once), 4 KiB of the block device's sector-map pages and 256 runs of freed blocks
-    /// waiting for a checkpoint (about 4 KiB). What it costs in RAM and in
-    /// wear is measured by `flashfs bench tffs --config small-ram` (docs/experiments/tffs.md),
-    /// beside littlefs by `flashfs bench peers` (docs/experiments/peers.md).
+    /// nodes are dirty (each waits in RAM at its block's size; with fewer, commits of small
+    /// changes write the index each time: with 8, the phone workload of `flashfs bench
+    /// tffs` reached about 1% of its part's endurance), no extent maps kept after a read,
+    /// 4 KiB of file blocks left in RAM by small writes, 2 KiB of file blocks kept after a
+    /// read (one 2 KiB NAND page, as littlefs's read cache on such parts, or four 512-byte
+    /// NOR blocks: a file read in small pieces reads each block once), 4 KiB of the block
+    /// device's sector-map pages and 256 runs of freed blocks waiting for a checkpoint
+    /// (about 4 KiB). What it costs in RAM and in wear is measured by `flashfs bench tffs
+    /// --config small-ram` (docs/experiments/tffs.md), beside littlefs by `flashfs bench
+    /// peers` (docs/experiments/peers.md).
     pub fn small_ram() -> Self {
         let mut c = FsConfig::default();
         c.tree.cache_bytes = 8 << 10;
