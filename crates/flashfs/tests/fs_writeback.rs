@@ -5,8 +5,9 @@
 mod common;
 
 use common::{fs_config, nand, nor};
+use flash::NandSim;
 use flashfs::fs::{Ino, SetAttr, ROOT_INO};
-use flashfs::{Fs, FsConfig, Segments};
+use flashfs::{Fs, FsConfig, NandSegments, Segments};
 
 fn data(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
@@ -40,14 +41,18 @@ fn buffered(n: usize) -> FsConfig {
     }
 }
 
-#[test]
-fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() {
-    // A journal asked for on NAND (an entry per block), as small syncs use it.
+/// NAND with a journal asked for (an entry per block), as small syncs use it.
+fn journaled_nand() -> Fs<NandSegments<NandSim>> {
     let journaled = FsConfig {
         journal_blocks: Some(8),
         ..fs_config()
     };
-    let mut fs = Fs::format(nand(), journaled).unwrap();
+    Fs::format(nand(), journaled).unwrap()
+}
+
+#[test]
+fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() {
+    let mut fs = journaled_nand();
     let f = file(&mut fs, b"f");
     fs.sync().unwrap();
     let before = slots(&fs);
@@ -93,11 +98,7 @@ fn reads_and_sizes_see_buffered_data_and_nothing_is_programmed_until_the_sync() 
 /// block the write is a data block, and its `fsync` a checkpoint.
 #[test]
 fn a_write_of_half_a_block_and_its_sync_are_one_journal_entry() {
-    let journaled = FsConfig {
-        journal_blocks: Some(8),
-        ..fs_config()
-    };
-    let mut fs = Fs::format(nand(), journaled).unwrap();
+    let mut fs = journaled_nand();
     let f = file(&mut fs, b"f");
     fs.sync().unwrap();
     let bs = fs.block_size() as usize;
