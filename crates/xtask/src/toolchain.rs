@@ -113,6 +113,9 @@ impl Toolchain {
         cmd.current_dir(dir)
             .args(["build", "--release", "--locked", "--target", target])
             .args(["-Z", "build-std=core,alloc"])
+            // `core`'s and `alloc`'s algorithms (sorts above all) in their smaller forms, as a
+            // firmware built for size wants them: 25 KB less text on thumbv7em.
+            .args(["-Z", "build-std-features=optimize_for_size"])
             .arg("--target-dir")
             .arg(&target_dir)
             .args(args)
