@@ -606,7 +606,9 @@ pub enum FsWorkload {
     /// Small writes (at most 256 bytes) between syncs, about seven operations apart: appends to three
     /// files and overwrites inside them, so most writes end inside a block that waits in RAM
     /// ([`flashfs::FsConfig::write_buffer_bytes`]) until the next sync, an eviction or the block's
-    /// end; files truncated to nothing when they reach their bound.
+    /// end; files truncated to nothing when they reach their bound. And small files written
+    /// whole in one or two writes and synced (which the journal may name as their block,
+    /// SPEC.md §8.5b), some of them removed again.
     SmallWrites,
 }
 
@@ -845,11 +847,45 @@ impl FsWorkload {
                 let bound = max_file.max(2 * small);
                 // Where each file ends, as the writes leave it.
                 let mut size = [0u64; 3];
+                // Small files written whole so far, by number.
+                let mut whole: Vec<u32> = Vec::new();
+                let mut made = 0u32;
                 while ops.len() < n {
                     let f = next(3) as usize;
                     let path = format!("s{f}");
                     let len = 1 + next(small);
-                    let op = match next(14) {
+                    let op = match next(16) {
+                        14 => {
+                            let k = made;
+                            made += 1;
+                            whole.push(k);
+                            let path = format!("w{k}");
+                            if next(2) == 0 {
+                                ops.push(FsOp::Write {
+                                    path: path.clone(),
+                                    off: 0,
+                                    len: len as u32,
+                                    seed: v(),
+                                });
+                            }
+                            let off = ops.last().map_or(0, |op| match op {
+                                FsOp::Write { path: p, len, .. } if *p == path => u64::from(*len),
+                                _ => 0,
+                            });
+                            ops.push(FsOp::Write {
+                                path,
+                                off,
+                                len: 1 + next(small) as u32,
+                                seed: v(),
+                            });
+                            FsOp::Sync
+                        }
+                        15 if !whole.is_empty() => {
+                            let k = whole.swap_remove(next(whole.len() as u64) as usize);
+                            FsOp::Unlink {
+                                path: format!("w{k}"),
+                            }
+                        }
                         0..=6 if size[f] + len > bound => {
                             size[f] = 0;
                             FsOp::Truncate { path, size: 0 }

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{fs_config, nand, nor};
-use flash::NandSim;
+use flash::{NandSim, NorSim};
 use flashfs::fs::{Ino, SetAttr, ROOT_INO};
-use flashfs::{Fs, FsConfig, NandSegments, Segments};
+use flashfs::{Fs, FsConfig, NandSegments, NorSegments, Segments};
 
 fn data(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
@@ -121,6 +121,123 @@ fn a_write_of_half_a_block_and_its_sync_are_one_journal_entry() {
     want.resize(bs, 0);
     want.extend(data(2, bs / 2 + 1));
     assert_eq!(content(&mut fs, f), want);
+}
+
+/// NOR that programs written bytes again, with a journal, and `blocks` blocks of write-back.
+fn journaled_nor(blocks: usize) -> Fs<NorSegments<NorSim>> {
+    let journaled = FsConfig {
+        journal_blocks: Some(8),
+        ..buffered(blocks)
+    };
+    Fs::format(nor(true), journaled).unwrap()
+}
+
+/// Syncs file `f`, which must make one journal entry; returns its bytes.
+fn entry<D: Segments>(fs: &mut Fs<D>, f: Ino) -> u64 {
+    let (entries, bytes) = (fs.stats().journal_entries, fs.stats().journal_bytes);
+    fs.fsync(f, false).unwrap();
+    assert_eq!(fs.stats().journal_entries, entries + 1, "a journal entry");
+    fs.stats().journal_bytes - bytes
+}
+
+/// Mounts what a power cut left and checks the volume: nothing astray, the space in use
+/// counted right.
+fn after_cut(fs: Fs<NorSegments<NorSim>>) -> Fs<NorSegments<NorSim>> {
+    let mut fs = Fs::mount(fs.into_device(), fs_config()).unwrap();
+    let report = fs.check(false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    fs
+}
+
+/// On NOR, a new file whose small writes make half a block or more of its content is
+/// programmed as the block at the sync, and the entry names it rather than carrying the
+/// bytes a second time. Appends to it, and a new file of less than half a block, travel in
+/// the entry: the block takes them later in one program.
+#[test]
+fn a_small_file_synced_is_its_block_and_an_entry_naming_it() {
+    let mut fs = journaled_nor(64);
+    fs.sync().unwrap();
+    let slots0 = slots(&fs);
+    let f = file(&mut fs, b"f");
+    let mut want = data(1, 256);
+    fs.write(f, 0, &want).unwrap();
+    let bytes = entry(&mut fs, f);
+    assert!(bytes < 40, "the create, and the block named: {bytes} bytes");
+    assert_eq!(fs.write_back_stats().blocks, 0, "the block went out");
+    // The block, and a journal block if the entry did not fit the last one's room.
+    assert!((1..=2).contains(&(slots(&fs) - slots0)));
+    let mut fs = after_cut(fs);
+    assert_eq!(content(&mut fs, f), want);
+    fs.write(f, 256, &data(2, 64)).unwrap();
+    want.extend(data(2, 64));
+    assert!(entry(&mut fs, f) > 64, "an append: its bytes");
+    assert_eq!(fs.write_back_stats().blocks, 1);
+    let mut fs = after_cut(fs);
+    assert_eq!(content(&mut fs, f), want);
+    let g = file(&mut fs, b"g");
+    fs.write(g, 0, &data(4, 128)).unwrap();
+    assert!(entry(&mut fs, g) > 128, "a quarter of a block: its bytes");
+    assert_eq!(fs.write_back_stats().blocks, 1);
+    let mut fs = after_cut(fs);
+    assert_eq!(content(&mut fs, g), data(4, 128));
+}
+
+/// A block that small writes made whole and that went out of RAM before the sync (to make
+/// room) is named whatever its file; the replay puts it in its place among small writes:
+/// after an entry that changed part of it (the block covers it), before one that appends
+/// to it (which lands on it).
+#[test]
+fn a_named_block_replays_in_its_place_among_small_writes() {
+    let mut fs = journaled_nor(1);
+    let f = file(&mut fs, b"f");
+    fs.write(f, 0, &data(1, 300)).unwrap();
+    fs.checkpoint().unwrap();
+    fs.write(f, 0, &data(2, 100)).unwrap();
+    assert!(entry(&mut fs, f) > 100, "part of the block: the bytes");
+    let mut want = data(3, 300);
+    fs.write(f, 0, &want[..200]).unwrap();
+    fs.write(f, 200, &want[200..]).unwrap();
+    // Another file's block takes the one block of RAM: f's goes out.
+    let g = file(&mut fs, b"g");
+    fs.write(g, 0, &data(5, 10)).unwrap();
+    let waiting: Vec<Ino> = fs.write_back_blocks().iter().map(|b| b.0).collect();
+    assert_eq!(waiting, vec![g]);
+    let bytes = entry(&mut fs, f);
+    assert!(
+        (10..64).contains(&bytes),
+        "f's block named, g's bytes: {bytes}"
+    );
+    fs.write(f, 300, &data(4, 20)).unwrap();
+    want.extend(data(4, 20));
+    assert!(entry(&mut fs, f) > 20);
+    let mut fs = after_cut(fs);
+    assert_eq!(
+        fs.stats().journal_replayed,
+        5,
+        "a write, a block named, a create, two writes"
+    );
+    assert_eq!(content(&mut fs, f), want);
+    assert_eq!(content(&mut fs, g), data(5, 10));
+}
+
+/// A block allocated unwritten and then made whole by small writes keeps its sector: the
+/// replay maps the sector it already holds as written.
+#[test]
+fn an_allocated_block_made_whole_by_small_writes_replays_in_place() {
+    let mut fs = journaled_nor(1);
+    let f = file(&mut fs, b"f");
+    fs.fallocate(f, 0, 0, 300).unwrap();
+    fs.checkpoint().unwrap();
+    let blocks = fs.getattr(f).unwrap().inode.blocks;
+    let want = data(7, 300);
+    fs.write(f, 0, &want[..150]).unwrap();
+    fs.write(f, 150, &want[150..]).unwrap();
+    let g = file(&mut fs, b"g");
+    fs.write(g, 0, &data(8, 10)).unwrap();
+    assert!(entry(&mut fs, f) < 64, "f's block named");
+    let mut fs = after_cut(fs);
+    assert_eq!(content(&mut fs, f), want);
+    assert_eq!(fs.getattr(f).unwrap().inode.blocks, blocks);
 }
 
 #[test]

@@ -50,7 +50,7 @@ impl<D: Segments> Fs<D> {
         u64::from(u32::MAX) * self.bs()
     }
 
-    fn regular(&mut self, ino: Ino) -> Result<Inode> {
+    pub(super) fn regular(&mut self, ino: Ino) -> Result<Inode> {
         let inode = self.inode(ino)?;
         match inode.file_type()? {
             FileType::Regular => Ok(inode),
@@ -245,7 +245,7 @@ impl<D: Segments> Fs<D> {
     /// only reads; a block that damage replaced with older content of its sector (a scan
     /// that lost the newest version's tag) is written again, so that growing the file
     /// shows zeros there, as it must, rather than what damage left.
-    fn clear_past_end(&mut self, ino: Ino, inode: &mut Inode) -> Result<()> {
+    pub(super) fn clear_past_end(&mut self, ino: Ino, inode: &mut Inode) -> Result<()> {
         let bs = self.bs();
         let (size, at) = (inode.size, (inode.size % bs) as usize);
         if at == 0 {

@@ -237,6 +237,34 @@ impl Journal {
         adds
     }
 
+    /// The ranges (offset, length) of the pending small writes of each regular file that has
+    /// some and no other pending operation but access times.
+    pub fn writes_by_file(&self) -> BTreeMap<Ino, Vec<(u64, u64)>> {
+        let mut writes: BTreeMap<Ino, Vec<(u64, u64)>> = BTreeMap::new();
+        let mut others: BTreeSet<Ino> = BTreeSet::new();
+        for op in &self.pending {
+            match &op.kind {
+                OpKind::Write { offset, data } => writes
+                    .entry(op.ino)
+                    .or_default()
+                    .push((*offset, data.len() as u64)),
+                OpKind::Atime => {}
+                _ => {
+                    others.insert(op.ino);
+                }
+            }
+        }
+        writes.retain(|ino, _| !others.contains(ino));
+        writes
+    }
+
+    /// Whether a pending operation created regular file `ino`.
+    pub fn creates(&self, ino: Ino) -> bool {
+        self.pending
+            .iter()
+            .any(|op| matches!(op.kind, OpKind::Create { child, .. } if child == ino))
+    }
+
     /// Whether every change up to the count `changes` is durable in an entry (a volume
     /// without a journal has none).
     pub fn covers(&self, changes: u64) -> bool {
@@ -427,6 +455,8 @@ impl<D: Segments> Fs<D> {
         // Blocks of records the pending adds complete go to data blocks now, and the entry
         // names them instead of holding their bytes.
         self.pack_pending()?;
+        // So do blocks whose whole content small writes made.
+        self.pack_writes()?;
         // Other records added go after the frames of their file's append block.
         self.append_pending()?;
         self.journal.mark = self.changes();
@@ -598,15 +628,21 @@ impl<D: Segments> Fs<D> {
         // taken earlier they could take a block a later entry names, or one the records'
         // replay reads, which the checkpoint leaves free. They change regular files only,
         // whose other journaled operations set access times alone, so the result is the
-        // same as in the order they ran.
+        // same as in the order they ran. Blocks small writes made whole
+        // ([`OpKind::WriteBlock`]) are claimed in the first pass, with the blocks other
+        // entries name, and mapped in the second, in their place among the small writes.
         // The second pass reads the blocks again only if the first met a small write.
         let result = (|| -> Result<()> {
             let mut writes = 0u64;
             self.for_each_op(&found, &mut buf, |fs, op| {
-                if matches!(op.kind, OpKind::Write { .. }) {
-                    writes += 1;
-                } else {
-                    replayed += fs.replay_op(op, &mut tails)?;
+                match op.kind {
+                    OpKind::Write { .. } => writes += 1,
+                    OpKind::WriteBlock { block, sector, .. } => {
+                        writes += 1;
+                        fs.claim_written_block(op.ino, block, sector)
+                            .map_err(damage)?;
+                    }
+                    _ => replayed += fs.replay_op(op, &mut tails)?,
                 }
                 Ok(())
             })?;
@@ -627,7 +663,7 @@ impl<D: Segments> Fs<D> {
                 }
                 let mut none = BTreeMap::new();
                 self.for_each_op(&found, &mut buf, |fs, op| {
-                    if matches!(op.kind, OpKind::Write { .. }) {
+                    if matches!(op.kind, OpKind::Write { .. } | OpKind::WriteBlock { .. }) {
                         replayed += fs.replay_op(op, &mut none)?;
                     }
                     Ok(())
@@ -727,6 +763,9 @@ impl<D: Segments> Fs<D> {
                     })
             }
             OpKind::Write { offset, data } => self.write(ino, *offset, data).map(|_| 1),
+            &OpKind::WriteBlock { block, sector, len } => self
+                .replay_written_block(ino, block, sector, len)
+                .map(|_| 1),
             OpKind::Create {
                 name,
                 mode,

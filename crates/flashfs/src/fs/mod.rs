@@ -38,6 +38,7 @@ mod locality;
 mod mount;
 mod names;
 mod namespace;
+mod packed_writes;
 mod path;
 mod read_cache;
 mod record;

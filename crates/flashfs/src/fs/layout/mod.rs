@@ -607,7 +607,9 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// since the journal may hold creates of regular files (operation 14; a reader of version
 /// 11 would fail on them). 13 since index branches record their children's generations
 /// (node formats 3 and 4, SPEC.md §7.3; a reader of version 12 would refuse the nodes).
-pub const FS_VERSION: u8 = 13;
+/// 14 since the journal may name a file's block written whole by small writes (operation
+/// 15; a reader of version 13 would fail on it).
+pub const FS_VERSION: u8 = 14;
 /// Bytes of an encoded superblock record (68 before version 8), and of a long one (version
 /// 11, on parts with an SLC mode: [`Superblock::shares`]).
 pub const SB_LEN: usize = 72;

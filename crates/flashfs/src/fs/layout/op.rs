@@ -27,6 +27,7 @@ mod code {
     pub const ADD_SPANNED: u8 = 12;
     pub const WRITE: u8 = 13;
     pub const CREATE: u8 = 14;
+    pub const WRITE_BLOCK: u8 = 15;
 }
 
 /// What a journaled operation did.
@@ -114,6 +115,19 @@ pub enum OpKind {
         /// The inode the file got: the replay gives it the same, or the entry does not
         /// apply.
         child: Ino,
+    },
+    /// Small [`Fs::write`](crate::fs::Fs::write)s that made the whole content of a regular
+    /// file's block, up to its end or the file's (file-system version 14): the block was
+    /// programmed as the data block at `sector` before the entry, which names it instead of
+    /// carrying the bytes, so they are programmed once rather than in the entry and again at
+    /// the checkpoint.
+    WriteBlock {
+        /// The file's block.
+        block: u64,
+        /// Where it was written.
+        sector: u64,
+        /// Bytes of the block the writes reached (the file is at least this long into it).
+        len: u64,
     },
 }
 
@@ -217,6 +231,9 @@ pub fn encode_ops(ops: &[Op], base: Timespec) -> Option<Vec<u8>> {
             OpKind::Write { offset, data } => {
                 (code::WRITE, core::slice::from_ref(offset), Some(data))
             }
+            OpKind::WriteBlock { block, sector, len } => {
+                (code::WRITE_BLOCK, &[*block, *sector, *len][..], None)
+            }
             OpKind::Create {
                 name,
                 mode,
@@ -302,6 +319,11 @@ pub fn decode_ops(mut b: &[u8], base: Timespec) -> Result<Vec<Op>> {
                         data: c.bytes(n)?,
                     }
                 }
+                code::WRITE_BLOCK => OpKind::WriteBlock {
+                    block: c.varint()?,
+                    sector: c.varint()?,
+                    len: c.varint()?,
+                },
                 code::CREATE => {
                     let mode = u32::try_from(c.varint()?).ok()?;
                     let uid = u32::try_from(c.varint()?).ok()?;
@@ -403,6 +425,15 @@ mod tests {
                     uid: u32::MAX,
                     gid: 0,
                     child: 1 << 40,
+                },
+            },
+            Op {
+                ino: 1 << 40,
+                time: t(1 << 33, 11),
+                kind: OpKind::WriteBlock {
+                    block: u64::from(u32::MAX) - 1,
+                    sector: 1 << 31,
+                    len: 512,
                 },
             },
         ]

@@ -1,0 +1,220 @@
+//! Small writes that make a new file's block, committed as that block (SPEC.md §8.5b,
+//! operation 15).
+//!
+//! A small write goes to the journal with its bytes, and its block waits in RAM
+//! (`writeback`) until the checkpoint programs it: the bytes are programmed twice, in the
+//! entry and in the block. That pays when more small writes follow into the same block
+//! (appends), which the block then takes in one program. It does not for a small file
+//! created, written whole and synced, the commonest small file there is. So before an
+//! entry, where the pending writes of a file the entry creates made all of a block's
+//! content (up to the block's end or the file's), half of the block at least, the block is
+//! programmed as its data block, and the entry names it ([`OpKind::WriteBlock`]) instead of
+//! carrying its bytes: they are programmed once, and the entry takes a few bytes.
+//!
+//! Why a new file and half a block: a block is programmed whole (the bytes past the file's
+//! end as zeros), and a write after the sync finds it on flash and takes a new block. Named
+//! at every first append into a block, a log would pay a block there and another at the
+//! checkpoint for each block's worth of entry bytes saved; with half a block written, the
+//! entry would have carried as many bytes as the block takes. A block that went out of RAM
+//! already (to make room) costs nothing more, and is named whatever its file.
+//!
+//! Only where written bytes can be programmed again (NOR): there entries share a block. On
+//! NAND each entry programs a page and so would the block: naming it would add a page to
+//! the sync and save none.
+//!
+//! The replay claims the named sectors in its first pass, before small writes take space,
+//! and maps each in its place among the small writes, in the order they ran: a small write
+//! of an earlier entry to the same block lands before it and is covered by it, one of a
+//! later entry lands on it.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use super::layout::op::{Op, OpKind};
+use super::layout::{Extent, Ino};
+use super::Fs;
+use crate::error::{Error, Result};
+use crate::ftl::BlockDevice;
+use crate::media::Segments;
+
+/// The block the small writes `(offset, length)` make whole, and the bytes of it they
+/// reach, in a file of `size` bytes and blocks of `bs`: `None` unless they all fall in one
+/// block and cover it from its start to its end or the file's.
+fn whole_block(writes: &[(u64, u64)], bs: u64, size: u64) -> Option<(u64, u64)> {
+    let block = writes.first()?.0 / bs;
+    let mut ranges = Vec::with_capacity(writes.len());
+    for &(off, n) in writes {
+        let end = off.checked_add(n)?;
+        if n == 0 || off / bs != block || (end - 1) / bs != block {
+            return None;
+        }
+        ranges.push((off - block * bs, end - block * bs));
+    }
+    let len = ranges.iter().map(|r| r.1).max()?;
+    // The file goes on past what the writes reached in the block: bytes they did not make.
+    if size.saturating_sub(block * bs).min(bs) != len {
+        return None;
+    }
+    ranges.sort_unstable();
+    let mut reach = 0;
+    for (a, e) in ranges {
+        if a > reach {
+            return None;
+        }
+        reach = reach.max(e);
+    }
+    Some((block, len))
+}
+
+impl<D: Segments> Fs<D> {
+    /// Before a journal entry: programs each block whose whole content the pending small
+    /// writes of its file made, and replaces those writes in the entry with one
+    /// [`OpKind::WriteBlock`] naming it, at the place and time of the last of them.
+    pub(super) fn pack_writes(&mut self) -> Result<()> {
+        if self.transactions() > 0 || !self.tree.store().ftl.can_patch() {
+            return Ok(());
+        }
+        let bs = self.bs();
+        // Per file: the block, where it is, the bytes reached, and its writes in the entry.
+        let mut packed: BTreeMap<Ino, (u64, u64, u64, usize)> = BTreeMap::new();
+        for (ino, writes) in self.journal.writes_by_file() {
+            let size = self.inode(ino)?.size;
+            let Some((block, len)) = whole_block(&writes, bs, size) else {
+                continue;
+            };
+            let Some((sector, false)) = self.mapping(ino, block, block + 1)?[0] else {
+                continue;
+            };
+            // See the module documentation: a new file's half block at least, or a block
+            // on flash already.
+            let waits = self.tree.store().wb.get(sector).is_some();
+            if waits && (len * 2 < bs || !self.journal.creates(ino)) {
+                continue;
+            }
+            self.tree.store_mut().write_back(sector)?;
+            packed.insert(ino, (block, sector, len, writes.len()));
+        }
+        if packed.is_empty() {
+            return Ok(());
+        }
+        // The blocks are durable before the entry that names them.
+        self.tree.store_mut().ftl.flush()?;
+        let pending = self.journal.take_pending();
+        let mut out = Vec::with_capacity(pending.len());
+        for op in pending {
+            let Some((block, sector, len, left)) = packed.get_mut(&op.ino) else {
+                out.push(op);
+                continue;
+            };
+            if !matches!(op.kind, OpKind::Write { .. }) {
+                out.push(op);
+                continue;
+            }
+            *left -= 1;
+            if *left == 0 {
+                out.push(Op {
+                    kind: OpKind::WriteBlock {
+                        block: *block,
+                        sector: *sector,
+                        len: *len,
+                    },
+                    ..op
+                });
+            }
+        }
+        self.journal.put_back(out);
+        Ok(())
+    }
+
+    /// The replay's first pass over an [`OpKind::WriteBlock`]: takes its sector before any
+    /// small write takes space. A sector the checkpoint already holds can only be the
+    /// file's own block allocated unwritten, which the write filled in place.
+    pub(super) fn claim_written_block(&mut self, ino: Ino, block: u64, sector: u64) -> Result<()> {
+        let bad = Error::Corrupt("a journal entry names a data block that does not apply");
+        if sector >= self.sb.sectors || block >= self.max_file_size() / self.bs() {
+            return Err(bad);
+        }
+        if self.tree.store_mut().space.claim(sector) {
+            return Ok(());
+        }
+        match self.mapping(ino, block, block + 1)?[0] {
+            Some((s, true)) if s == sector => Ok(()),
+            _ => Err(bad),
+        }
+    }
+
+    /// Replays an [`OpKind::WriteBlock`] (its sector claimed): maps the file's `block` to
+    /// `sector`, which holds its content, releasing what the block held, and makes the
+    /// file at least `len` bytes into the block, as the small writes it stands for did.
+    pub(super) fn replay_written_block(
+        &mut self,
+        ino: Ino,
+        block: u64,
+        sector: u64,
+        len: u64,
+    ) -> Result<()> {
+        let mut inode = self.regular(ino)?;
+        self.refuse_records(ino)?;
+        let bs = self.bs();
+        if len == 0 || len > bs {
+            return Err(Error::Corrupt(
+                "a journal entry names a data block that does not apply",
+            ));
+        }
+        let end = block * bs + len;
+        if end > inode.size && inode.size / bs < block {
+            self.clear_past_end(ino, &mut inode)?;
+        }
+        let old = self.mapping(ino, block, block + 1)?[0];
+        self.unmap(ino, block, block + 1)?;
+        match old {
+            // Filled in place (allocated unwritten, or by a small write replayed before):
+            // what an earlier write left of it in RAM is older than the sector.
+            Some((s, _)) if s == sector => self.tree.store_mut().wb.drop_range(sector, 1),
+            Some((s, _)) => {
+                self.release_runs(&mut inode, &[(s, 1)]);
+                inode.blocks += 1;
+            }
+            None => inode.blocks += 1,
+        }
+        let e = Extent {
+            start: sector,
+            len: 1,
+            unwritten: false,
+            continued: false,
+        };
+        self.map_run(ino, block, e)?;
+        let now = self.now();
+        inode.size = inode.size.max(end);
+        inode.mtime = now;
+        inode.ctime = now;
+        self.put_inode(ino, &inode)?;
+        self.counts.wrote(len);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_block;
+
+    #[test]
+    fn writes_make_a_block_whole_only_from_its_start_to_its_end_or_the_file_s() {
+        // One write of a new 256-byte file.
+        assert_eq!(whole_block(&[(0, 256)], 512, 256), Some((0, 256)));
+        // Pieces in any order, overlapping, up to the block's end of a longer file.
+        let w = [(1024 + 300, 212), (1024, 100), (1024 + 50, 260)];
+        assert_eq!(whole_block(&w, 512, 4096), Some((2, 512)));
+        // A gap, a file going on past the writes, two blocks, a write across an edge.
+        assert_eq!(whole_block(&[(0, 100), (101, 155)], 512, 256), None);
+        assert_eq!(whole_block(&[(0, 256)], 512, 300), None);
+        assert_eq!(whole_block(&[(0, 256), (512, 10)], 512, 522), None);
+        assert_eq!(whole_block(&[(400, 200)], 512, 600), None);
+        // Nothing written, or an empty write.
+        assert_eq!(whole_block(&[], 512, 0), None);
+        assert_eq!(whole_block(&[(0, 0)], 512, 0), None);
+        // An append that starts the file's next block makes it whole.
+        assert_eq!(whole_block(&[(512, 64)], 512, 576), Some((1, 64)));
+        assert_eq!(whole_block(&[(u64::MAX, 2)], 512, u64::MAX), None);
+    }
+}
