@@ -555,16 +555,21 @@ mod tests {
                 device,
             );
             let off = find(&rows, Pattern::Append, 64, SyncEvery::End, 0, device);
-            // Without the buffers every 64-byte append programs a whole block.
-            assert!(
-                off.prog_per_user_byte >= f64::from(on.block_bytes) / 64.0 * 0.9,
-                "{off:?}"
-            );
+            // Without the buffers every 64-byte append programs its block again: on NAND a
+            // whole page, on NOR the block up to the file's end (half of it on average: the
+            // bytes past the end are left erased).
+            let block = f64::from(on.block_bytes);
+            let again = if device == "w25q64jv" {
+                block / 2.0
+            } else {
+                block
+            };
+            assert!(off.prog_per_user_byte >= again / 64.0 * 0.9, "{off:?}");
             // 16 KiB in the quick run: the checkpoint's index node and superblock, and the
             // trim of the journal block the file's create took (record and copy), are a
             // large part of it (a few per mille of the full run's 1 MiB).
             assert!(
-                on.prog_per_user_byte < 1.6 && on.prog_per_user_byte * 4.0 < off.prog_per_user_byte,
+                on.prog_per_user_byte < 1.6 && on.prog_per_user_byte * 3.0 < off.prog_per_user_byte,
                 "with buffers {on:?}, without {off:?}"
             );
             assert!(on.buffer_bytes > 0);

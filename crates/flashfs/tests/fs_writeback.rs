@@ -5,7 +5,7 @@
 mod common;
 
 use common::{fs_config, nand, nor};
-use flash::{NandSim, NorSim};
+use flash::{NandSim, NorSim, Simulated};
 use flashfs::fs::{Ino, SetAttr, ROOT_INO};
 use flashfs::{Fs, FsConfig, NandSegments, NorSegments, Segments};
 
@@ -238,6 +238,67 @@ fn an_allocated_block_made_whole_by_small_writes_replays_in_place() {
     let mut fs = after_cut(fs);
     assert_eq!(content(&mut fs, f), want);
     assert_eq!(fs.getattr(f).unwrap().inode.blocks, blocks);
+}
+
+/// On NOR the bytes of a file's last block past its end are left erased, never programmed;
+/// whatever grows the file over them without writing them — a write further on in the
+/// block (the block waiting in RAM), a truncate, an allocation, a write past the block —
+/// shows zeros there, before and after a remount.
+#[test]
+fn a_block_s_bytes_past_the_file_s_end_are_not_programmed_and_read_as_zeros() {
+    let mut fs = journaled_nor(64);
+    let f = file(&mut fs, b"f");
+    fs.checkpoint().unwrap();
+    let programmed =
+        |fs: &Fs<NorSegments<NorSim>>| fs.ftl().log().device().flash().stats().bytes_programmed;
+    let before = programmed(&fs);
+    fs.open(f).unwrap();
+    fs.write(f, 0, &data(1, 100)).unwrap();
+    fs.release(f).unwrap();
+    assert_eq!(
+        fs.write_back_stats().blocks,
+        0,
+        "the close programmed the block"
+    );
+    let cost = programmed(&fs) - before;
+    assert!(cost < 200, "the block programmed {cost} bytes for 100");
+    let mut want = data(1, 100);
+    // A write further on in the same block: on flash, and waiting in RAM.
+    fs.write(f, 150, &data(2, 10)).unwrap();
+    fs.write(f, 200, &data(3, 10)).unwrap();
+    assert_eq!(fs.write_back_stats().blocks, 1);
+    want.resize(150, 0);
+    want.extend(data(2, 10));
+    want.resize(200, 0);
+    want.extend(data(3, 10));
+    assert_eq!(content(&mut fs, f), want);
+    // Grown by an allocation, by a truncate (each over a tail left erased: the block
+    // programmed first), then by a write past the block.
+    fs.sync().unwrap();
+    fs.fallocate(f, 0, 0, 300).unwrap();
+    want.resize(300, 0);
+    assert_eq!(content(&mut fs, f), want);
+    fs.write(f, 300, &data(4, 10)).unwrap();
+    want.extend(data(4, 10));
+    fs.sync().unwrap();
+    fs.setattr(
+        f,
+        SetAttr {
+            size: Some(400),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    want.resize(400, 0);
+    assert_eq!(content(&mut fs, f), want);
+    let bs = fs.block_size() as usize;
+    fs.write(f, bs as u64 + 10, &data(3, 10)).unwrap();
+    want.resize(bs + 10, 0);
+    want.extend(data(3, 10));
+    assert_eq!(content(&mut fs, f), want);
+    fs.sync().unwrap();
+    let mut fs = Fs::mount(fs.unmount().unwrap(), fs_config()).unwrap();
+    assert_eq!(content(&mut fs, f), want);
 }
 
 #[test]

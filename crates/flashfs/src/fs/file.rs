@@ -183,6 +183,10 @@ impl<D: Segments> Fs<D> {
                 }
             }
         } else {
+            if mode & FALLOC_FL_KEEP_SIZE == 0 && end > inode.size {
+                // The file grows over its last block's tail.
+                self.clear_past_end(ino, &mut inode)?;
+            }
             let (b0, b1) = (off / bs, end.div_ceil(bs));
             let map = self.mapping(ino, b0, b1)?;
             let holes = map.iter().filter(|m| m.is_none()).count() as u64;
@@ -241,10 +245,11 @@ impl<D: Segments> Fs<D> {
     }
 
     /// Makes sure the bytes of the file's last block past its end are zeros before the
-    /// file grows over them without writing there. Every write leaves them zero, so this
-    /// only reads; a block that damage replaced with older content of its sector (a scan
-    /// that lost the newest version's tag) is written again, so that growing the file
-    /// shows zeros there, as it must, rather than what damage left.
+    /// file grows over them without writing there (a truncate or an allocation that grows
+    /// it, a write past the block). A write leaves them erased (0xFF, not programmed on
+    /// NOR; so does a block that damage replaced with older content of its sector), so the
+    /// block is written again, once, with zeros there: growing the file shows zeros, as it
+    /// must.
     pub(super) fn clear_past_end(&mut self, ino: Ino, inode: &mut Inode) -> Result<()> {
         let bs = self.bs();
         let (size, at) = (inode.size, (inode.size % bs) as usize);
@@ -419,14 +424,21 @@ impl<D: Segments> Fs<D> {
             // failed program leaves it as it was).
             let store = self.tree.store_mut();
             let at = (off - b0 * bs) as usize;
+            // Between the file's end and a write past it: zeros, where the block's tail
+            // was left erased.
+            let eof = (inode.size.saturating_sub(b0 * bs) as usize).min(at);
             if let Some(buffered) = store.wb.get(s) {
                 if end % bs == 0 {
                     let mut block = buffered.to_vec();
+                    block[eof..at].fill(0);
                     block[at..at + data.len()].copy_from_slice(data);
                     store.write_file_block(s, &block, b0)?;
                     store.wb.take(s);
                     store.wb.changed();
                 } else {
+                    if eof < at {
+                        store.wb.write(s, eof, &vec![0; at - eof]);
+                    }
                     store.wb.write(s, at, data);
                 }
                 inode.size = inode.size.max(end);
@@ -450,10 +462,17 @@ impl<D: Segments> Fs<D> {
                     .read_for_update(s, &mut content[at..at + bs as usize])?;
             }
         }
-        // Past the file's end a block holds zeros: whatever else it holds is not the file's.
+        // Past the file's end a block may hold anything but the file's bytes: zeros up to
+        // the write, and past the new end erased bytes (0xFF), which NOR does not program
+        // (a 256-byte file's 512-byte block costs 256 bytes, not 512). Growing the file
+        // over them without writing them zeroes them first (`clear_past_end`).
         let past = inode.size.saturating_sub(b0 * bs).min(content.len() as u64);
         content[past as usize..].fill(0);
         content[head..head + data.len()].copy_from_slice(data);
+        let eof = (inode.size.max(end) - b0 * bs) as usize;
+        if eof < content.len() {
+            content[eof..].fill(0xFF);
+        }
         // New sectors, in runs.
         let mut new: Vec<u64> = Vec::with_capacity(old.len());
         let mut allocated: Vec<(u64, u64)> = Vec::new();

@@ -11,12 +11,14 @@
 //! programmed as its data block, and the entry names it ([`OpKind::WriteBlock`]) instead of
 //! carrying its bytes: they are programmed once, and the entry takes a few bytes.
 //!
-//! Why a new file and half a block: a block is programmed whole (the bytes past the file's
-//! end as zeros), and a write after the sync finds it on flash and takes a new block. Named
-//! at every first append into a block, a log would pay a block there and another at the
-//! checkpoint for each block's worth of entry bytes saved; with half a block written, the
-//! entry would have carried as many bytes as the block takes. A block that went out of RAM
-//! already (to make room) costs nothing more, and is named whatever its file.
+//! Why a new file and half a block: a write after the sync finds the block on flash and
+//! takes a new one, so for a file that grows by appends the block named is programmed for
+//! nothing, and the one it leaves waits in RAM for the checkpoint. Named at every first
+//! append into a block, a log paid that at every block (and, before blocks left the bytes
+//! past the file's end unprogrammed, a whole block each time: synced 64-byte appends
+//! programmed 41% more); a new file written in pieces of half a block and more is most
+//! likely whole. A block that went out of RAM already (to make room) costs nothing more,
+//! and is named whatever its file.
 //!
 //! Only where written bytes can be programmed again (NOR): there entries share a block. On
 //! NAND each entry programs a page and so would the block: naming it would add a page to

@@ -608,7 +608,9 @@ const SB_MAGIC: [u8; 4] = *b"FFS1";
 /// 11 would fail on them). 13 since index branches record their children's generations
 /// (node formats 3 and 4, SPEC.md §7.3; a reader of version 12 would refuse the nodes).
 /// 14 since the journal may name a file's block written whole by small writes (operation
-/// 15; a reader of version 13 would fail on it).
+/// 15; a reader of version 13 would fail on it), and a file's last block is left erased
+/// past the file's end, not zeroed (a writer of version 13 grew a file by allocation over
+/// such bytes without zeroing them).
 pub const FS_VERSION: u8 = 14;
 /// Bytes of an encoded superblock record (68 before version 8), and of a long one (version
 /// 11, on parts with an SLC mode: [`Superblock::shares`]).
