@@ -68,6 +68,18 @@ fn whole_block(writes: &[(u64, u64)], bs: u64, size: u64) -> Option<(u64, u64)> 
     Some((block, len))
 }
 
+/// A block to name in the entry instead of a file's pending small writes.
+struct Named {
+    /// The file's block.
+    block: u64,
+    /// Where it was programmed.
+    sector: u64,
+    /// Bytes of it the writes reached.
+    len: u64,
+    /// The file's writes in the entry not yet met: the last of them becomes the name.
+    writes: usize,
+}
+
 impl<D: Segments> Fs<D> {
     /// Before a journal entry: programs each block whose whole content the pending small
     /// writes of its file made, and replaces those writes in the entry with one
@@ -77,8 +89,7 @@ impl<D: Segments> Fs<D> {
             return Ok(());
         }
         let bs = self.bs();
-        // Per file: the block, where it is, the bytes reached, and its writes in the entry.
-        let mut packed: BTreeMap<Ino, (u64, u64, u64, usize)> = BTreeMap::new();
+        let mut packed: BTreeMap<Ino, Named> = BTreeMap::new();
         for (ino, writes) in self.journal.writes_by_file() {
             let size = self.inode(ino)?.size;
             let Some((block, len)) = whole_block(&writes, bs, size) else {
@@ -94,7 +105,16 @@ impl<D: Segments> Fs<D> {
                 continue;
             }
             self.tree.store_mut().write_back(sector)?;
-            packed.insert(ino, (block, sector, len, writes.len()));
+            let writes = writes.len();
+            packed.insert(
+                ino,
+                Named {
+                    block,
+                    sector,
+                    len,
+                    writes,
+                },
+            );
         }
         if packed.is_empty() {
             return Ok(());
@@ -104,24 +124,19 @@ impl<D: Segments> Fs<D> {
         let pending = self.journal.take_pending();
         let mut out = Vec::with_capacity(pending.len());
         for op in pending {
-            let Some((block, sector, len, left)) = packed.get_mut(&op.ino) else {
+            let named = packed.get_mut(&op.ino);
+            let Some(n) = named.filter(|_| matches!(op.kind, OpKind::Write { .. })) else {
                 out.push(op);
                 continue;
             };
-            if !matches!(op.kind, OpKind::Write { .. }) {
-                out.push(op);
-                continue;
-            }
-            *left -= 1;
-            if *left == 0 {
-                out.push(Op {
-                    kind: OpKind::WriteBlock {
-                        block: *block,
-                        sector: *sector,
-                        len: *len,
-                    },
-                    ..op
-                });
+            n.writes -= 1;
+            if n.writes == 0 {
+                let kind = OpKind::WriteBlock {
+                    block: n.block,
+                    sector: n.sector,
+                    len: n.len,
+                };
+                out.push(Op { kind, ..op });
             }
         }
         self.journal.put_back(out);
