@@ -860,6 +860,8 @@ impl FsWorkload {
                             made += 1;
                             whole.push(k);
                             let path = format!("w{k}");
+                            // In one write, or two.
+                            let mut off = 0;
                             if next(2) == 0 {
                                 ops.push(FsOp::Write {
                                     path: path.clone(),
@@ -867,11 +869,8 @@ impl FsWorkload {
                                     len: len as u32,
                                     seed: v(),
                                 });
+                                off = len;
                             }
-                            let off = ops.last().map_or(0, |op| match op {
-                                FsOp::Write { path: p, len, .. } if *p == path => u64::from(*len),
-                                _ => 0,
-                            });
                             ops.push(FsOp::Write {
                                 path,
                                 off,

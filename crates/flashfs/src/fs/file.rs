@@ -695,6 +695,33 @@ impl<D: Segments> Fs<D> {
         Ok(removed)
     }
 
+    /// Maps block `b` to the block written at `sector`, releasing what it mapped before. A
+    /// block already at `sector` (allocated unwritten, or filled in place by a write replayed
+    /// before) is marked written, and what RAM kept of it for that write dropped: the
+    /// sector's content is newer.
+    pub(super) fn map_written_block(
+        &mut self,
+        ino: Ino,
+        inode: &mut Inode,
+        b: u64,
+        sector: u64,
+    ) -> Result<()> {
+        let old = self.unmap(ino, b, b + 1)?;
+        if old.iter().any(|&(s, _)| s == sector) {
+            self.tree.store_mut().wb.drop_range(sector, 1);
+        } else {
+            self.release_runs(inode, &old);
+            inode.blocks += 1;
+        }
+        let e = Extent {
+            start: sector,
+            len: 1,
+            unwritten: false,
+            continued: false,
+        };
+        self.map_run(ino, b, e)
+    }
+
     /// Maps blocks from `b` to the extent `e` (which must not overlap a mapped block),
     /// merging it with a neighbour that continues it on flash.
     pub(super) fn map_run(&mut self, ino: Ino, mut b: u64, mut e: Extent) -> Result<()> {

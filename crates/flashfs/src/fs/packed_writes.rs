@@ -33,7 +33,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::layout::op::{Op, OpKind};
-use super::layout::{Extent, Ino};
+use super::layout::Ino;
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::ftl::BlockDevice;
@@ -182,25 +182,7 @@ impl<D: Segments> Fs<D> {
         if end > inode.size && inode.size / bs < block {
             self.clear_past_end(ino, &mut inode)?;
         }
-        let old = self.mapping(ino, block, block + 1)?[0];
-        self.unmap(ino, block, block + 1)?;
-        match old {
-            // Filled in place (allocated unwritten, or by a small write replayed before):
-            // what an earlier write left of it in RAM is older than the sector.
-            Some((s, _)) if s == sector => self.tree.store_mut().wb.drop_range(sector, 1),
-            Some((s, _)) => {
-                self.release_runs(&mut inode, &[(s, 1)]);
-                inode.blocks += 1;
-            }
-            None => inode.blocks += 1,
-        }
-        let e = Extent {
-            start: sector,
-            len: 1,
-            unwritten: false,
-            continued: false,
-        };
-        self.map_run(ino, block, e)?;
+        self.map_written_block(ino, &mut inode, block, sector)?;
         let now = self.now();
         inode.size = inode.size.max(end);
         inode.mtime = now;

@@ -461,16 +461,7 @@ impl<D: Segments> Fs<D> {
             self.tree.remove(&k)?;
         }
         let mut inode = self.inode(ino)?;
-        let old = self.unmap(ino, b, b + 1)?;
-        self.release_runs(&mut inode, &old);
-        let e = Extent {
-            start: sector,
-            len: 1,
-            unwritten: false,
-            continued: false,
-        };
-        self.map_run(ino, b, e)?;
-        inode.blocks += 1;
+        self.map_written_block(ino, &mut inode, b, sector)?;
         self.put_inode(ino, &inode)
     }
 
